@@ -1,0 +1,102 @@
+//! Solver parameters: one struct, documented meaning, units and defaults.
+
+/// Parameters of the AVBD step. Units are SI (m, kg, s, N).
+///
+/// The defaults are the values the acceptance tests in `tests/` were run with;
+/// the README table lists what each scene measured with them.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SolverConfig {
+    /// Time step h in seconds (one implicit-Euler step per frame). Default 1/60.
+    pub dt: f32,
+    /// Fixed iteration budget per step: exactly this many primal+dual sweeps. Default 10.
+    pub iterations: u32,
+    /// Gravity acceleration in m/s². Default (0, −9.81, 0).
+    pub gravity: glam::Vec3,
+    /// α of Eq. 18: the share of a hard constraint's error at the start of the step that
+    /// is *not* corrected in this step (gradual correction, no momentum spike). 0 corrects
+    /// everything at once, 1 never corrects. Also scales warm-started λ (Eq. 19). Default 0.95 (paper).
+    pub alpha: f32,
+    /// β of Eq. 12/16 for rows whose error is a length: penalty growth k += β|C| per
+    /// iteration, in N/m². β depends on units (paper: 10 in its units; demos: 1e4–1e5 in metres).
+    /// Default 1e5.
+    pub beta_linear: f32,
+    /// β for rows whose error is an angle (N·m/rad²). Default 1e3.
+    pub beta_angular: f32,
+    /// γ of Eq. 19: warm-start decay of k and λ from the previous step. Default 0.99 (paper).
+    pub gamma: f32,
+    /// k_start of Eq. 10/19: the smallest penalty of a hard row, N/m (or N·m/rad). Default 1e3.
+    pub k_start: f32,
+    /// Upper bound of any penalty k (N/m); keeps conflicting hard constraints finite. Default 1e10.
+    pub k_max: f32,
+    /// Upper bound of any |λ| (N). Default 1e10.
+    pub lambda_max: f32,
+    /// Contacts are created when shapes are closer than this (m): a speculative margin that
+    /// keeps contact features and warm starts stable. Default 0.01.
+    pub collision_margin: f32,
+    /// Maximum angular speed (rad/s) kept at the end of a step; guards the quaternion update. Default 100.
+    pub max_angular_speed: f32,
+}
+
+impl Default for SolverConfig {
+    fn default() -> Self {
+        Self {
+            dt: 1.0 / 60.0,
+            iterations: 10,
+            gravity: glam::Vec3::new(0.0, -9.81, 0.0),
+            alpha: 0.95,
+            beta_linear: 1e5,
+            beta_angular: 1e3,
+            gamma: 0.99,
+            k_start: 1e3,
+            k_max: 1e10,
+            lambda_max: 1e10,
+            collision_margin: 0.01,
+            max_angular_speed: 100.0,
+        }
+    }
+}
+
+impl SolverConfig {
+    /// Checks every field; the error names the first one out of range.
+    pub fn validate(&self) -> Result<(), crate::PhysicsError> {
+        use crate::PhysicsError::InvalidConfig as E;
+        let pos = |v: f32| v.is_finite() && v > 0.0;
+        if !pos(self.dt) {
+            return Err(E { field: "dt", value: self.dt });
+        }
+        if self.iterations == 0 {
+            return Err(E { field: "iterations", value: 0.0 });
+        }
+        if !self.gravity.is_finite() {
+            return Err(E { field: "gravity", value: f32::NAN });
+        }
+        if !(0.0..=1.0).contains(&self.alpha) {
+            return Err(E { field: "alpha", value: self.alpha });
+        }
+        if !(0.0..=1.0).contains(&self.gamma) {
+            return Err(E { field: "gamma", value: self.gamma });
+        }
+        for (field, v) in [
+            ("beta_linear", self.beta_linear),
+            ("beta_angular", self.beta_angular),
+        ] {
+            if !(v.is_finite() && v >= 0.0) {
+                return Err(E { field, value: v });
+            }
+        }
+        for (field, v) in [
+            ("k_start", self.k_start),
+            ("k_max", self.k_max),
+            ("lambda_max", self.lambda_max),
+            ("max_angular_speed", self.max_angular_speed),
+        ] {
+            if !pos(v) {
+                return Err(E { field, value: v });
+            }
+        }
+        if !(self.collision_margin.is_finite() && self.collision_margin >= 0.0) {
+            return Err(E { field: "collision_margin", value: self.collision_margin });
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,128 @@
+//! Contact constraint record: three Taylor-cached rows (tangent, bitangent, normal) per
+//! contact point, as in AVBD Sec. 3.3 and Sec. 4 "Approximating Constraints".
+
+use bytemuck::{Pod, Zeroable};
+use glam::Vec3;
+
+use crate::math::{Vec6, vec6};
+
+/// Flags in `ContactRecord::flags`.
+pub mod flags {
+    /// Static friction held at the end of the previous step (μ = μ_s, anchors kept).
+    pub const STICK: u32 = 1;
+    /// Friction was inside its cone at the last dual update (the contact sticks next step).
+    pub const INSIDE_CONE: u32 = 2;
+}
+
+/// One contact point between body A and body B (either may be static or kinematic).
+///
+/// Row r ∈ {t, b, n} has error `C_r(x) ≈ c0_r + J_A,r·Δx_A + J_B,r·Δx_B` (first-order
+/// Taylor model about the start of the step), with `J_A,r = −[d_r, arm_a × d_r]` and
+/// `J_B,r = [d_r, arm_b × d_r]`: the rows measure `d_r · (P_B − P_A)`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Pod, Zeroable)]
+pub struct ContactRecord {
+    pub body_a: u32,
+    pub body_b: u32,
+    pub flags: u32,
+    pub _pad: u32,
+    /// World normal from A to B (xyz), static friction μ_s (w).
+    pub normal: [f32; 4],
+    /// World tangent (xyz), dynamic friction μ_d (w).
+    pub tangent: [f32; 4],
+    /// Lever arm of the contact point on A (world, from A's centre of mass).
+    pub arm_a: [f32; 4],
+    pub arm_b: [f32; 4],
+    /// Regularised start error for rows t, b, n (Eq. 18 applied).
+    pub c0: [f32; 4],
+    /// Penalty k for rows t, b, n.
+    pub k: [f32; 4],
+    /// Multiplier λ for rows t, b, n.
+    pub lambda: [f32; 4],
+}
+
+/// Forces of one contact after bounds, and the stiffness to use in the Hessian.
+#[derive(Clone, Copy, Debug)]
+pub struct ContactForce {
+    pub c: [f32; 3],
+    pub f: [f32; 3],
+    pub k_hessian: [f32; 3],
+    /// Normal force inside its bound (pressing).
+    pub normal_active: bool,
+    /// Friction inside its cone (sticking).
+    pub inside_cone: bool,
+}
+
+#[inline]
+fn v3(a: [f32; 4]) -> Vec3 {
+    Vec3::new(a[0], a[1], a[2])
+}
+
+impl ContactRecord {
+    #[inline]
+    pub fn dirs(&self) -> [Vec3; 3] {
+        let n = v3(self.normal);
+        let t = v3(self.tangent);
+        [t, n.cross(t), n]
+    }
+    #[inline]
+    pub fn mu(&self) -> f32 {
+        if self.flags & flags::STICK != 0 {
+            self.normal[3]
+        } else {
+            self.tangent[3]
+        }
+    }
+    /// Row Jacobians for A and B.
+    #[inline]
+    pub fn jacobians(&self) -> ([Vec6; 3], [Vec6; 3]) {
+        let dirs = self.dirs();
+        let aa = v3(self.arm_a);
+        let ab = v3(self.arm_b);
+        let ja = dirs.map(|d| vec6(-d, -aa.cross(d)));
+        let jb = dirs.map(|d| vec6(d, ab.cross(d)));
+        (ja, jb)
+    }
+
+    /// Errors at displacements `dxa`, `dxb`, then forces clamped to the normal bound and
+    /// the friction cone, with the rescaled Hessian stiffness of Eq. 14.
+    #[inline]
+    pub fn forces(&self, ja: &[Vec6; 3], jb: &[Vec6; 3], dxa: &Vec6, dxb: &Vec6) -> ContactForce {
+        let mut c = [0.0f32; 3];
+        let mut f = [0.0f32; 3];
+        for r in 0..3 {
+            c[r] = self.c0[r] + crate::math::dot6(&ja[r], dxa) + crate::math::dot6(&jb[r], dxb);
+            f[r] = self.k[r] * c[r] + self.lambda[r];
+        }
+        let mut k_h = [self.k[0], self.k[1], self.k[2]];
+        let rescale = |bound: f32, r: usize, k_h: &mut [f32; 3]| {
+            if c[r] != 0.0 {
+                k_h[r] = ((bound - self.lambda[r]) / c[r]).abs();
+            }
+        };
+        // Normal: force ≤ 0 pushes apart; a positive force would pull, clamp to 0.
+        let normal_active = f[2] < 0.0;
+        if !normal_active {
+            f[2] = 0.0;
+            rescale(0.0, 2, &mut k_h);
+        }
+        // Friction cone ‖f_tb‖ ≤ μ |f_n|.
+        let limit = self.mu() * -f[2];
+        let ft = (f[0] * f[0] + f[1] * f[1]).sqrt();
+        let inside_cone = ft <= limit;
+        if !inside_cone {
+            let s = if ft > 0.0 { limit / ft } else { 0.0 };
+            for r in 0..2 {
+                f[r] *= s;
+                rescale(f[r], r, &mut k_h);
+            }
+        }
+        ContactForce {
+            c,
+            f,
+            k_hessian: k_h,
+            normal_active,
+            inside_cone,
+        }
+    }
+}

@@ -1,0 +1,312 @@
+//! Collision stage: parry3d broad phase (a BVH over the colliders' AABBs) and contact
+//! manifolds, persistent per body pair so that λ, k, the stick flag and sticking anchors
+//! carry over by feature id; then one Taylor-cached contact record per contact point.
+
+use std::collections::HashSet;
+
+use glam::Vec3;
+use parry3d::bounding_volume::{Aabb, BoundingVolume};
+use parry3d::math::Pose;
+use parry3d::partitioning::{Bvh, BvhBuildStrategy};
+use parry3d::query::{
+    ContactManifold, ContactManifoldsWorkspace, DefaultQueryDispatcher, PersistentQueryDispatcher,
+};
+use rayon::prelude::*;
+
+use crate::config::SolverConfig;
+use crate::contact::{ContactRecord, flags};
+use crate::error::BodyHandle;
+use crate::math::tangent_basis;
+use crate::world::{BodySet, JointSet};
+
+/// What a contact point carries from one step to the next.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct WarmStart {
+    pub valid: bool,
+    pub stick: bool,
+    pub lambda: [f32; 3],
+    pub k: [f32; 3],
+    /// Contact anchors in the bodies' frames (kept while the contact sticks).
+    pub anchor_a: Vec3,
+    pub anchor_b: Vec3,
+}
+
+type Manifold = ContactManifold<(), WarmStart>;
+
+/// Persistent state of one colliding body pair.
+pub struct PairState {
+    /// Body handles, `a < b`.
+    pub key: (BodyHandle, BodyHandle),
+    a: u32,
+    b: u32,
+    manifolds: Vec<Manifold>,
+    workspace: Option<ContactManifoldsWorkspace>,
+}
+
+/// Where each contact record came from, to write its warm start back.
+#[derive(Clone, Copy, Debug)]
+struct Source {
+    pair: u32,
+    manifold: u32,
+    point: u32,
+}
+
+#[derive(Default)]
+pub struct CollisionState {
+    pairs: Vec<PairState>,
+    sources: Vec<Source>,
+    /// Body-frame anchors used by each contact record this step.
+    anchors: Vec<(Vec3, Vec3)>,
+    joint_pairs: HashSet<(BodyHandle, BodyHandle)>,
+    joints_dirty: bool,
+    /// Deepest penetration found in the last detection (m, ≥ 0).
+    pub max_penetration: f32,
+}
+
+impl CollisionState {
+    /// Jointed bodies do not collide with each other: the set is rebuilt at the next step.
+    pub(crate) fn joints_changed(&mut self) {
+        self.joints_dirty = true;
+    }
+    /// Drops cached pairs of a removed body.
+    pub(crate) fn forget_body(&mut self, h: BodyHandle) {
+        self.pairs.retain(|p| p.key.0 != h && p.key.1 != h);
+        self.sources.clear();
+    }
+    pub fn pair_count(&self) -> usize {
+        self.pairs.len()
+    }
+}
+
+/// World pose of body `i`'s collider at the start of the step.
+#[inline]
+fn shape_pose(bodies: &BodySet, i: usize) -> Pose {
+    let p = &bodies.poses[i];
+    let q = p.q();
+    Pose::from_parts(p.p() + q * bodies.shape_offsets[i], q)
+}
+
+fn ordered(a: BodyHandle, b: BodyHandle) -> (BodyHandle, BodyHandle) {
+    if a < b { (a, b) } else { (b, a) }
+}
+
+/// Finds this step's contacts at the start poses and writes warm-started contact records.
+pub fn detect(
+    cfg: &SolverConfig,
+    bodies: &BodySet,
+    joints: &JointSet,
+    state: &mut CollisionState,
+    out: &mut Vec<ContactRecord>,
+) {
+    if state.joints_dirty {
+        state.joint_pairs = joints.bodies.iter().filter_map(|&(a, b)| b.map(|b| ordered(a, b))).collect();
+        state.joints_dirty = false;
+    }
+    let margin = cfg.collision_margin;
+
+    // Broad phase: BVH over bounded colliders; half-spaces are tested against every leaf.
+    let mut leaves: Vec<Aabb> = Vec::new();
+    let mut leaf_body: Vec<u32> = Vec::new();
+    let mut planes: Vec<u32> = Vec::new();
+    for i in 0..bodies.len() {
+        let Some(c) = &bodies.colliders[i] else { continue };
+        if bodies.frozen[i] {
+            continue;
+        }
+        if c.is_unbounded() {
+            planes.push(i as u32);
+        } else {
+            leaves.push(c.shape.compute_aabb(&shape_pose(bodies, i)).loosened(margin));
+            leaf_body.push(i as u32);
+        }
+    }
+    let mut candidates: Vec<(BodyHandle, BodyHandle)> = Vec::new();
+    let mut consider = |a: u32, b: u32| {
+        let (a, b) = (a as usize, b as usize);
+        if !(bodies.is_solved(a) || bodies.is_solved(b)) {
+            return;
+        }
+        let key = ordered(bodies.handles[a], bodies.handles[b]);
+        if !state.joint_pairs.contains(&key) {
+            candidates.push(key);
+        }
+    };
+    if leaves.len() > 1 {
+        let bvh = Bvh::from_leaves(BvhBuildStrategy::Binned, &leaves);
+        for (l1, l2) in bvh.leaf_pairs(&bvh, |n1, n2| n1.intersects(n2)) {
+            if l1 < l2 && leaves[l1 as usize].intersects(&leaves[l2 as usize]) {
+                consider(leaf_body[l1 as usize], leaf_body[l2 as usize]);
+            }
+        }
+    }
+    for &p in &planes {
+        let pose = shape_pose(bodies, p as usize);
+        let shape = &bodies.colliders[p as usize].as_ref().unwrap().shape;
+        let normal = pose.rotation * shape.as_halfspace().map(|h| h.normal).unwrap_or(Vec3::Y);
+        for (l, aabb) in leaves.iter().enumerate() {
+            // Signed distance of the AABB's lowest corner along the plane normal.
+            let half = aabb.half_extents();
+            let lowest = normal.dot(aabb.center() - pose.translation) - half.dot(normal.abs());
+            if lowest < margin {
+                consider(p, leaf_body[l]);
+            }
+        }
+    }
+    candidates.sort_unstable();
+    candidates.dedup();
+
+    // Keep the persistent state of pairs that are still candidates (both lists sorted).
+    let old = std::mem::take(&mut state.pairs);
+    let mut old_iter = old.into_iter().peekable();
+    let index_of = |h: BodyHandle| bodies.index_of[h.0 as usize];
+    for key in candidates {
+        while old_iter.peek().is_some_and(|p| p.key < key) {
+            old_iter.next();
+        }
+        let (a, b) = (index_of(key.0), index_of(key.1));
+        match old_iter.peek() {
+            Some(p) if p.key == key => {
+                let mut p = old_iter.next().unwrap();
+                p.a = a;
+                p.b = b;
+                state.pairs.push(p);
+            }
+            _ => state.pairs.push(PairState {
+                key,
+                a,
+                b,
+                manifolds: Vec::new(),
+                workspace: None,
+            }),
+        }
+    }
+
+    // Narrow phase, in parallel over pairs (each pair owns its manifolds).
+    let dispatcher = DefaultQueryDispatcher;
+    state.pairs.par_iter_mut().with_min_len(32).for_each(|pair| {
+        let (a, b) = (pair.a as usize, pair.b as usize);
+        let (Some(ca), Some(cb)) = (&bodies.colliders[a], &bodies.colliders[b]) else { return };
+        let pa = shape_pose(bodies, a);
+        let pb = shape_pose(bodies, b);
+        let pos12 = pa.inverse() * pb;
+        let old: Vec<Manifold> = pair.manifolds.clone();
+        let ok = dispatcher.contact_manifolds(
+            &pos12,
+            ca.shape.as_ref(),
+            cb.shape.as_ref(),
+            margin,
+            &mut pair.manifolds,
+            &mut pair.workspace,
+        );
+        if ok.is_err() {
+            pair.manifolds.clear();
+            return;
+        }
+        // Carry warm starts by feature id wherever the dispatcher did not.
+        for m in &mut pair.manifolds {
+            if let Some(o) = old.iter().find(|o| o.subshape1 == m.subshape1 && o.subshape2 == m.subshape2) {
+                for pt in &mut m.points {
+                    if !pt.data.valid
+                        && let Some(op) = o.points.iter().find(|op| op.fid1 == pt.fid1 && op.fid2 == pt.fid2)
+                    {
+                        pt.data = op.data;
+                    }
+                }
+            }
+        }
+    });
+
+    // Contact records, in pair order (deterministic).
+    out.clear();
+    state.sources.clear();
+    state.anchors.clear();
+    let mut max_pen = 0.0f32;
+    for (pi, pair) in state.pairs.iter().enumerate() {
+        let (a, b) = (pair.a as usize, pair.b as usize);
+        let (ca, cb) = (bodies.colliders[a].as_ref().unwrap(), bodies.colliders[b].as_ref().unwrap());
+        let mu_s = (ca.friction * cb.friction).sqrt();
+        let mu_d = (ca.dynamic_friction * cb.dynamic_friction).sqrt();
+        let pose_a = &bodies.poses[a];
+        let pose_b = &bodies.poses[b];
+        let (pa, qa, pb, qb) = (pose_a.p(), pose_a.q(), pose_b.p(), pose_b.q());
+        let sa = shape_pose(bodies, a);
+        let sb = shape_pose(bodies, b);
+        for (mi, m) in pair.manifolds.iter().enumerate() {
+            let sub_a = m.subshape_pos1().map(|p| sa * *p).unwrap_or(sa);
+            let sub_b = m.subshape_pos2().map(|p| sb * *p).unwrap_or(sb);
+            let n = (sub_a.rotation * m.local_n1).normalize();
+            if !n.is_finite() {
+                continue;
+            }
+            let (t, bt) = tangent_basis(n);
+            for (k, pt) in m.points.iter().enumerate() {
+                let wa = sub_a * pt.local_p1;
+                let wb = sub_b * pt.local_p2;
+                max_pen = max_pen.max(-pt.dist);
+                let ws = &pt.data;
+                let stick = ws.valid && ws.stick;
+                // Sticking contacts keep their anchors: the tangential rows pull back any slip.
+                let (anc_a, anc_b) = if stick {
+                    (pa + qa * ws.anchor_a, pb + qb * ws.anchor_b)
+                } else {
+                    (wa, wb)
+                };
+                let gap = anc_b - anc_a;
+                let alpha = cfg.alpha;
+                let c0_n = pt.dist;
+                let c0 = [
+                    (1.0 - alpha) * t.dot(gap),
+                    (1.0 - alpha) * bt.dot(gap),
+                    if c0_n < 0.0 { (1.0 - alpha) * c0_n } else { c0_n },
+                ];
+                let (lambda, kk) = if ws.valid {
+                    (
+                        ws.lambda.map(|l| l * alpha * cfg.gamma),
+                        ws.k.map(|k| (k * cfg.gamma).max(cfg.k_start)),
+                    )
+                } else {
+                    ([0.0; 3], [cfg.k_start; 3])
+                };
+                out.push(ContactRecord {
+                    body_a: a as u32,
+                    body_b: b as u32,
+                    flags: if !ws.valid || ws.stick { flags::STICK } else { 0 },
+                    _pad: 0,
+                    normal: n.extend(mu_s).to_array(),
+                    tangent: t.extend(mu_d).to_array(),
+                    arm_a: (wa - pa).extend(0.0).to_array(),
+                    arm_b: (wb - pb).extend(0.0).to_array(),
+                    c0: [c0[0], c0[1], c0[2], 0.0],
+                    k: [kk[0], kk[1], kk[2], 0.0],
+                    lambda: [lambda[0], lambda[1], lambda[2], 0.0],
+                });
+                state.sources.push(Source {
+                    pair: pi as u32,
+                    manifold: mi as u32,
+                    point: k as u32,
+                });
+                // Anchors in body frames, kept for as long as the contact sticks.
+                state.anchors.push((qa.conjugate() * (anc_a - pa), qb.conjugate() * (anc_b - pb)));
+            }
+        }
+    }
+    state.max_penetration = max_pen;
+}
+
+/// Writes λ, k, the stick flag and the anchors back into the persistent manifolds.
+pub fn store_warm_start(contacts: &[ContactRecord], state: &mut CollisionState) {
+    for ((c, src), &(anchor_a, anchor_b)) in contacts.iter().zip(&state.sources).zip(&state.anchors) {
+        let Some(pair) = state.pairs.get_mut(src.pair as usize) else { continue };
+        let Some(m) = pair.manifolds.get_mut(src.manifold as usize) else { continue };
+        let Some(pt) = m.points.get_mut(src.point as usize) else { continue };
+        pt.data = WarmStart {
+            valid: true,
+            // Sticks next step if the last dual update left friction inside its cone.
+            stick: c.flags & flags::INSIDE_CONE != 0,
+            lambda: [c.lambda[0], c.lambda[1], c.lambda[2]],
+            k: [c.k[0], c.k[1], c.k[2]],
+            anchor_a,
+            anchor_b,
+        };
+    }
+}

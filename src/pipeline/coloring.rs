@@ -1,0 +1,165 @@
+//! Constraint graph and body colouring (AVBD Sec. 4 "Parallelization").
+//!
+//! The adjacency lists every constraint touching a body in compressed (CSR) form, so the
+//! primal stage reads a body's rows without searching. Dynamic bodies are coloured greedily
+//! over the graph of all constraints (contacts and joints); static, kinematic and frozen
+//! bodies never take a colour. Bodies of one colour share no constraint, so they can be
+//! solved in parallel.
+
+use super::SolverData;
+use crate::joint::WORLD;
+use crate::world::{BodySet, JointSet};
+
+/// Tag in the low bit of an adjacency item.
+pub const ITEM_JOINT: u32 = 1;
+
+/// Body → constraint adjacency in CSR form. Item = `(constraint index << 1) | is_joint`.
+#[derive(Default, Clone, Debug)]
+pub struct Adjacency {
+    pub offsets: Vec<u32>,
+    pub items: Vec<u32>,
+}
+
+impl Adjacency {
+    #[inline]
+    pub fn of(&self, body: usize) -> &[u32] {
+        &self.items[self.offsets[body] as usize..self.offsets[body + 1] as usize]
+    }
+}
+
+/// Bodies grouped by colour (CSR): colour c holds `bodies[offsets[c]..offsets[c+1]]`.
+#[derive(Default, Clone, Debug)]
+pub struct Colors {
+    pub offsets: Vec<u32>,
+    pub bodies: Vec<u32>,
+    /// Colour of each body (`u32::MAX` for bodies that are not solved).
+    pub of_body: Vec<u32>,
+    mark: Vec<u32>,
+}
+
+impl Colors {
+    pub fn count(&self) -> usize {
+        self.offsets.len().saturating_sub(1)
+    }
+    #[inline]
+    pub fn group(&self, c: usize) -> &[u32] {
+        &self.bodies[self.offsets[c] as usize..self.offsets[c + 1] as usize]
+    }
+}
+
+/// Builds the adjacency of this step's constraints and colours the dynamic bodies.
+pub fn build(bodies: &BodySet, joints: &JointSet, s: &mut SolverData) {
+    let n = bodies.len();
+    let SolverData {
+        contacts,
+        adjacency: adj,
+        colors,
+        ..
+    } = s;
+    // Edges (a, b, item), visited twice: count, then fill.
+    let active_joints = joints.records.iter().enumerate().filter(|(_, j)| !j.broken());
+    let visit = |f: &mut dyn FnMut(u32, u32)| {
+        for (ci, c) in contacts.iter().enumerate() {
+            let item = (ci as u32) << 1;
+            f(c.body_a, item);
+            f(c.body_b, item);
+        }
+        for (ji, j) in active_joints.clone() {
+            let item = ((ji as u32) << 1) | ITEM_JOINT;
+            f(j.body_a, item);
+            f(j.body_b, item);
+        }
+    };
+    adj.offsets.clear();
+    adj.offsets.resize(n + 1, 0);
+    visit(&mut |b, _| {
+        if b != WORLD {
+            adj.offsets[b as usize + 1] += 1;
+        }
+    });
+    for i in 0..n {
+        adj.offsets[i + 1] += adj.offsets[i];
+    }
+    adj.items.clear();
+    adj.items.resize(adj.offsets[n] as usize, 0);
+    let mut cursor: Vec<u32> = adj.offsets[..n].to_vec();
+    visit(&mut |b, item| {
+        if b != WORLD {
+            let c = &mut cursor[b as usize];
+            adj.items[*c as usize] = item;
+            *c += 1;
+        }
+    });
+
+    color_greedy(bodies, joints, contacts, adj, colors);
+}
+
+/// The body on the other side of adjacency item `item` of body `i`.
+#[inline]
+pub fn other_body(item: u32, i: u32, contacts: &[crate::contact::ContactRecord], joints: &JointSet) -> u32 {
+    let idx = (item >> 1) as usize;
+    let (a, b) = if item & ITEM_JOINT != 0 {
+        let j = &joints.records[idx];
+        (j.body_a, j.body_b)
+    } else {
+        let c = &contacts[idx];
+        (c.body_a, c.body_b)
+    };
+    if a == i { b } else { a }
+}
+
+fn color_greedy(
+    bodies: &BodySet,
+    joints: &JointSet,
+    contacts: &[crate::contact::ContactRecord],
+    adj: &Adjacency,
+    colors: &mut Colors,
+) {
+    let n = bodies.len();
+    colors.of_body.clear();
+    colors.of_body.resize(n, u32::MAX);
+    colors.mark.clear();
+    let mut count = 0usize;
+    for i in 0..n {
+        if !bodies.is_solved(i) {
+            continue;
+        }
+        // Stamp the colours of already-coloured neighbours with i, then take the first free one.
+        for &item in adj.of(i) {
+            let o = other_body(item, i as u32, contacts, joints);
+            if o == WORLD {
+                continue;
+            }
+            let oc = colors.of_body[o as usize];
+            if oc != u32::MAX {
+                colors.mark[oc as usize] = i as u32;
+            }
+        }
+        let c = (0..count).find(|&c| colors.mark[c] != i as u32).unwrap_or(count);
+        if c == count {
+            count += 1;
+            colors.mark.push(u32::MAX);
+        }
+        colors.of_body[i] = c as u32;
+    }
+    // Group by colour, bodies in index order inside a colour (deterministic).
+    colors.offsets.clear();
+    colors.offsets.resize(count + 1, 0);
+    for &c in &colors.of_body {
+        if c != u32::MAX {
+            colors.offsets[c as usize + 1] += 1;
+        }
+    }
+    for c in 0..count {
+        colors.offsets[c + 1] += colors.offsets[c];
+    }
+    colors.bodies.clear();
+    colors.bodies.resize(colors.offsets[count] as usize, 0);
+    let mut cursor: Vec<u32> = colors.offsets[..count].to_vec();
+    for (i, &c) in colors.of_body.iter().enumerate() {
+        if c != u32::MAX {
+            colors.bodies[cursor[c as usize] as usize] = i as u32;
+            cursor[c as usize] += 1;
+        }
+    }
+}

@@ -1,0 +1,145 @@
+//! Dual stage: multiplier and penalty updates after each primal sweep (AVBD Alg. 1
+//! lines 26–35), in parallel over constraints, plus the per-step warm start (Eq. 19).
+
+use rayon::prelude::*;
+
+use super::SolverData;
+use super::primal::{row_error, row_force};
+use crate::body::PoseRecord;
+use crate::config::SolverConfig;
+use crate::contact::{ContactRecord, flags as cflags};
+use crate::error::JointHandle;
+use crate::joint::{JointRecord, JointRowState, WORLD, flags};
+use crate::world::{BodySet, JointSet, StepReport};
+
+const CHUNK: usize = 256;
+
+/// Start-of-step joint state: error C*(xᵗ) of every row, hinge angle, and the warm
+/// start `k = max(γ k, k_start)`, `λ = α γ λ` of hard rows. Soft (finite-stiffness) rows
+/// keep their ramped k (no decay): Eq. 16 ramps them towards k* within a step, and
+/// without decay they reach k* after a few steps, so a spring's static extension is
+/// exactly mg/k* instead of the much softer fixed point of decay + ramp.
+pub fn warm_start_joints(cfg: &SolverConfig, bodies: &BodySet, joints: &mut JointSet) {
+    let ident = PoseRecord::new(glam::Vec3::ZERO, glam::Quat::IDENTITY);
+    for (rec, st) in joints.records.iter().zip(joints.states.iter_mut()) {
+        if rec.broken() {
+            continue;
+        }
+        let pa = bodies.poses[rec.body_a as usize];
+        let pb = if rec.body_b == WORLD { ident } else { bodies.poses[rec.body_b as usize] };
+        let e = rec.evaluate(&pa, &pb);
+        st.angle0[0] = e.angle;
+        for r in 0..e.n {
+            let row = &e.rows[r];
+            st.c0[r] = row.c;
+            if row.stiffness > 0.0 {
+                st.k[r] = st.k[r].max(cfg.k_start).min(row.stiffness);
+                st.lambda[r] = 0.0;
+            } else {
+                st.k[r] = (cfg.gamma * st.k[r]).max(cfg.k_start).min(cfg.k_max);
+                st.lambda[r] *= cfg.alpha * cfg.gamma;
+            }
+        }
+    }
+}
+
+/// Dual update of every contact and joint at the current iterate.
+pub fn update(
+    cfg: &SolverConfig,
+    bodies: &BodySet,
+    joints: &mut JointSet,
+    s: &mut SolverData,
+    report: &mut StepReport,
+) {
+    let iterate = &s.iterate;
+    let delta = |b: u32| if b == WORLD { [0.0; 6] } else { iterate[b as usize].delta6() };
+    s.contacts
+        .par_iter_mut()
+        .with_min_len(CHUNK)
+        .for_each(|c| update_contact(cfg, c, &delta(c.body_a), &delta(c.body_b)));
+
+    let pose = |b: u32| {
+        if b == WORLD {
+            PoseRecord::new(glam::Vec3::ZERO, glam::Quat::IDENTITY)
+        } else {
+            iterate[b as usize].pose(&bodies.poses[b as usize])
+        }
+    };
+    joints
+        .records
+        .par_iter_mut()
+        .zip(joints.states.par_iter_mut())
+        .with_min_len(CHUNK)
+        .for_each(|(rec, st)| {
+            if !rec.broken() {
+                update_joint(cfg, rec, st, &pose(rec.body_a), &pose(rec.body_b));
+            }
+        });
+    // Report joints that broke in this iteration (index now; handles mapped by the world).
+    for (i, rec) in joints.records.iter_mut().enumerate() {
+        if rec.flags & flags::BROKEN != 0 && rec.flags & JUST_BROKEN != 0 {
+            rec.flags &= !JUST_BROKEN;
+            report.broken.push(JointHandle(i as u32));
+        }
+    }
+}
+
+/// Internal flag: broke during the current step, not yet reported.
+const JUST_BROKEN: u32 = 1 << 31;
+
+fn update_contact(cfg: &SolverConfig, c: &mut ContactRecord, dxa: &[f32; 6], dxb: &[f32; 6]) {
+    let (ja, jb) = c.jacobians();
+    let cf = c.forces(&ja, &jb, dxa, dxb);
+    for r in 0..3 {
+        c.lambda[r] = cf.f[r].clamp(-cfg.lambda_max, cfg.lambda_max);
+    }
+    // Stiffness grows only while the force is inside its bounds (Sec. 3.2).
+    let beta = cfg.beta_linear;
+    if cf.normal_active {
+        c.k[2] = (c.k[2] + beta * cf.c[2].abs()).min(cfg.k_max);
+    }
+    if cf.inside_cone {
+        c.flags |= cflags::INSIDE_CONE;
+        for r in 0..2 {
+            c.k[r] = (c.k[r] + beta * cf.c[r].abs()).min(cfg.k_max);
+        }
+    } else {
+        // Clamped by the cone: static friction is lost, slide with μ_d (Sec. 3.3).
+        c.flags &= !(cflags::STICK | cflags::INSIDE_CONE);
+    }
+}
+
+fn update_joint(cfg: &SolverConfig, rec: &mut JointRecord, st: &mut JointRowState, pa: &PoseRecord, pb: &PoseRecord) {
+    let e = rec.evaluate(pa, pb);
+    for r in 0..e.n {
+        let row = &e.rows[r];
+        let c = row_error(row, r, &e, st, cfg.alpha, cfg.dt, rec);
+        let beta = if row.angular { cfg.beta_angular } else { cfg.beta_linear };
+        if row.stiffness > 0.0 {
+            st.k[r] = (st.k[r] + beta * c.abs()).min(row.stiffness);
+            continue;
+        }
+        let raw = st.k[r] * c + st.lambda[r];
+        let (force, _) = row_force(row, c, st.k[r], st.lambda[r]);
+        st.lambda[r] = force.clamp(-cfg.lambda_max, cfg.lambda_max);
+        if raw > row.fmin && raw < row.fmax {
+            st.k[r] = (st.k[r] + beta * c.abs()).min(cfg.k_max);
+        }
+    }
+    // Fracture (Fig. 13): positional force or torque above its threshold breaks the joint.
+    let lin_force = |st: &JointRowState| -> f32 {
+        if e.n_point > 0 {
+            (0..e.n_point).map(|r| st.lambda[r] * st.lambda[r]).sum::<f32>().sqrt()
+        } else {
+            st.lambda[0].abs()
+        }
+    };
+    let mut broken = rec.flags & flags::BREAKABLE_FORCE != 0 && lin_force(st) > rec.params[2];
+    if rec.flags & flags::BREAKABLE_TORQUE != 0 {
+        let ang: f32 = (e.n_point..e.n).filter(|&r| e.rows[r].angular).map(|r| st.lambda[r] * st.lambda[r]).sum();
+        broken |= ang.sqrt() > rec.params[3];
+    }
+    if broken {
+        rec.flags |= flags::BROKEN | JUST_BROKEN;
+    }
+}

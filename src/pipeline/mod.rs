@@ -1,0 +1,86 @@
+//! The stages of one frame, in the order [`crate::PhysicsWorld::step`] runs them:
+//!
+//! 1. [`integration::begin_step`]: inertial targets and the adaptive initial guess;
+//! 2. [`collision::detect`]: broad phase, parry3d manifolds, warm-started contact rows;
+//! 3. [`dual::warm_start_joints`]: joint rows' start error, k and λ decay (Eq. 19);
+//! 4. [`coloring::build`]: body→constraint adjacency (CSR) and greedy body colouring;
+//! 5. `iterations` × ([`primal::sweep`] per colour, then [`dual::update`]);
+//! 6. [`integration::end_step`]: velocities, poses, frozen non-finite bodies.
+
+pub mod coloring;
+pub mod collision;
+pub mod dual;
+pub mod integration;
+pub mod primal;
+
+use bytemuck::{Pod, Zeroable};
+use glam::{Quat, Vec3};
+
+use crate::body::PoseRecord;
+use crate::math::{Vec6, vec6};
+
+/// The current iterate of one body during a step, relative to its start pose xᵗ:
+/// linear displacement `dp`, rotation `q` and its Eq. 20 difference `dtheta = q ⊖ qᵗ`.
+///
+/// Keeping the displacement rather than the absolute position keeps the velocity
+/// `dp/h` exact to f32 relative precision, whatever the distance from the origin.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Pod, Zeroable)]
+pub struct IterateRecord {
+    pub dp: [f32; 4],
+    pub dtheta: [f32; 4],
+    pub q: [f32; 4],
+}
+
+impl IterateRecord {
+    #[inline]
+    pub fn dp(&self) -> Vec3 {
+        Vec3::new(self.dp[0], self.dp[1], self.dp[2])
+    }
+    #[inline]
+    pub fn dtheta(&self) -> Vec3 {
+        Vec3::new(self.dtheta[0], self.dtheta[1], self.dtheta[2])
+    }
+    #[inline]
+    pub fn q(&self) -> Quat {
+        Quat::from_array(self.q)
+    }
+    #[inline]
+    pub fn delta6(&self) -> Vec6 {
+        vec6(self.dp(), self.dtheta())
+    }
+    pub fn new(dp: Vec3, q: Quat, q_start: Quat) -> Self {
+        Self {
+            dp: dp.extend(0.0).to_array(),
+            dtheta: crate::math::quat_sub(q, q_start).extend(0.0).to_array(),
+            q: q.to_array(),
+        }
+    }
+    /// Current absolute pose.
+    #[inline]
+    pub fn pose(&self, start: &PoseRecord) -> PoseRecord {
+        PoseRecord::new(start.p() + self.dp(), self.q())
+    }
+}
+
+/// Inertial target of one body: linear displacement target `y − xᵗ = h v + h² a`, and
+/// `h·Lᵗ + h²·τ` (angular momentum form of the rotational inertia term).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Pod, Zeroable)]
+pub struct InertialRecord {
+    pub y: [f32; 4],
+    pub hl: [f32; 4],
+}
+
+/// Everything the solver stages share for one step; kept between steps so the per-frame
+/// path reuses its allocations.
+#[derive(Default)]
+pub struct SolverData {
+    pub iterate: Vec<IterateRecord>,
+    pub inertial: Vec<InertialRecord>,
+    pub contacts: Vec<crate::contact::ContactRecord>,
+    pub adjacency: coloring::Adjacency,
+    pub colors: coloring::Colors,
+    /// Double buffer of one colour's new iterates.
+    pub scratch: Vec<IterateRecord>,
+}

@@ -1,0 +1,539 @@
+//! `PhysicsWorld`: the plain-Rust core. Owns bodies, joints and the solver state, and runs
+//! the frame pipeline top to bottom in [`PhysicsWorld::step`].
+
+use std::time::Instant;
+
+use glam::{Quat, Vec3};
+
+use crate::body::{BodyDesc, BodyKind, MassRecord, PoseRecord, VelocityRecord};
+use crate::collider::Collider;
+use crate::config::SolverConfig;
+use crate::error::{BodyHandle, JointHandle, PhysicsError};
+use crate::joint::{JointDesc, JointKind, JointRecord, JointRowState, WORLD, flags, kind};
+use crate::pipeline::{SolverData, coloring, collision, dual, integration, primal};
+
+/// Dense body storage (structure of arrays); the solver index of a body is its position here.
+#[derive(Default)]
+pub struct BodySet {
+    pub(crate) handles: Vec<BodyHandle>,
+    /// Solver index by handle id (`u32::MAX` once removed).
+    pub(crate) index_of: Vec<u32>,
+    pub(crate) kinds: Vec<BodyKind>,
+    pub(crate) poses: Vec<PoseRecord>,
+    pub(crate) velocities: Vec<VelocityRecord>,
+    pub(crate) prev_velocities: Vec<VelocityRecord>,
+    pub(crate) masses: Vec<MassRecord>,
+    pub(crate) colliders: Vec<Option<Collider>>,
+    /// Translation of the collider in the body frame (body origin = centre of mass).
+    pub(crate) shape_offsets: Vec<Vec3>,
+    /// External force (xyz) and torque (xyz) applied during the next steps.
+    pub(crate) forces: Vec<[f32; 8]>,
+    /// A body that became non-finite is restored to its last pose and frozen.
+    pub(crate) frozen: Vec<bool>,
+}
+
+impl BodySet {
+    pub fn len(&self) -> usize {
+        self.handles.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.handles.is_empty()
+    }
+    #[inline]
+    pub(crate) fn is_solved(&self, i: usize) -> bool {
+        self.masses[i].is_dynamic() && !self.frozen[i]
+    }
+    fn index(&self, h: BodyHandle) -> Option<usize> {
+        match self.index_of.get(h.0 as usize) {
+            Some(&i) if i != u32::MAX => Some(i as usize),
+            _ => None,
+        }
+    }
+}
+
+/// Dense joint storage.
+#[derive(Default)]
+pub struct JointSet {
+    pub(crate) handles: Vec<JointHandle>,
+    pub(crate) index_of: Vec<u32>,
+    pub(crate) records: Vec<JointRecord>,
+    pub(crate) states: Vec<JointRowState>,
+    pub(crate) bodies: Vec<(BodyHandle, Option<BodyHandle>)>,
+}
+
+impl JointSet {
+    fn index(&self, h: JointHandle) -> Option<usize> {
+        match self.index_of.get(h.0 as usize) {
+            Some(&i) if i != u32::MAX => Some(i as usize),
+            _ => None,
+        }
+    }
+}
+
+/// Timing and counts of the last step.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct StepStats {
+    pub collision_ms: f64,
+    pub solver_ms: f64,
+    pub total_ms: f64,
+    pub contacts: usize,
+    pub colors: usize,
+    /// Deepest penetration among the contacts found this step (m).
+    pub max_penetration: f32,
+}
+
+/// What happened in a step that the caller may need to act on.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct StepReport {
+    /// Bodies that became non-finite this step: restored to their start pose and frozen.
+    pub frozen: Vec<BodyHandle>,
+    /// Joints that broke this step.
+    pub broken: Vec<JointHandle>,
+}
+
+/// A physics world stepped by AVBD with a fixed iteration budget.
+#[derive(Default)]
+pub struct PhysicsWorld {
+    pub config: SolverConfig,
+    pub(crate) bodies: BodySet,
+    pub(crate) joints: JointSet,
+    pub(crate) collision: collision::CollisionState,
+    pub(crate) solver: SolverData,
+    pub(crate) stats: StepStats,
+}
+
+/// Read-only view of one body's state.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct BodyState {
+    pub kind: BodyKind,
+    pub position: Vec3,
+    pub rotation: Quat,
+    pub linear_velocity: Vec3,
+    pub angular_velocity: Vec3,
+    pub mass: f32,
+    pub frozen: bool,
+}
+
+impl PhysicsWorld {
+    pub fn new(config: SolverConfig) -> Result<Self, PhysicsError> {
+        config.validate()?;
+        Ok(Self {
+            config,
+            ..Default::default()
+        })
+    }
+
+    // ---------------------------------------------------------------- bodies
+
+    /// Adds a body; the description is validated first and nothing changes on error.
+    pub fn add_body(&mut self, desc: BodyDesc) -> Result<BodyHandle, PhysicsError> {
+        let mass = desc.validate()?;
+        let b = &mut self.bodies;
+        let handle = BodyHandle(b.index_of.len() as u32);
+        b.index_of.push(b.handles.len() as u32);
+        b.handles.push(handle);
+        b.kinds.push(desc.kind);
+        let offset = desc
+            .collider
+            .as_ref()
+            .filter(|c| c.has_volume())
+            .map(|c| -c.mass_properties().local_com)
+            .unwrap_or(Vec3::ZERO);
+        b.poses.push(PoseRecord::new(desc.position, desc.rotation.normalize()));
+        let vel = VelocityRecord::new(desc.linear_velocity, desc.angular_velocity);
+        b.velocities.push(vel);
+        b.prev_velocities.push(vel);
+        b.masses.push(mass);
+        b.colliders.push(desc.collider);
+        b.shape_offsets.push(offset);
+        b.forces.push([0.0; 8]);
+        b.frozen.push(false);
+        Ok(handle)
+    }
+
+    /// Removes a body and every joint attached to it (returned).
+    pub fn remove_body(&mut self, h: BodyHandle) -> Result<Vec<JointHandle>, PhysicsError> {
+        let i = self.bodies.index(h).ok_or(PhysicsError::MissingBody(h))?;
+        let attached: Vec<JointHandle> = self
+            .joints
+            .handles
+            .iter()
+            .zip(&self.joints.bodies)
+            .filter(|(_, (a, b))| *a == h || *b == Some(h))
+            .map(|(jh, _)| *jh)
+            .collect();
+        for jh in &attached {
+            self.remove_joint(*jh)?;
+        }
+        let b = &mut self.bodies;
+        let last = b.handles.len() - 1;
+        b.handles.swap_remove(i);
+        b.kinds.swap_remove(i);
+        b.poses.swap_remove(i);
+        b.velocities.swap_remove(i);
+        b.prev_velocities.swap_remove(i);
+        b.masses.swap_remove(i);
+        b.colliders.swap_remove(i);
+        b.shape_offsets.swap_remove(i);
+        b.forces.swap_remove(i);
+        b.frozen.swap_remove(i);
+        b.index_of[h.0 as usize] = u32::MAX;
+        if i != last {
+            let moved = b.handles[i];
+            b.index_of[moved.0 as usize] = i as u32;
+            // Joint records refer to solver indices: re-point the moved body.
+            for rec in &mut self.joints.records {
+                if rec.body_a == last as u32 {
+                    rec.body_a = i as u32;
+                }
+                if rec.body_b == last as u32 {
+                    rec.body_b = i as u32;
+                }
+            }
+        }
+        self.collision.forget_body(h);
+        Ok(attached)
+    }
+
+    pub fn contains_body(&self, h: BodyHandle) -> bool {
+        self.bodies.index(h).is_some()
+    }
+
+    pub fn body_count(&self) -> usize {
+        self.bodies.len()
+    }
+
+    /// Handles of all bodies, in solver order.
+    pub fn body_handles(&self) -> &[BodyHandle] {
+        &self.bodies.handles
+    }
+
+    pub fn body(&self, h: BodyHandle) -> Result<BodyState, PhysicsError> {
+        let i = self.bodies.index(h).ok_or(PhysicsError::MissingBody(h))?;
+        let b = &self.bodies;
+        Ok(BodyState {
+            kind: b.kinds[i],
+            position: b.poses[i].p(),
+            rotation: b.poses[i].q(),
+            linear_velocity: b.velocities[i].v(),
+            angular_velocity: b.velocities[i].w(),
+            mass: b.masses[i].mass,
+            frozen: b.frozen[i],
+        })
+    }
+
+    /// World-space inertia tensor of a body (`R I Rᵀ`).
+    pub fn world_inertia(&self, h: BodyHandle) -> Result<glam::Mat3, PhysicsError> {
+        let i = self.bodies.index(h).ok_or(PhysicsError::MissingBody(h))?;
+        Ok(self.bodies.masses[i].world_inertia(self.bodies.poses[i].q()))
+    }
+
+    /// Teleports a body (and unfreezes it).
+    pub fn set_pose(&mut self, h: BodyHandle, position: Vec3, rotation: Quat) -> Result<(), PhysicsError> {
+        let i = self.bodies.index(h).ok_or(PhysicsError::MissingBody(h))?;
+        if !position.is_finite() {
+            return Err(PhysicsError::InvalidBody { field: "position", reason: "not finite".into() });
+        }
+        if !rotation.is_finite() || (rotation.length() - 1.0).abs() > 1e-3 {
+            return Err(PhysicsError::InvalidBody { field: "rotation", reason: "not a finite unit quaternion".into() });
+        }
+        self.bodies.poses[i] = PoseRecord::new(position, rotation.normalize());
+        self.bodies.frozen[i] = false;
+        Ok(())
+    }
+
+    pub fn set_velocity(&mut self, h: BodyHandle, linear: Vec3, angular: Vec3) -> Result<(), PhysicsError> {
+        let i = self.bodies.index(h).ok_or(PhysicsError::MissingBody(h))?;
+        if !linear.is_finite() {
+            return Err(PhysicsError::InvalidBody { field: "linear_velocity", reason: "not finite".into() });
+        }
+        if !angular.is_finite() {
+            return Err(PhysicsError::InvalidBody { field: "angular_velocity", reason: "not finite".into() });
+        }
+        let v = VelocityRecord::new(linear, angular);
+        self.bodies.velocities[i] = v;
+        self.bodies.prev_velocities[i] = v;
+        Ok(())
+    }
+
+    /// Sets the external force (N, at the centre of mass) and torque (N·m) applied every step until changed.
+    pub fn set_external_force(&mut self, h: BodyHandle, force: Vec3, torque: Vec3) -> Result<(), PhysicsError> {
+        let i = self.bodies.index(h).ok_or(PhysicsError::MissingBody(h))?;
+        if !force.is_finite() {
+            return Err(PhysicsError::InvalidBody { field: "external_force", reason: "not finite".into() });
+        }
+        if !torque.is_finite() {
+            return Err(PhysicsError::InvalidBody { field: "external_torque", reason: "not finite".into() });
+        }
+        self.bodies.forces[i] = [force.x, force.y, force.z, 0.0, torque.x, torque.y, torque.z, 0.0];
+        Ok(())
+    }
+
+    // ---------------------------------------------------------------- joints
+
+    /// Adds a joint; both bodies must exist. Anchors, axes and limits are validated.
+    pub fn add_joint(&mut self, desc: JointDesc) -> Result<JointHandle, PhysicsError> {
+        let bad = |field, reason: &str| PhysicsError::InvalidJoint { field, reason: reason.to_string() };
+        let ia = self.bodies.index(desc.body_a).ok_or(PhysicsError::MissingBody(desc.body_a))?;
+        let ib = match desc.body_b {
+            Some(hb) => {
+                let ib = self.bodies.index(hb).ok_or(PhysicsError::MissingBody(hb))?;
+                if ib == ia {
+                    return Err(bad("body_b", "a joint needs two different bodies"));
+                }
+                Some(ib)
+            }
+            None => None,
+        };
+        if !desc.anchor_a.is_finite() {
+            return Err(bad("anchor_a", "not finite"));
+        }
+        if !desc.anchor_b.is_finite() {
+            return Err(bad("anchor_b", "not finite"));
+        }
+        let opt_pos = |field, v: Option<f32>| match v {
+            Some(x) if !(x.is_finite() && x > 0.0) => Err(bad(field, &format!("must be finite and > 0, got {x}"))),
+            _ => Ok(()),
+        };
+        opt_pos("stiffness", desc.stiffness)?;
+        opt_pos("breaking_force", desc.breaking_force)?;
+        opt_pos("breaking_torque", desc.breaking_torque)?;
+
+        let pa = self.bodies.poses[ia];
+        let (pb_q, _pb_p) = match ib {
+            Some(ib) => (self.bodies.poses[ib].q(), self.bodies.poses[ib].p()),
+            None => (Quat::IDENTITY, Vec3::ZERO),
+        };
+        let mut rec = JointRecord {
+            body_a: ia as u32,
+            body_b: ib.map(|i| i as u32).unwrap_or(WORLD),
+            anchor_a: desc.anchor_a.extend(0.0).to_array(),
+            anchor_b: desc.anchor_b.extend(0.0).to_array(),
+            ..Default::default()
+        };
+        let mut frame_a = Quat::IDENTITY;
+        let mut stiffness = desc.stiffness.unwrap_or(0.0);
+        let limits = |lim: Option<(f32, f32)>, rec: &mut JointRecord| -> Result<(), PhysicsError> {
+            if let Some((lo, hi)) = lim {
+                if !(lo.is_finite() && hi.is_finite() && lo <= hi) {
+                    return Err(bad("limits", &format!("need finite lo ≤ hi, got ({lo}, {hi})")));
+                }
+                rec.flags |= flags::HAS_LIMIT;
+                rec.limits_motor[0] = lo;
+                rec.limits_motor[1] = hi;
+            }
+            Ok(())
+        };
+        let unit_axis = |axis: Vec3| -> Result<Vec3, PhysicsError> {
+            if !axis.is_finite() || axis.length() < 1e-6 {
+                return Err(bad("axis", "must be finite and non-zero"));
+            }
+            Ok(axis.normalize())
+        };
+        rec.kind = match desc.kind {
+            JointKind::Ball => kind::BALL,
+            JointKind::Fixed => kind::FIXED,
+            JointKind::Revolute { axis, limits: lim, motor } => {
+                frame_a = crate::joint::frame_from_axis(unit_axis(axis)?);
+                if let Some((lo, hi)) = lim
+                    && (lo < -std::f32::consts::PI || hi > std::f32::consts::PI)
+                {
+                    return Err(bad("limits", "revolute limits must lie in [−π, π]"));
+                }
+                limits(lim, &mut rec)?;
+                if let Some(m) = motor {
+                    if !m.target_velocity.is_finite() {
+                        return Err(bad("motor.target_velocity", "not finite"));
+                    }
+                    if !(m.max_torque.is_finite() && m.max_torque > 0.0) {
+                        return Err(bad("motor.max_torque", "must be finite and > 0"));
+                    }
+                    rec.flags |= flags::HAS_MOTOR;
+                    rec.limits_motor[2] = m.target_velocity;
+                    rec.limits_motor[3] = m.max_torque;
+                }
+                kind::REVOLUTE
+            }
+            JointKind::Prismatic { axis, limits: lim } => {
+                frame_a = crate::joint::frame_from_axis(unit_axis(axis)?);
+                limits(lim, &mut rec)?;
+                kind::PRISMATIC
+            }
+            JointKind::Distance { length } => {
+                if !(length.is_finite() && length >= 0.0) {
+                    return Err(bad("length", "must be finite and ≥ 0"));
+                }
+                rec.params[0] = length;
+                kind::DISTANCE
+            }
+            JointKind::Rope { max_length } => {
+                if !(max_length.is_finite() && max_length >= 0.0) {
+                    return Err(bad("max_length", "must be finite and ≥ 0"));
+                }
+                rec.params[0] = max_length;
+                kind::ROPE
+            }
+            JointKind::Spring { rest_length, stiffness: k } => {
+                if !(rest_length.is_finite() && rest_length >= 0.0) {
+                    return Err(bad("rest_length", "must be finite and ≥ 0"));
+                }
+                if !(k.is_finite() && k > 0.0) {
+                    return Err(bad("stiffness", "must be finite and > 0"));
+                }
+                rec.params[0] = rest_length;
+                stiffness = k;
+                kind::DISTANCE
+            }
+        };
+        // Frames coincide in the world at creation: q_A f_A = q_B f_B.
+        rec.frame_a = frame_a.to_array();
+        rec.frame_b = (pb_q.conjugate() * pa.q() * frame_a).normalize().to_array();
+        rec.params[1] = stiffness;
+        if let Some(f) = desc.breaking_force {
+            rec.flags |= flags::BREAKABLE_FORCE;
+            rec.params[2] = f;
+        }
+        if let Some(t) = desc.breaking_torque {
+            rec.flags |= flags::BREAKABLE_TORQUE;
+            rec.params[3] = t;
+        }
+        let j = &mut self.joints;
+        let handle = JointHandle(j.index_of.len() as u32);
+        j.index_of.push(j.handles.len() as u32);
+        j.handles.push(handle);
+        j.records.push(rec);
+        j.states.push(JointRowState::default());
+        j.bodies.push((desc.body_a, desc.body_b));
+        self.collision.joints_changed();
+        Ok(handle)
+    }
+
+    pub fn remove_joint(&mut self, h: JointHandle) -> Result<(), PhysicsError> {
+        let i = self.joints.index(h).ok_or(PhysicsError::MissingJoint(h))?;
+        let j = &mut self.joints;
+        let last = j.handles.len() - 1;
+        j.handles.swap_remove(i);
+        j.records.swap_remove(i);
+        j.states.swap_remove(i);
+        j.bodies.swap_remove(i);
+        j.index_of[h.0 as usize] = u32::MAX;
+        if i != last {
+            let moved = j.handles[i];
+            j.index_of[moved.0 as usize] = i as u32;
+        }
+        self.collision.joints_changed();
+        Ok(())
+    }
+
+    pub fn joint_count(&self) -> usize {
+        self.joints.handles.len()
+    }
+
+    pub fn joint_handles(&self) -> &[JointHandle] {
+        &self.joints.handles
+    }
+
+    /// Whether the joint has broken (a broken joint stays in the world, inactive).
+    pub fn joint_broken(&self, h: JointHandle) -> Result<bool, PhysicsError> {
+        let i = self.joints.index(h).ok_or(PhysicsError::MissingJoint(h))?;
+        Ok(self.joints.records[i].broken())
+    }
+
+    /// Current constraint error of a joint's positional rows (m): the anchor distance for
+    /// ball/fixed/revolute, the excess over the length for distance/rope.
+    pub fn joint_error(&self, h: JointHandle) -> Result<f32, PhysicsError> {
+        let i = self.joints.index(h).ok_or(PhysicsError::MissingJoint(h))?;
+        let rec = &self.joints.records[i];
+        let pa = self.bodies.poses[rec.body_a as usize];
+        let pb = if rec.body_b == WORLD { PoseRecord::new(Vec3::ZERO, Quat::IDENTITY) } else { self.bodies.poses[rec.body_b as usize] };
+        let e = rec.evaluate(&pa, &pb);
+        if e.n_point > 0 {
+            Ok((0..e.n_point).map(|r| e.rows[r].c * e.rows[r].c).sum::<f32>().sqrt())
+        } else {
+            Ok(e.rows[0].c)
+        }
+    }
+
+    /// Current hinge angle of a revolute joint (rad), relative to its creation pose.
+    pub fn joint_angle(&self, h: JointHandle) -> Result<f32, PhysicsError> {
+        let i = self.joints.index(h).ok_or(PhysicsError::MissingJoint(h))?;
+        let rec = &self.joints.records[i];
+        let pa = self.bodies.poses[rec.body_a as usize];
+        let pb = if rec.body_b == WORLD { PoseRecord::new(Vec3::ZERO, Quat::IDENTITY) } else { self.bodies.poses[rec.body_b as usize] };
+        Ok(rec.evaluate(&pa, &pb).angle)
+    }
+
+    // ---------------------------------------------------------------- stepping
+
+    /// Statistics of the last step.
+    pub fn stats(&self) -> &StepStats {
+        &self.stats
+    }
+
+    /// Number of contact points in the last step.
+    pub fn contact_count(&self) -> usize {
+        self.solver.contacts.len()
+    }
+
+    /// Advances the world by one implicit-Euler step of `config.dt`, spending exactly
+    /// `config.iterations` AVBD iterations.
+    pub fn step(&mut self) -> Result<StepReport, PhysicsError> {
+        self.config.validate()?;
+        let cfg = &self.config;
+        let t0 = Instant::now();
+
+        // 1. collision detection at xᵗ, contacts warm-started from the last step
+        collision::detect(cfg, &self.bodies, &self.joints, &mut self.collision, &mut self.solver.contacts);
+        let t_collision = t0.elapsed();
+
+        // 2. inertial targets y and the initial guess
+        integration::begin_step(cfg, &self.bodies, &mut self.solver);
+        // 3. joints: start error C*(xᵗ), warm start of k and λ
+        dual::warm_start_joints(cfg, &self.bodies, &mut self.joints);
+        // 4. adjacency and colouring over all constraints
+        coloring::build(&self.bodies, &self.joints, &mut self.solver);
+
+        // 5. the fixed iteration budget
+        let mut report = StepReport::default();
+        for _ in 0..cfg.iterations {
+            primal::sweep(cfg, &self.bodies, &self.joints, &mut self.solver);
+            dual::update(cfg, &self.bodies, &mut self.joints, &mut self.solver, &mut report);
+        }
+
+        // 6. velocities and poses; bodies that became non-finite are frozen
+        integration::end_step(cfg, &mut self.bodies, &self.solver, &mut report);
+        collision::store_warm_start(&self.solver.contacts, &mut self.collision);
+
+        let total = t0.elapsed();
+        self.stats = StepStats {
+            collision_ms: t_collision.as_secs_f64() * 1e3,
+            solver_ms: (total - t_collision).as_secs_f64() * 1e3,
+            total_ms: total.as_secs_f64() * 1e3,
+            contacts: self.solver.contacts.len(),
+            colors: self.solver.colors.count(),
+            max_penetration: self.collision.max_penetration,
+        };
+        report.broken = report.broken.iter().map(|j| self.joints.handles[j.0 as usize]).collect();
+        Ok(report)
+    }
+
+    /// Total linear momentum of the dynamic bodies (kg·m/s).
+    pub fn linear_momentum(&self) -> Vec3 {
+        let b = &self.bodies;
+        (0..b.len()).filter(|&i| b.is_solved(i)).map(|i| b.velocities[i].v() * b.masses[i].mass).sum()
+    }
+
+    /// Total angular momentum of the dynamic bodies about the origin (kg·m²/s).
+    pub fn angular_momentum(&self) -> Vec3 {
+        let b = &self.bodies;
+        (0..b.len())
+            .filter(|&i| b.is_solved(i))
+            .map(|i| {
+                let m = &b.masses[i];
+                let q = b.poses[i].q();
+                m.world_inertia(q) * b.velocities[i].w() + b.poses[i].p().cross(b.velocities[i].v() * m.mass)
+            })
+            .sum()
+    }
+}
+
