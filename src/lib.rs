@@ -27,6 +27,7 @@ pub use collider::Collider;
 pub use config::SolverConfig;
 pub use error::{BodyHandle, JointHandle, PhysicsError};
 pub use joint::{JointDesc, JointKind, Motor};
+pub mod scenes;
 pub use world::{BodyState, PhysicsWorld, StepReport, StepStats};
 
 pub use glam;

@@ -225,6 +225,7 @@ pub fn detect(
         let (a, b) = (pair.a as usize, pair.b as usize);
         let (ca, cb) = (bodies.colliders[a].as_ref().unwrap(), bodies.colliders[b].as_ref().unwrap());
         let mu_s = (ca.friction * cb.friction).sqrt();
+        let k_new = cfg.initial_penalty(bodies.masses[a].mass.max(bodies.masses[b].mass));
         let mu_d = (ca.dynamic_friction * cb.dynamic_friction).sqrt();
         let pose_a = &bodies.poses[a];
         let pose_b = &bodies.poses[b];
@@ -260,12 +261,11 @@ pub fn detect(
                     if c0_n < 0.0 { (1.0 - alpha) * c0_n } else { c0_n },
                 ];
                 let (lambda, kk) = if ws.valid {
-                    (
-                        ws.lambda.map(|l| l * alpha * cfg.gamma),
-                        ws.k.map(|k| (k * cfg.gamma).max(cfg.k_start)),
-                    )
+                    let lambda = ws.lambda.map(|l| l * alpha * cfg.gamma);
+                    let k = [0, 1, 2].map(|r| cfg.warm_penalty(ws.k[r], lambda[r], cfg.contact_error_scale));
+                    (lambda, k)
                 } else {
-                    ([0.0; 3], [cfg.k_start; 3])
+                    ([0.0; 3], [k_new; 3])
                 };
                 out.push(ContactRecord {
                     body_a: a as u32,

@@ -36,8 +36,8 @@ pub fn warm_start_joints(cfg: &SolverConfig, bodies: &BodySet, joints: &mut Join
                 st.k[r] = st.k[r].max(cfg.k_start).min(row.stiffness);
                 st.lambda[r] = 0.0;
             } else {
-                st.k[r] = (cfg.gamma * st.k[r]).max(cfg.k_start).min(cfg.k_max);
                 st.lambda[r] *= cfg.alpha * cfg.gamma;
+                st.k[r] = cfg.warm_penalty(st.k[r], st.lambda[r], cfg.joint_error_scale);
             }
         }
     }
@@ -96,12 +96,12 @@ fn update_contact(cfg: &SolverConfig, c: &mut ContactRecord, dxa: &[f32; 6], dxb
     // Stiffness grows only while the force is inside its bounds (Sec. 3.2).
     let beta = cfg.beta_linear;
     if cf.normal_active {
-        c.k[2] = (c.k[2] + beta * cf.c[2].abs()).min(cfg.k_max);
+        c.k[2] = cfg.ramp_penalty(c.k[2], beta, cf.c[2], c.lambda[2], cfg.contact_error_scale);
     }
     if cf.inside_cone {
         c.flags |= cflags::INSIDE_CONE;
         for r in 0..2 {
-            c.k[r] = (c.k[r] + beta * cf.c[r].abs()).min(cfg.k_max);
+            c.k[r] = cfg.ramp_penalty(c.k[r], beta, cf.c[r], c.lambda[r], cfg.contact_error_scale);
         }
     } else {
         // Clamped by the cone: static friction is lost, slide with μ_d (Sec. 3.3).
@@ -123,7 +123,7 @@ fn update_joint(cfg: &SolverConfig, rec: &mut JointRecord, st: &mut JointRowStat
         let (force, _) = row_force(row, c, st.k[r], st.lambda[r]);
         st.lambda[r] = force.clamp(-cfg.lambda_max, cfg.lambda_max);
         if raw > row.fmin && raw < row.fmax {
-            st.k[r] = (st.k[r] + beta * c.abs()).min(cfg.k_max);
+            st.k[r] = cfg.ramp_penalty(st.k[r], beta, c, st.lambda[r], cfg.joint_error_scale);
         }
     }
     // Fracture (Fig. 13): positional force or torque above its threshold breaks the joint.

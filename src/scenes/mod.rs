@@ -1,0 +1,311 @@
+//! The paper's experiments as named, parameterised scenes, shared by the `avbd` binary,
+//! the tests and the benchmarks. Every scene reports `max_penetration` (m) and `finite`,
+//! plus its own metrics (SI units), tracked over every frame it runs.
+
+mod build;
+mod reference;
+
+use std::collections::BTreeMap;
+
+use glam::Vec3;
+use serde_json::{Value, json};
+
+use crate::{BodyHandle, JointHandle, PhysicsError, PhysicsWorld, SolverConfig, StepReport};
+
+pub use reference::static_spring_chain;
+
+/// A named scene parameter with its default.
+#[derive(Clone, Copy, Debug)]
+pub struct ParamSpec {
+    pub name: &'static str,
+    pub default: f64,
+    pub help: &'static str,
+}
+
+/// A scene of the catalogue.
+#[derive(Clone, Copy, Debug)]
+pub struct SceneSpec {
+    pub name: &'static str,
+    pub description: &'static str,
+    pub params: &'static [ParamSpec],
+    /// Frames `avbd run` steps by default (at 60 Hz).
+    pub default_frames: u32,
+}
+
+macro_rules! p {
+    ($n:expr, $d:expr, $h:expr) => {
+        ParamSpec { name: $n, default: $d, help: $h }
+    };
+}
+
+/// Every scene, with its parameters and defaults.
+pub const SCENES: &[SceneSpec] = &[
+    SceneSpec { name: "stack", description: "vertical stack of unit boxes on the ground", params: &[p!("boxes", 10.0, "number of boxes"), p!("size", 1.0, "box edge (m)")], default_frames: 600 },
+    SceneSpec { name: "pyramid", description: "2D pyramid of unit boxes", params: &[p!("base", 20.0, "boxes in the bottom row")], default_frames: 600 },
+    SceneSpec { name: "slope", description: "box on an inclined plane (Fig. 11 friction ramp)", params: &[p!("angle_deg", 26.565_051, "incline (tan θ = 0.5)"), p!("mu", 0.55, "friction coefficient")], default_frames: 120 },
+    SceneSpec { name: "slide", description: "box launched along the ground until friction stops it (Fig. 11)", params: &[p!("v0", 10.0, "initial speed (m/s)"), p!("mu", 0.5, "friction coefficient")], default_frames: 300 },
+    SceneSpec { name: "springs_ratio", description: "3 blocks, 2 springs, stiffness ratio (Fig. 2); top block fixed", params: &[p!("ratio", 10_000.0, "stiff/soft stiffness ratio"), p!("k_stiff", 1e6, "stiff spring (N/m)")], default_frames: 300 },
+    SceneSpec { name: "spring_chain", description: "10 blocks on springs of alternating stiffness between 2 fixed blocks (Fig. 4)", params: &[p!("ratio", 10_000.0, "stiff/soft stiffness ratio"), p!("k_stiff", 1e6, "stiff spring (N/m)")], default_frames: 300 },
+    SceneSpec { name: "pendulum", description: "chain of links with a heavy ball, swinging from horizontal (Fig. 7)", params: &[p!("links", 50.0, "chain links"), p!("mass_ratio", 50_000.0, "ball mass / link mass")], default_frames: 300 },
+    SceneSpec { name: "two_heavy_balls", description: "two heavy balls joined by a chain, hung from the world (Fig. 9)", params: &[p!("links", 50.0, "chain links"), p!("mass_ratio", 50_000.0, "ball mass / link mass")], default_frames: 300 },
+    SceneSpec { name: "card_tower", description: "tower of leaning cards held by friction, hit by a ball (Fig. 6)", params: &[p!("levels", 3.0, "storeys"), p!("mu", 0.8, "friction coefficient")], default_frames: 300 },
+    SceneSpec { name: "breakable_wall", description: "brick wall welded by breakable joints, hit by three balls (Fig. 13)", params: &[p!("rows", 8.0, "brick rows"), p!("cols", 8.0, "bricks per row"), p!("fracture", 2_000.0, "breaking force (N)")], default_frames: 240 },
+    SceneSpec { name: "hinge_limit", description: "bar on a hinge with ±30° limits, released horizontal", params: &[p!("limit_deg", 30.0, "symmetric limit (deg)")], default_frames: 300 },
+    SceneSpec { name: "motor", description: "wheel driven by a revolute motor", params: &[p!("speed", 3.0, "target speed (rad/s)"), p!("max_torque", 500.0, "motor torque limit (N·m)")], default_frames: 180 },
+    SceneSpec { name: "pile", description: "layered pile of boxes smashed by a heavy sphere (Fig. 1/3)", params: &[p!("count", 500.0, "number of boxes"), p!("sphere_mass", 2_000.0, "projectile mass (kg)")], default_frames: 240 },
+    SceneSpec { name: "arch", description: "masonry arch of wedge blocks held by friction", params: &[p!("blocks", 15.0, "voussoirs"), p!("mu", 0.6, "friction coefficient")], default_frames: 600 },
+    SceneSpec { name: "spinning_box", description: "anisotropic box spinning about a non-principal axis, no gravity", params: &[p!("spin", 5.0, "initial angular speed (rad/s)")], default_frames: 600 },
+    SceneSpec { name: "free_collision", description: "two bodies colliding in free flight, no gravity", params: &[p!("speed", 2.0, "closing speed (m/s)"), p!("mass_ratio", 3.0, "mass of body B / body A")], default_frames: 120 },
+];
+
+/// Errors of the scene layer.
+#[derive(Debug, thiserror::Error)]
+pub enum SceneError {
+    #[error("unknown scene `{0}` (see `avbd list`)")]
+    UnknownScene(String),
+    #[error("scene `{scene}` has no parameter `{param}`")]
+    UnknownParam { scene: String, param: String },
+    #[error("parameter `{param}` = {value} is out of range: {reason}")]
+    BadParam { param: String, value: f64, reason: String },
+    #[error(transparent)]
+    Physics(#[from] PhysicsError),
+}
+
+/// Finds a scene's spec by name.
+pub fn spec(name: &str) -> Option<&'static SceneSpec> {
+    SCENES.iter().find(|s| s.name == name)
+}
+
+/// What a scene measures every frame.
+#[derive(Default, Debug, Clone)]
+pub(crate) struct Tracker {
+    /// Bodies whose start positions define `max_drift`, and their start positions.
+    pub drift_bodies: Vec<(BodyHandle, Vec3)>,
+    /// Frame at which a projectile is launched: drift stops being tracked.
+    pub drift_until_frame: Option<u32>,
+    pub max_drift: f32,
+    pub max_penetration: f32,
+    /// Chains measured by `max_stretch_ratio`: joints and rest length.
+    pub chain: Vec<JointHandle>,
+    pub chain_rest: f32,
+    pub max_stretch: f32,
+    /// Springs: (joint, reference length) compared by `extension_error`.
+    pub springs: Vec<(JointHandle, f32, f32)>,
+    pub hinge: Option<(JointHandle, f32)>,
+    pub max_limit_violation: f32,
+    /// The body whose motion `slope`/`slide`/`motor` measure, and a direction.
+    pub probe: Option<(BodyHandle, Vec3, Vec3)>,
+    /// Sample angular instead of linear velocity along the probe direction.
+    pub probe_angular: bool,
+    pub probe_samples: Vec<(f32, f32, f32)>,
+    pub momentum0: Option<(Vec3, Vec3, f32)>,
+    pub max_momentum_error: f32,
+    pub max_angular_drift: f32,
+    pub broken: usize,
+    pub projectiles: Vec<(u32, BodyHandle, Vec3)>,
+    pub finite: bool,
+}
+
+/// A built scene: the world, its parameters and what it measures.
+pub struct Scene {
+    pub name: &'static str,
+    pub params: BTreeMap<String, f64>,
+    pub world: PhysicsWorld,
+    pub frame: u32,
+    pub(crate) tracker: Tracker,
+}
+
+impl Scene {
+    /// Builds scene `name` with `overrides` on top of its defaults.
+    pub fn build(name: &str, overrides: &[(String, f64)], config: SolverConfig) -> Result<Scene, SceneError> {
+        let spec = spec(name).ok_or_else(|| SceneError::UnknownScene(name.to_string()))?;
+        let mut params: BTreeMap<String, f64> = spec.params.iter().map(|p| (p.name.to_string(), p.default)).collect();
+        for (k, v) in overrides {
+            if !params.contains_key(k) {
+                return Err(SceneError::UnknownParam { scene: name.into(), param: k.clone() });
+            }
+            if !v.is_finite() {
+                return Err(SceneError::BadParam { param: k.clone(), value: *v, reason: "not finite".into() });
+            }
+            params.insert(k.clone(), *v);
+        }
+        let world = PhysicsWorld::new(config)?;
+        let mut scene = Scene { name: spec.name, params, world, frame: 0, tracker: Tracker { finite: true, ..Default::default() } };
+        build::build(&mut scene)?;
+        scene.start_tracking();
+        Ok(scene)
+    }
+
+    pub fn param(&self, name: &str) -> f64 {
+        self.params[name]
+    }
+
+    fn start_tracking(&mut self) {
+        let w = &self.world;
+        let (p, l, m) = (w.linear_momentum(), w.angular_momentum(), total_mass(w));
+        self.tracker.momentum0 = Some((p, l, m));
+    }
+
+    /// Steps one frame and updates the metrics.
+    pub fn step(&mut self) -> Result<StepReport, PhysicsError> {
+        // Launch projectiles whose frame has come.
+        let frame = self.frame;
+        for &(f, h, v) in &self.tracker.projectiles {
+            if f == frame {
+                self.world.set_velocity(h, v, Vec3::ZERO)?;
+            }
+        }
+        let report = self.world.step()?;
+        self.frame += 1;
+        self.track(&report);
+        Ok(report)
+    }
+
+    /// Runs `frames` frames; returns per-frame total milliseconds.
+    pub fn run(&mut self, frames: u32) -> Result<Vec<f64>, PhysicsError> {
+        let mut times = Vec::with_capacity(frames as usize);
+        for _ in 0..frames {
+            self.step()?;
+            times.push(self.world.stats().total_ms);
+        }
+        Ok(times)
+    }
+
+    fn track(&mut self, report: &StepReport) {
+        let w = &self.world;
+        let t = &mut self.tracker;
+        t.broken += report.broken.len();
+        t.finite &= report.frozen.is_empty();
+        t.max_penetration = t.max_penetration.max(w.stats().max_penetration);
+        if t.drift_until_frame.is_none_or(|f| self.frame <= f) {
+            for &(h, p0) in &t.drift_bodies {
+                if let Ok(b) = w.body(h) {
+                    t.max_drift = t.max_drift.max((b.position - p0).length());
+                }
+            }
+        }
+        if !t.chain.is_empty() {
+            let gaps: f32 = t.chain.iter().map(|&j| w.joint_error(j).unwrap_or(f32::NAN)).sum();
+            t.max_stretch = t.max_stretch.max(gaps / t.chain_rest);
+            t.finite &= gaps.is_finite();
+        }
+        if let Some((j, limit)) = t.hinge {
+            let a = w.joint_angle(j).unwrap_or(f32::NAN);
+            t.max_limit_violation = t.max_limit_violation.max(a.abs() - limit);
+        }
+        if let Some((h, p0, dir)) = t.probe
+            && let Ok(b) = w.body(h)
+        {
+            let time = self.frame as f32 * w.config.dt;
+            let v = if t.probe_angular { b.angular_velocity } else { b.linear_velocity };
+            t.probe_samples.push((time, (b.position - p0).dot(dir), v.dot(dir)));
+        }
+        if let Some((p0, l0, m)) = t.momentum0 {
+            let p = w.linear_momentum();
+            let l = w.angular_momentum();
+            let scale = p0.length().max(1e-12);
+            let _ = m;
+            t.max_momentum_error = t.max_momentum_error.max((p - p0).length() / scale);
+            let lscale = l0.length().max(1e-12);
+            t.max_angular_drift = t.max_angular_drift.max((l - l0).length() / lscale);
+        }
+        for h in w.body_handles() {
+            if let Ok(b) = w.body(*h)
+                && !(b.position.is_finite() && b.rotation.is_finite())
+            {
+                t.finite = false;
+            }
+        }
+    }
+
+    /// The scene's metrics, named as in the README.
+    pub fn metrics(&self) -> BTreeMap<String, Value> {
+        let t = &self.tracker;
+        let g = self.world.config.gravity.length() as f64;
+        let mut m = BTreeMap::new();
+        m.insert("max_penetration".into(), json!(t.max_penetration));
+        m.insert("finite".into(), json!(t.finite));
+        match self.name {
+            "stack" | "pyramid" | "arch" | "card_tower" | "pile" => {
+                m.insert("max_drift".into(), json!(t.max_drift));
+            }
+            "slope" => {
+                let theta = self.param("angle_deg").to_radians();
+                let mu = self.param("mu");
+                let analytic = (g * (theta.sin() - mu * theta.cos())).max(0.0);
+                let s = &t.probe_samples;
+                let dist = s.last().map(|x| x.1).unwrap_or(0.0) - s.first().map(|x| x.1).unwrap_or(0.0);
+                m.insert("slide_distance".into(), json!(dist));
+                m.insert("acceleration".into(), json!(fit_acceleration(s)));
+                m.insert("analytic_acceleration".into(), json!(analytic));
+            }
+            "slide" => {
+                let (v0, mu) = (self.param("v0"), self.param("mu"));
+                let dist = t.probe_samples.last().map(|x| x.1).unwrap_or(0.0);
+                m.insert("stop_distance".into(), json!(dist));
+                m.insert("analytic_stop_distance".into(), json!(v0 * v0 / (2.0 * mu * g)));
+                let v_end = t.probe_samples.last().map(|x| x.2).unwrap_or(0.0);
+                m.insert("final_speed".into(), json!(v_end));
+            }
+            "pendulum" | "two_heavy_balls" => {
+                m.insert("max_stretch_ratio".into(), json!(t.max_stretch));
+            }
+            "springs_ratio" | "spring_chain" => {
+                m.insert("extension_error".into(), json!(self.extension_error()));
+            }
+            "breakable_wall" => {
+                m.insert("broken_joints".into(), json!(t.broken));
+            }
+            "hinge_limit" => {
+                m.insert("max_limit_violation_deg".into(), json!(t.max_limit_violation.max(0.0).to_degrees()));
+            }
+            "motor" => {
+                let target = self.param("speed");
+                let w_end = t.probe_samples.last().map(|x| x.2 as f64).unwrap_or(0.0);
+                m.insert("angular_velocity".into(), json!(w_end));
+                m.insert("speed_error".into(), json!(((w_end - target) / target).abs()));
+            }
+            "spinning_box" | "free_collision" => {
+                m.insert("momentum_error".into(), json!(t.max_momentum_error));
+                m.insert("angular_momentum_drift".into(), json!(t.max_angular_drift));
+            }
+            _ => {}
+        }
+        m
+    }
+
+    /// Largest |extension − reference extension| over the springs, relative to the
+    /// largest reference extension of the scene.
+    fn extension_error(&self) -> f64 {
+        let w = &self.world;
+        let mut worst = 0.0f64;
+        let mut scale = 0.0f64;
+        for &(j, rest, reference) in &self.tracker.springs {
+            let len = w.joint_error(j).unwrap_or(f32::NAN) as f64 + rest as f64;
+            let ext = len - rest as f64;
+            let ext_ref = reference as f64 - rest as f64;
+            worst = worst.max((ext - ext_ref).abs());
+            scale = scale.max(ext_ref.abs());
+        }
+        if scale > 0.0 { worst / scale } else { f64::NAN }
+    }
+}
+
+/// Least-squares slope of velocity against time over the second half of the samples.
+fn fit_acceleration(samples: &[(f32, f32, f32)]) -> f64 {
+    let s = &samples[samples.len() / 2..];
+    if s.len() < 2 {
+        return 0.0;
+    }
+    let n = s.len() as f64;
+    let mt = s.iter().map(|x| x.0 as f64).sum::<f64>() / n;
+    let mv = s.iter().map(|x| x.2 as f64).sum::<f64>() / n;
+    let num: f64 = s.iter().map(|x| (x.0 as f64 - mt) * (x.2 as f64 - mv)).sum();
+    let den: f64 = s.iter().map(|x| (x.0 as f64 - mt).powi(2)).sum();
+    if den > 0.0 { num / den } else { 0.0 }
+}
+
+fn total_mass(w: &PhysicsWorld) -> f32 {
+    w.body_handles().iter().filter_map(|h| w.body(*h).ok()).map(|b| b.mass).sum()
+}
+
