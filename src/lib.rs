@@ -16,6 +16,7 @@ pub mod body;
 pub mod collider;
 pub mod config;
 pub mod contact;
+pub mod ecs;
 pub mod error;
 pub mod joint;
 pub mod math;

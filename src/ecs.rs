@@ -1,0 +1,1 @@
+//! bevy_ecs layer (being written).
