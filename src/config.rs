@@ -73,6 +73,42 @@ impl Default for SolverConfig {
 }
 
 impl SolverConfig {
+    /// Names accepted by [`SolverConfig::set`].
+    pub const FIELDS: &'static [&'static str] = &[
+        "dt", "iterations", "alpha", "beta_linear", "beta_angular", "gamma", "k_start",
+        "joint_error_scale", "contact_error_scale", "new_row_mass_ratio", "k_max", "lambda_max",
+        "collision_margin", "max_angular_speed", "gravity_y",
+    ];
+
+    /// Sets a field by name (for command lines and config files); validates the result.
+    pub fn set(&mut self, field: &str, value: f64) -> Result<(), crate::PhysicsError> {
+        let v = value as f32;
+        match field {
+            "dt" => self.dt = v,
+            "iterations" => {
+                if !(value >= 1.0 && value.fract() == 0.0 && value <= u32::MAX as f64) {
+                    return Err(crate::PhysicsError::InvalidConfig { field: "iterations", value: v });
+                }
+                self.iterations = value as u32
+            }
+            "alpha" => self.alpha = v,
+            "beta_linear" => self.beta_linear = v,
+            "beta_angular" => self.beta_angular = v,
+            "gamma" => self.gamma = v,
+            "k_start" => self.k_start = v,
+            "joint_error_scale" => self.joint_error_scale = v,
+            "contact_error_scale" => self.contact_error_scale = v,
+            "new_row_mass_ratio" => self.new_row_mass_ratio = v,
+            "k_max" => self.k_max = v,
+            "lambda_max" => self.lambda_max = v,
+            "collision_margin" => self.collision_margin = v,
+            "max_angular_speed" => self.max_angular_speed = v,
+            "gravity_y" => self.gravity.y = v,
+            _ => return Err(crate::PhysicsError::UnknownConfigField(field.to_string())),
+        }
+        self.validate()
+    }
+
     /// Penalty of a new hard row between bodies whose larger mass is `mass`: a fixed share
     /// of `mass/h²`, the stiffness of the inertia term, so the first iterations already move
     /// the body by a fair share of the error whatever the mass scale.
@@ -136,6 +172,9 @@ impl SolverConfig {
             if !pos(v) {
                 return Err(E { field, value: v });
             }
+        }
+        if !(self.new_row_mass_ratio.is_finite() && self.new_row_mass_ratio >= 0.0) {
+            return Err(E { field: "new_row_mass_ratio", value: self.new_row_mass_ratio });
         }
         if !(self.collision_margin.is_finite() && self.collision_margin >= 0.0) {
             return Err(E { field: "collision_margin", value: self.collision_margin });

@@ -22,6 +22,8 @@ pub enum PhysicsError {
     MissingBody(BodyHandle),
     #[error("joint {0:?} does not exist")]
     MissingJoint(JointHandle),
+    #[error("unknown solver config field `{0}`")]
+    UnknownConfigField(String),
     #[error("invalid solver config field `{field}` = {value}")]
     InvalidConfig { field: &'static str, value: f32 },
 }

@@ -35,6 +35,9 @@ enum Command {
         /// Time step (s).
         #[arg(long)]
         dt: Option<f32>,
+        /// Solver config override, `field=value` (repeatable; see README for the fields).
+        #[arg(long = "config", value_parser = parse_kv)]
+        config: Vec<(String, f64)>,
         /// Print one JSON object instead of a table.
         #[arg(long)]
         json: bool,
@@ -67,8 +70,14 @@ fn main() -> ExitCode {
             }
             ExitCode::SUCCESS
         }
-        Command::Run { scene, set, frames, iterations, dt, json } => {
+        Command::Run { scene, set, frames, iterations, dt, config: overrides, json } => {
             let mut config = SolverConfig::default();
+            for (k, v) in &overrides {
+                if let Err(e) = config.set(k, *v) {
+                    eprintln!("error: {e}");
+                    return ExitCode::from(2);
+                }
+            }
             if let Some(k) = iterations {
                 config.iterations = k;
             }

@@ -15,10 +15,15 @@ use crate::world::{BodySet, JointSet, StepReport};
 const CHUNK: usize = 256;
 
 /// Start-of-step joint state: error C*(xᵗ) of every row, hinge angle, and the warm
-/// start `k = max(γ k, k_start)`, `λ = α γ λ` of hard rows. Soft (finite-stiffness) rows
-/// keep their ramped k (no decay): Eq. 16 ramps them towards k* within a step, and
-/// without decay they reach k* after a few steps, so a spring's static extension is
-/// exactly mg/k* instead of the much softer fixed point of decay + ramp.
+/// start of Eq. 19: `k = max(γ k, k_start)` (plus the load-aware floor) and `λ = α γ λ`.
+/// Finite-stiffness rows are compliant augmented-Lagrangian rows (see `row_force`): their λ
+/// is the spring force and decays by γ only.
+/// Load-aware penalty floor scale of a joint row; springs take none (their λ is bounded by
+/// k* C anyway, and a large penalty would bring back the stiffness-ratio problem).
+fn scale(cfg: &SolverConfig, row: &crate::joint::Row) -> f32 {
+    if row.stiffness > 0.0 { f32::INFINITY } else { cfg.joint_error_scale }
+}
+
 pub fn warm_start_joints(cfg: &SolverConfig, bodies: &BodySet, joints: &mut JointSet) {
     let ident = PoseRecord::new(glam::Vec3::ZERO, glam::Quat::IDENTITY);
     for (rec, st) in joints.records.iter().zip(joints.states.iter_mut()) {
@@ -32,13 +37,10 @@ pub fn warm_start_joints(cfg: &SolverConfig, bodies: &BodySet, joints: &mut Join
         for r in 0..e.n {
             let row = &e.rows[r];
             st.c0[r] = row.c;
-            if row.stiffness > 0.0 {
-                st.k[r] = st.k[r].max(cfg.k_start).min(row.stiffness);
-                st.lambda[r] = 0.0;
-            } else {
-                st.lambda[r] *= cfg.alpha * cfg.gamma;
-                st.k[r] = cfg.warm_penalty(st.k[r], st.lambda[r], cfg.joint_error_scale);
-            }
+            // A spring's λ is its physical force, not error correction: no α scaling.
+            let decay = if row.stiffness > 0.0 { cfg.gamma } else { cfg.alpha * cfg.gamma };
+            st.lambda[r] *= decay;
+            st.k[r] = cfg.warm_penalty(st.k[r], st.lambda[r], scale(cfg, row));
         }
     }
 }
@@ -115,15 +117,11 @@ fn update_joint(cfg: &SolverConfig, rec: &mut JointRecord, st: &mut JointRowStat
         let row = &e.rows[r];
         let c = row_error(row, r, &e, st, cfg.alpha, cfg.dt, rec);
         let beta = if row.angular { cfg.beta_angular } else { cfg.beta_linear };
-        if row.stiffness > 0.0 {
-            st.k[r] = (st.k[r] + beta * c.abs()).min(row.stiffness);
-            continue;
-        }
-        let raw = st.k[r] * c + st.lambda[r];
         let (force, _) = row_force(row, c, st.k[r], st.lambda[r]);
+        let inside = force > row.fmin && force < row.fmax;
         st.lambda[r] = force.clamp(-cfg.lambda_max, cfg.lambda_max);
-        if raw > row.fmin && raw < row.fmax {
-            st.k[r] = cfg.ramp_penalty(st.k[r], beta, c, st.lambda[r], cfg.joint_error_scale);
+        if inside {
+            st.k[r] = cfg.ramp_penalty(st.k[r], beta, c, st.lambda[r], scale(cfg, row));
         }
     }
     // Fracture (Fig. 13): positional force or torque above its threshold breaks the joint.

@@ -188,21 +188,29 @@ pub(crate) fn row_error(
     }
 }
 
-/// Force of a row and the stiffness to use in its Hessian: hard rows clamp `kC + λ` to
-/// their bounds with the rescaled stiffness of Eq. 14; soft rows use `kC` (Eq. 7).
+/// Force of a row and the stiffness to use in its Hessian.
+///
+/// Hard rows clamp `kC + λ` to their bounds, with the rescaled stiffness of Eq. 14 when
+/// clamped. Finite-stiffness rows (springs, soft joints of stiffness k*) use the compliant
+/// augmented Lagrangian `F = s (λ + k C)`, `s = k*/(k* + k)`, Hessian `s k`: at a fixed point
+/// of the dual update `λ ← F` the force is exactly `k* C`, while λ carries the force across
+/// iterations and frames so a stiff spring does not have to be stiff in the primal (the
+/// stiffness-ratio problem AVBD's Eq. 16 ramp addresses, without leaving the spring soft).
 #[inline]
 pub(crate) fn row_force(row: &crate::joint::Row, c: f32, k: f32, lambda: f32) -> (f32, f32) {
-    if row.stiffness > 0.0 {
-        return (k * c, k);
-    }
-    let raw = k * c + lambda;
+    let (raw, k_h) = if row.stiffness > 0.0 {
+        let s = row.stiffness / (row.stiffness + k);
+        (s * (lambda + k * c), s * k)
+    } else {
+        (k * c + lambda, k)
+    };
     if raw < row.fmin {
-        let kh = if c != 0.0 { ((row.fmin - lambda) / c).abs() } else { k };
+        let kh = if c != 0.0 { ((row.fmin - lambda) / c).abs() } else { k_h };
         (row.fmin, kh)
     } else if raw > row.fmax {
-        let kh = if c != 0.0 { ((row.fmax - lambda) / c).abs() } else { k };
+        let kh = if c != 0.0 { ((row.fmax - lambda) / c).abs() } else { k_h };
         (row.fmax, kh)
     } else {
-        (raw, k)
+        (raw, k_h)
     }
 }
