@@ -17,10 +17,10 @@ pub struct SolverConfig {
     /// everything at once, 1 never corrects. Also scales warm-started λ (Eq. 19). Default 0.95 (paper).
     pub alpha: f32,
     /// β of Eq. 12/16 for rows whose error is a length: penalty growth k += β|C| per
-    /// iteration, in N/m². β depends on units (paper: 10 in its units; demos: 1e4–1e5 in metres).
-    /// Default 1e5.
+    /// iteration, in N/m². β depends on units (paper: 10 in its units; demos: 1e4–1e5 in metres
+    /// with ~1 kg bodies). Default 1e6.
     pub beta_linear: f32,
-    /// β for rows whose error is an angle (N·m/rad²). Default 1e3.
+    /// β for rows whose error is an angle (N·m/rad²). Default 1e6.
     pub beta_angular: f32,
     /// γ of Eq. 19: warm-start decay of k and λ from the previous step. Default 0.99 (paper).
     pub gamma: f32,
@@ -30,11 +30,11 @@ pub struct SolverConfig {
     /// penalty is kept at least `|λ| / joint_error_scale`, so an error of this size changes
     /// the row's force by 100%. Heavily loaded joints (above a 50,000:1 mass) then regain
     /// their warm-started force with sub-millimetre errors instead of waiting for the β
-    /// ramp. Not in the paper; see README. Default 3e-4.
+    /// ramp. Not in the paper; see README. Default 1e-4.
     pub joint_error_scale: f32,
     /// The same floor for contact rows (m). Larger than the joints': a unilateral contact
     /// whose multiplier overshoots separates and bounces, so contacts use a softer floor.
-    /// Default 3e-3.
+    /// Default 1e-3.
     pub contact_error_scale: f32,
     /// A new contact or joint row starts at `k = max(k_start, new_row_mass_ratio · m/h²)`
     /// with m the larger mass of its two bodies: a mass-scaled start. Default 0.3.
@@ -46,6 +46,10 @@ pub struct SolverConfig {
     /// Contacts are created when shapes are closer than this (m): a speculative margin that
     /// keeps contact features and warm starts stable. Default 0.01.
     pub collision_margin: f32,
+    /// Penetration (m) a contact tolerates before its normal row pushes: overlaps this small
+    /// between resting neighbours are not corrected against their static friction (without
+    /// it, such conflicting hard rows ratchet their multipliers up). Default 5e-4.
+    pub contact_slop: f32,
     /// Maximum angular speed (rad/s) kept at the end of a step; guards the quaternion update. Default 100.
     pub max_angular_speed: f32,
 }
@@ -57,16 +61,17 @@ impl Default for SolverConfig {
             iterations: 10,
             gravity: glam::Vec3::new(0.0, -9.81, 0.0),
             alpha: 0.95,
-            beta_linear: 1e5,
-            beta_angular: 1e3,
+            beta_linear: 1e6,
+            beta_angular: 1e6,
             gamma: 0.99,
             k_start: 1e3,
-            joint_error_scale: 3e-4,
-            contact_error_scale: 3e-3,
+            joint_error_scale: 1e-4,
+            contact_error_scale: 1e-3,
             new_row_mass_ratio: 0.3,
             k_max: 1e10,
             lambda_max: 1e10,
             collision_margin: 0.01,
+            contact_slop: 5e-4,
             max_angular_speed: 100.0,
         }
     }
@@ -77,7 +82,7 @@ impl SolverConfig {
     pub const FIELDS: &'static [&'static str] = &[
         "dt", "iterations", "alpha", "beta_linear", "beta_angular", "gamma", "k_start",
         "joint_error_scale", "contact_error_scale", "new_row_mass_ratio", "k_max", "lambda_max",
-        "collision_margin", "max_angular_speed", "gravity_y",
+        "collision_margin", "contact_slop", "max_angular_speed", "gravity_y",
     ];
 
     /// Sets a field by name (for command lines and config files); validates the result.
@@ -103,6 +108,7 @@ impl SolverConfig {
             "lambda_max" => self.lambda_max = v,
             "collision_margin" => self.collision_margin = v,
             "max_angular_speed" => self.max_angular_speed = v,
+            "contact_slop" => self.contact_slop = v,
             "gravity_y" => self.gravity.y = v,
             _ => return Err(crate::PhysicsError::UnknownConfigField(field.to_string())),
         }
@@ -127,11 +133,11 @@ impl SolverConfig {
     }
 
     /// Penalty after a dual update of a row whose force stayed inside its bounds (Eq. 12).
+    /// The load-aware floor is applied between steps only: inside a step a multiplier that
+    /// overshoots would raise its own penalty and feed the overshoot.
     #[inline]
-    pub fn ramp_penalty(&self, k: f32, beta: f32, c: f32, lambda: f32, error_scale: f32) -> f32 {
-        (k + beta * c.abs())
-            .max(lambda.abs() / error_scale)
-            .min(self.k_max)
+    pub fn ramp_penalty(&self, k: f32, beta: f32, c: f32) -> f32 {
+        (k + beta * c.abs()).min(self.k_max)
     }
 
     /// Checks every field; the error names the first one out of range.
@@ -175,6 +181,9 @@ impl SolverConfig {
         }
         if !(self.new_row_mass_ratio.is_finite() && self.new_row_mass_ratio >= 0.0) {
             return Err(E { field: "new_row_mass_ratio", value: self.new_row_mass_ratio });
+        }
+        if !(self.contact_slop.is_finite() && self.contact_slop >= 0.0 && self.contact_slop < self.collision_margin.max(1e-9)) {
+            return Err(E { field: "contact_slop", value: self.contact_slop });
         }
         if !(self.collision_margin.is_finite() && self.collision_margin >= 0.0) {
             return Err(E { field: "collision_margin", value: self.collision_margin });

@@ -454,6 +454,23 @@ impl PhysicsWorld {
         }
     }
 
+    /// Magnitudes of a joint's last positional force (N) and torque (N·m): the multipliers
+    /// of its linear and angular rows at the end of the last step.
+    pub fn joint_force(&self, h: JointHandle) -> Result<(f32, f32), PhysicsError> {
+        let i = self.joints.index(h).ok_or(PhysicsError::MissingJoint(h))?;
+        let rec = &self.joints.records[i];
+        let st = &self.joints.states[i];
+        let pa = self.bodies.poses[rec.body_a as usize];
+        let pb = if rec.body_b == WORLD { PoseRecord::new(Vec3::ZERO, Quat::IDENTITY) } else { self.bodies.poses[rec.body_b as usize] };
+        let e = rec.evaluate(&pa, &pb);
+        let (mut f2, mut t2) = (0.0f32, 0.0f32);
+        for r in 0..e.n {
+            let l2 = st.lambda[r] * st.lambda[r];
+            if e.rows[r].angular { t2 += l2 } else { f2 += l2 }
+        }
+        Ok((f2.sqrt(), t2.sqrt()))
+    }
+
     /// Current hinge angle of a revolute joint (rad), relative to its creation pose.
     pub fn joint_angle(&self, h: JointHandle) -> Result<f32, PhysicsError> {
         let i = self.joints.index(h).ok_or(PhysicsError::MissingJoint(h))?;
@@ -468,6 +485,17 @@ impl PhysicsWorld {
     /// Statistics of the last step.
     pub fn stats(&self) -> &StepStats {
         &self.stats
+    }
+
+    /// The contact records of the last step (solver indices of the bodies, world-space
+    /// basis and lever arms, λ and k of the tangent, bitangent and normal rows).
+    pub fn contacts(&self) -> &[crate::contact::ContactRecord] {
+        &self.solver.contacts
+    }
+
+    /// Handle of the body with solver index `i` (as stored in contact and joint records).
+    pub fn handle_of_index(&self, i: u32) -> Option<BodyHandle> {
+        self.bodies.handles.get(i as usize).copied()
     }
 
     /// Number of contact points in the last step.
@@ -493,12 +521,13 @@ impl PhysicsWorld {
         // 4. adjacency and colouring over all constraints
         coloring::build(&self.bodies, &self.joints, &mut self.solver);
 
-        // 5. the fixed iteration budget
+        // 5. the fixed iteration budget, then fracture of overloaded joints
         let mut report = StepReport::default();
         for _ in 0..cfg.iterations {
             primal::sweep(cfg, &self.bodies, &self.joints, &mut self.solver);
-            dual::update(cfg, &self.bodies, &mut self.joints, &mut self.solver, &mut report);
+            dual::update(cfg, &self.bodies, &mut self.joints, &mut self.solver);
         }
+        dual::fracture(&self.bodies, &mut self.joints, &self.solver, &mut report);
 
         // 6. velocities and poses; bodies that became non-finite are frozen
         integration::end_step(cfg, &mut self.bodies, &self.solver, &mut report);
@@ -513,6 +542,9 @@ impl PhysicsWorld {
             colors: self.solver.colors.count(),
             max_penetration: self.collision.max_penetration,
         };
+        if !report.broken.is_empty() {
+            self.collision.joints_changed();
+        }
         report.broken = report.broken.iter().map(|j| self.joints.handles[j.0 as usize]).collect();
         Ok(report)
     }

@@ -99,7 +99,14 @@ pub fn detect(
     out: &mut Vec<ContactRecord>,
 ) {
     if state.joints_dirty {
-        state.joint_pairs = joints.bodies.iter().filter_map(|&(a, b)| b.map(|b| ordered(a, b))).collect();
+        // Broken joints no longer keep their bodies from colliding.
+        state.joint_pairs = joints
+            .bodies
+            .iter()
+            .zip(&joints.records)
+            .filter(|(_, rec)| !rec.broken())
+            .filter_map(|(&(a, b), _)| b.map(|b| ordered(a, b)))
+            .collect();
         state.joints_dirty = false;
     }
     let margin = cfg.collision_margin;
@@ -254,7 +261,9 @@ pub fn detect(
                 };
                 let gap = anc_b - anc_a;
                 let alpha = cfg.alpha;
-                let c0_n = pt.dist;
+                // Penetration up to the slop counts as touching: resting neighbours that overlap
+                // by a rounding error are not pushed apart against their friction.
+                let c0_n = pt.dist + cfg.contact_slop;
                 let c0 = [
                     (1.0 - alpha) * t.dot(gap),
                     (1.0 - alpha) * bt.dot(gap),
@@ -262,7 +271,10 @@ pub fn detect(
                 ];
                 let (lambda, kk) = if ws.valid {
                     let lambda = ws.lambda.map(|l| l * alpha * cfg.gamma);
-                    let k = [0, 1, 2].map(|r| cfg.warm_penalty(ws.k[r], lambda[r], cfg.contact_error_scale));
+                    // Friction rows are bounded on both sides (the cone): like motors, they take no
+                    // load-aware floor, which would make their clamped force flip between bounds.
+                    let scale = [f32::INFINITY, f32::INFINITY, cfg.contact_error_scale];
+                    let k = [0, 1, 2].map(|r| cfg.warm_penalty(ws.k[r], lambda[r], scale[r]));
                     (lambda, k)
                 } else {
                     ([0.0; 3], [k_new; 3])

@@ -18,10 +18,15 @@ const CHUNK: usize = 256;
 /// start of Eq. 19: `k = max(γ k, k_start)` (plus the load-aware floor) and `λ = α γ λ`.
 /// Finite-stiffness rows are compliant augmented-Lagrangian rows (see `row_force`): their λ
 /// is the spring force and decays by γ only.
-/// Load-aware penalty floor scale of a joint row; springs take none (their λ is bounded by
-/// k* C anyway, and a large penalty would bring back the stiffness-ratio problem).
+/// Load-aware penalty floor scale of a joint row. Springs take none (a large penalty would
+/// bring back the stiffness-ratio problem), nor do rows bounded on both sides (motors): a
+/// penalty far above the body's inertia makes their clamped force flip between its bounds.
 fn scale(cfg: &SolverConfig, row: &crate::joint::Row) -> f32 {
-    if row.stiffness > 0.0 { f32::INFINITY } else { cfg.joint_error_scale }
+    if row.stiffness > 0.0 || (row.fmin.is_finite() && row.fmax.is_finite()) {
+        f32::INFINITY
+    } else {
+        cfg.joint_error_scale
+    }
 }
 
 pub fn warm_start_joints(cfg: &SolverConfig, bodies: &BodySet, joints: &mut JointSet) {
@@ -34,9 +39,18 @@ pub fn warm_start_joints(cfg: &SolverConfig, bodies: &BodySet, joints: &mut Join
         let pb = if rec.body_b == WORLD { ident } else { bodies.poses[rec.body_b as usize] };
         let e = rec.evaluate(&pa, &pb);
         st.angle0[0] = e.angle;
+        // Mass scale of a fresh hard row: the larger mass (linear rows) or principal
+        // moment (angular rows) of the two bodies.
+        let mass_of = |b: u32| if b == WORLD { Default::default() } else { bodies.masses[b as usize] };
+        let (ma, mb) = (mass_of(rec.body_a), mass_of(rec.body_b));
+        let lin_mass = ma.mass.max(mb.mass);
+        let ang_mass = ma.inertia.iter().chain(&mb.inertia).fold(0.0f32, |m, &i| m.max(i));
         for r in 0..e.n {
             let row = &e.rows[r];
             st.c0[r] = row.c;
+            if st.k[r] == 0.0 && row.stiffness == 0.0 {
+                st.k[r] = cfg.initial_penalty(if row.angular { ang_mass } else { lin_mass });
+            }
             // A spring's λ is its physical force, not error correction: no α scaling.
             let decay = if row.stiffness > 0.0 { cfg.gamma } else { cfg.alpha * cfg.gamma };
             st.lambda[r] *= decay;
@@ -51,7 +65,6 @@ pub fn update(
     bodies: &BodySet,
     joints: &mut JointSet,
     s: &mut SolverData,
-    report: &mut StepReport,
 ) {
     let iterate = &s.iterate;
     let delta = |b: u32| if b == WORLD { [0.0; 6] } else { iterate[b as usize].delta6() };
@@ -77,17 +90,39 @@ pub fn update(
                 update_joint(cfg, rec, st, &pose(rec.body_a), &pose(rec.body_b));
             }
         });
-    // Report joints that broke in this iteration (index now; handles mapped by the world).
-    for (i, rec) in joints.records.iter_mut().enumerate() {
-        if rec.flags & flags::BROKEN != 0 && rec.flags & JUST_BROKEN != 0 {
-            rec.flags &= !JUST_BROKEN;
+}
+
+/// Fracture (Fig. 13), once per step after the iteration budget: a breakable joint whose
+/// positional force (or torque) exceeds its threshold breaks. Testing the final multipliers
+/// rather than every iterate keeps transient overshoot inside a step from breaking a joint
+/// whose sustained load is below its threshold.
+pub fn fracture(bodies: &BodySet, joints: &mut JointSet, s: &SolverData, report: &mut StepReport) {
+    let iterate = &s.iterate;
+    for (i, (rec, st)) in joints.records.iter_mut().zip(&joints.states).enumerate() {
+        if rec.broken() || rec.flags & (flags::BREAKABLE_FORCE | flags::BREAKABLE_TORQUE) == 0 {
+            continue;
+        }
+        let pose = |b: u32| {
+            if b == WORLD {
+                PoseRecord::new(glam::Vec3::ZERO, glam::Quat::IDENTITY)
+            } else {
+                iterate[b as usize].pose(&bodies.poses[b as usize])
+            }
+        };
+        let e = rec.evaluate(&pose(rec.body_a), &pose(rec.body_b));
+        let (mut force2, mut torque2) = (0.0f32, 0.0f32);
+        for r in 0..e.n {
+            let l2 = st.lambda[r] * st.lambda[r];
+            if e.rows[r].angular { torque2 += l2 } else { force2 += l2 }
+        }
+        let broken = (rec.flags & flags::BREAKABLE_FORCE != 0 && force2.sqrt() > rec.params[2])
+            || (rec.flags & flags::BREAKABLE_TORQUE != 0 && torque2.sqrt() > rec.params[3]);
+        if broken {
+            rec.flags |= flags::BROKEN;
             report.broken.push(JointHandle(i as u32));
         }
     }
 }
-
-/// Internal flag: broke during the current step, not yet reported.
-const JUST_BROKEN: u32 = 1 << 31;
 
 fn update_contact(cfg: &SolverConfig, c: &mut ContactRecord, dxa: &[f32; 6], dxb: &[f32; 6]) {
     let (ja, jb) = c.jacobians();
@@ -98,12 +133,12 @@ fn update_contact(cfg: &SolverConfig, c: &mut ContactRecord, dxa: &[f32; 6], dxb
     // Stiffness grows only while the force is inside its bounds (Sec. 3.2).
     let beta = cfg.beta_linear;
     if cf.normal_active {
-        c.k[2] = cfg.ramp_penalty(c.k[2], beta, cf.c[2], c.lambda[2], cfg.contact_error_scale);
+        c.k[2] = cfg.ramp_penalty(c.k[2], beta, cf.c[2]);
     }
     if cf.inside_cone {
         c.flags |= cflags::INSIDE_CONE;
         for r in 0..2 {
-            c.k[r] = cfg.ramp_penalty(c.k[r], beta, cf.c[r], c.lambda[r], cfg.contact_error_scale);
+            c.k[r] = cfg.ramp_penalty(c.k[r], beta, cf.c[r]);
         }
     } else {
         // Clamped by the cone: static friction is lost, slide with μ_d (Sec. 3.3).
@@ -111,7 +146,7 @@ fn update_contact(cfg: &SolverConfig, c: &mut ContactRecord, dxa: &[f32; 6], dxb
     }
 }
 
-fn update_joint(cfg: &SolverConfig, rec: &mut JointRecord, st: &mut JointRowState, pa: &PoseRecord, pb: &PoseRecord) {
+fn update_joint(cfg: &SolverConfig, rec: &JointRecord, st: &mut JointRowState, pa: &PoseRecord, pb: &PoseRecord) {
     let e = rec.evaluate(pa, pb);
     for r in 0..e.n {
         let row = &e.rows[r];
@@ -121,23 +156,7 @@ fn update_joint(cfg: &SolverConfig, rec: &mut JointRecord, st: &mut JointRowStat
         let inside = force > row.fmin && force < row.fmax;
         st.lambda[r] = force.clamp(-cfg.lambda_max, cfg.lambda_max);
         if inside {
-            st.k[r] = cfg.ramp_penalty(st.k[r], beta, c, st.lambda[r], scale(cfg, row));
+            st.k[r] = cfg.ramp_penalty(st.k[r], beta, c);
         }
-    }
-    // Fracture (Fig. 13): positional force or torque above its threshold breaks the joint.
-    let lin_force = |st: &JointRowState| -> f32 {
-        if e.n_point > 0 {
-            (0..e.n_point).map(|r| st.lambda[r] * st.lambda[r]).sum::<f32>().sqrt()
-        } else {
-            st.lambda[0].abs()
-        }
-    };
-    let mut broken = rec.flags & flags::BREAKABLE_FORCE != 0 && lin_force(st) > rec.params[2];
-    if rec.flags & flags::BREAKABLE_TORQUE != 0 {
-        let ang: f32 = (e.n_point..e.n).filter(|&r| e.rows[r].angular).map(|r| st.lambda[r] * st.lambda[r]).sum();
-        broken |= ang.sqrt() > rec.params[3];
-    }
-    if broken {
-        rec.flags |= flags::BROKEN | JUST_BROKEN;
     }
 }
