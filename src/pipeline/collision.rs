@@ -261,9 +261,7 @@ pub fn detect(
                 };
                 let gap = anc_b - anc_a;
                 let alpha = cfg.alpha;
-                // Penetration up to the slop counts as touching: resting neighbours that overlap
-                // by a rounding error are not pushed apart against their friction.
-                let c0_n = pt.dist + cfg.contact_slop;
+                let c0_n = pt.dist;
                 let c0 = [
                     (1.0 - alpha) * t.dot(gap),
                     (1.0 - alpha) * bt.dot(gap),

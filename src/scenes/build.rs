@@ -298,8 +298,8 @@ fn breakable_wall(s: &mut Scene) -> Result<(), SceneError> {
     let width = 2.0 * half.x * cols as f32;
     for (i, fx) in [-0.3f32, 0.0, 0.3].into_iter().enumerate() {
         let pos = Vec3::new(fx * width, height * (0.3 + 0.2 * i as f32), 4.0);
-        let b = w.add_body(BodyDesc::dynamic().at(pos).with_collider(Collider::ball(0.3)?.with_density(3000.0)))?;
-        s.tracker.projectiles.push((20 + 15 * i as u32, b, Vec3::new(0.0, 2.0, -15.0)));
+        let b = w.add_body(BodyDesc::dynamic().at(pos).with_collider(Collider::ball(0.3)?.with_density(1500.0)))?;
+        s.tracker.projectiles.push((20 + 15 * i as u32, b, Vec3::new(0.0, 2.0, -10.0)));
     }
     Ok(())
 }
@@ -385,7 +385,11 @@ fn arch(s: &mut Scene) -> Result<(), SceneError> {
     let w = &mut s.world;
     ground(w, mu)?;
     for i in 0..n {
+        // Joints 1 mm wide: exactly coincident faces give the convex-convex query a
+        // degenerate normal.
+        let gap = 0.0005 / r_in;
         let (a0, a1) = (std::f32::consts::PI * i as f32 / n as f32, std::f32::consts::PI * (i + 1) as f32 / n as f32);
+        let (a0, a1) = (if i == 0 { a0 } else { a0 + gap }, if i + 1 == n { a1 } else { a1 - gap });
         let mut pts = Vec::new();
         for a in [a0, a1] {
             for r in [r_in, r_in + thick] {
@@ -419,19 +423,20 @@ fn spinning_box(s: &mut Scene) -> Result<(), SceneError> {
 fn free_collision(s: &mut Scene) -> Result<(), SceneError> {
     let speed = positive(s, "speed")?;
     let ratio = positive(s, "mass_ratio")?;
+    let mu = s.param("mu") as f32;
     s.world.config.gravity = Vec3::ZERO;
     let w = &mut s.world;
     w.add_body(
         BodyDesc::dynamic()
             .at(Vec3::new(-1.5, 0.2, 0.0))
             .with_velocity(Vec3::X * speed, Vec3::ZERO)
-            .with_collider(Collider::cuboid(Vec3::new(0.4, 0.3, 0.3))?),
+            .with_collider(Collider::cuboid(Vec3::new(0.4, 0.3, 0.3))?.with_friction(mu)),
     )?;
     w.add_body(
         BodyDesc::dynamic()
             .at(Vec3::new(0.5, 0.0, 0.0))
             .rotated(Quat::from_rotation_y(0.4))
-            .with_collider(Collider::ball(0.5)?.with_density(1000.0 * ratio)),
+            .with_collider(Collider::ball(0.5)?.with_density(1000.0 * ratio).with_friction(mu)),
     )?;
     Ok(())
 }

@@ -49,13 +49,13 @@ pub const SCENES: &[SceneSpec] = &[
     SceneSpec { name: "pendulum", description: "chain of links with a heavy ball, swinging from horizontal (Fig. 7)", params: &[p!("links", 50.0, "chain links"), p!("mass_ratio", 50_000.0, "ball mass / link mass")], default_frames: 300 },
     SceneSpec { name: "two_heavy_balls", description: "two heavy balls joined by a chain, hung from the world (Fig. 9)", params: &[p!("links", 50.0, "chain links"), p!("mass_ratio", 50_000.0, "ball mass / link mass")], default_frames: 300 },
     SceneSpec { name: "card_tower", description: "tower of leaning cards held by friction, hit by a ball (Fig. 6)", params: &[p!("levels", 3.0, "storeys"), p!("mu", 0.8, "friction coefficient")], default_frames: 300 },
-    SceneSpec { name: "breakable_wall", description: "brick wall welded by breakable joints, hit by three balls (Fig. 13)", params: &[p!("rows", 8.0, "brick rows"), p!("cols", 8.0, "bricks per row"), p!("fracture", 6_000.0, "breaking force (N)")], default_frames: 240 },
+    SceneSpec { name: "breakable_wall", description: "brick wall welded by breakable joints, hit by three balls (Fig. 13)", params: &[p!("rows", 8.0, "brick rows"), p!("cols", 8.0, "bricks per row"), p!("fracture", 15_000.0, "breaking force (N)")], default_frames: 240 },
     SceneSpec { name: "hinge_limit", description: "bar on a hinge with ±30° limits, released horizontal", params: &[p!("limit_deg", 30.0, "symmetric limit (deg)")], default_frames: 300 },
     SceneSpec { name: "motor", description: "wheel driven by a revolute motor", params: &[p!("speed", 3.0, "target speed (rad/s)"), p!("max_torque", 500.0, "motor torque limit (N·m)")], default_frames: 180 },
     SceneSpec { name: "pile", description: "layered pile of boxes smashed by a heavy sphere (Fig. 1/3)", params: &[p!("count", 500.0, "number of boxes"), p!("sphere_mass", 2_000.0, "projectile mass (kg)")], default_frames: 240 },
     SceneSpec { name: "arch", description: "masonry arch of wedge blocks held by friction", params: &[p!("blocks", 15.0, "voussoirs"), p!("mu", 0.6, "friction coefficient")], default_frames: 600 },
     SceneSpec { name: "spinning_box", description: "anisotropic box spinning about a non-principal axis, no gravity", params: &[p!("spin", 5.0, "initial angular speed (rad/s)")], default_frames: 600 },
-    SceneSpec { name: "free_collision", description: "two bodies colliding in free flight, no gravity", params: &[p!("speed", 2.0, "closing speed (m/s)"), p!("mass_ratio", 3.0, "mass of body B / body A")], default_frames: 120 },
+    SceneSpec { name: "free_collision", description: "two bodies colliding in free flight, no gravity", params: &[p!("speed", 2.0, "closing speed (m/s)"), p!("mass_ratio", 3.0, "mass of body B / body A"), p!("mu", 0.5, "friction coefficient")], default_frames: 120 },
 ];
 
 /// Errors of the scene layer.
