@@ -232,11 +232,7 @@ impl MassRecord {
     #[inline]
     pub fn world_inertia(&self, q: Quat) -> Mat3 {
         let r = Mat3::from_quat(q * Quat::from_array(self.inertia_frame));
-        let d = Mat3::from_diagonal(Vec3::new(
-            self.inertia[0],
-            self.inertia[1],
-            self.inertia[2],
-        ));
+        let d = Mat3::from_diagonal(Vec3::new(self.inertia[0], self.inertia[1], self.inertia[2]));
         r * d * r.transpose()
     }
 }

@@ -197,9 +197,15 @@ impl Collider {
 
     pub(crate) fn validate(&self) -> Result<(), PhysicsError> {
         if !(self.density.is_finite() && self.density > 0.0) {
-            return Err(bad("density", format!("must be finite and > 0, got {}", self.density)));
+            return Err(bad(
+                "density",
+                format!("must be finite and > 0, got {}", self.density),
+            ));
         }
-        for (field, mu) in [("friction", self.friction), ("dynamic_friction", self.dynamic_friction)] {
+        for (field, mu) in [
+            ("friction", self.friction),
+            ("dynamic_friction", self.dynamic_friction),
+        ] {
             if !(mu.is_finite() && mu >= 0.0) {
                 return Err(bad(field, format!("must be finite and ≥ 0, got {mu}")));
             }
@@ -221,7 +227,11 @@ impl Collider {
     /// Mass properties at this collider's density.
     pub fn mass_properties(&self) -> ColliderMass {
         let mp = self.shape.mass_properties(self.density);
-        let mass = if mp.inv_mass > 0.0 { 1.0 / mp.inv_mass } else { 0.0 };
+        let mass = if mp.inv_mass > 0.0 {
+            1.0 / mp.inv_mass
+        } else {
+            0.0
+        };
         let ii = mp.inv_principal_inertia;
         let inv = |v: f32| if v > 0.0 { 1.0 / v } else { 0.0 };
         ColliderMass {

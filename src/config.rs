@@ -80,9 +80,22 @@ impl Default for SolverConfig {
 impl SolverConfig {
     /// Names accepted by [`SolverConfig::set`].
     pub const FIELDS: &'static [&'static str] = &[
-        "dt", "iterations", "alpha", "beta_linear", "beta_angular", "gamma", "k_start",
-        "joint_error_scale", "contact_error_scale", "new_row_mass_ratio", "k_max", "lambda_max",
-        "collision_margin", "contact_slop", "max_angular_speed", "gravity_y",
+        "dt",
+        "iterations",
+        "alpha",
+        "beta_linear",
+        "beta_angular",
+        "gamma",
+        "k_start",
+        "joint_error_scale",
+        "contact_error_scale",
+        "new_row_mass_ratio",
+        "k_max",
+        "lambda_max",
+        "collision_margin",
+        "contact_slop",
+        "max_angular_speed",
+        "gravity_y",
     ];
 
     /// Sets a field by name (for command lines and config files); validates the result.
@@ -92,7 +105,10 @@ impl SolverConfig {
             "dt" => self.dt = v,
             "iterations" => {
                 if !(value >= 1.0 && value.fract() == 0.0 && value <= u32::MAX as f64) {
-                    return Err(crate::PhysicsError::InvalidConfig { field: "iterations", value: v });
+                    return Err(crate::PhysicsError::InvalidConfig {
+                        field: "iterations",
+                        value: v,
+                    });
                 }
                 self.iterations = value as u32
             }
@@ -120,7 +136,9 @@ impl SolverConfig {
     /// the body by a fair share of the error whatever the mass scale.
     #[inline]
     pub fn initial_penalty(&self, mass: f32) -> f32 {
-        (self.new_row_mass_ratio * mass / (self.dt * self.dt)).max(self.k_start).min(self.k_max)
+        (self.new_row_mass_ratio * mass / (self.dt * self.dt))
+            .max(self.k_start)
+            .min(self.k_max)
     }
 
     /// Warm-started penalty of a hard row (Eq. 19 plus the load-aware floor).
@@ -145,19 +163,34 @@ impl SolverConfig {
         use crate::PhysicsError::InvalidConfig as E;
         let pos = |v: f32| v.is_finite() && v > 0.0;
         if !pos(self.dt) {
-            return Err(E { field: "dt", value: self.dt });
+            return Err(E {
+                field: "dt",
+                value: self.dt,
+            });
         }
         if self.iterations == 0 {
-            return Err(E { field: "iterations", value: 0.0 });
+            return Err(E {
+                field: "iterations",
+                value: 0.0,
+            });
         }
         if !self.gravity.is_finite() {
-            return Err(E { field: "gravity", value: f32::NAN });
+            return Err(E {
+                field: "gravity",
+                value: f32::NAN,
+            });
         }
         if !(0.0..=1.0).contains(&self.alpha) {
-            return Err(E { field: "alpha", value: self.alpha });
+            return Err(E {
+                field: "alpha",
+                value: self.alpha,
+            });
         }
         if !(0.0..=1.0).contains(&self.gamma) {
-            return Err(E { field: "gamma", value: self.gamma });
+            return Err(E {
+                field: "gamma",
+                value: self.gamma,
+            });
         }
         for (field, v) in [
             ("beta_linear", self.beta_linear),
@@ -180,15 +213,26 @@ impl SolverConfig {
             }
         }
         if !(self.new_row_mass_ratio.is_finite() && self.new_row_mass_ratio >= 0.0) {
-            return Err(E { field: "new_row_mass_ratio", value: self.new_row_mass_ratio });
+            return Err(E {
+                field: "new_row_mass_ratio",
+                value: self.new_row_mass_ratio,
+            });
         }
-        if !(self.contact_slop.is_finite() && self.contact_slop >= 0.0 && self.contact_slop < self.collision_margin.max(1e-9)) {
-            return Err(E { field: "contact_slop", value: self.contact_slop });
+        if !(self.contact_slop.is_finite()
+            && self.contact_slop >= 0.0
+            && self.contact_slop < self.collision_margin.max(1e-9))
+        {
+            return Err(E {
+                field: "contact_slop",
+                value: self.contact_slop,
+            });
         }
         if !(self.collision_margin.is_finite() && self.collision_margin >= 0.0) {
-            return Err(E { field: "collision_margin", value: self.collision_margin });
+            return Err(E {
+                field: "collision_margin",
+                value: self.collision_margin,
+            });
         }
         Ok(())
     }
 }
-

@@ -38,7 +38,10 @@ pub enum JointKind {
         motor: Option<Motor>,
     },
     /// Slider along `axis` (body A frame), rotation locked; optional limits (m) on the offset.
-    Prismatic { axis: Vec3, limits: Option<(f32, f32)> },
+    Prismatic {
+        axis: Vec3,
+        limits: Option<(f32, f32)>,
+    },
     /// Anchors kept at exactly `length` apart.
     Distance { length: f32 },
     /// Anchors at most `max_length` apart.
@@ -200,8 +203,16 @@ impl JointRecord {
     pub fn evaluate(&self, pa: &PoseRecord, pb: &PoseRecord) -> JointEval {
         let mut e = JointEval::default();
         let qa = pa.q();
-        let qb = if self.body_b == WORLD { Quat::IDENTITY } else { pb.q() };
-        let pbp = if self.body_b == WORLD { Vec3::ZERO } else { pb.p() };
+        let qb = if self.body_b == WORLD {
+            Quat::IDENTITY
+        } else {
+            pb.q()
+        };
+        let pbp = if self.body_b == WORLD {
+            Vec3::ZERO
+        } else {
+            pb.p()
+        };
         let arm_a = qa * v3(self.anchor_a);
         let arm_b = qb * v3(self.anchor_b);
         let d = (pa.p() + arm_a) - (pbp + arm_b);

@@ -10,7 +10,7 @@ use crate::collider::Collider;
 use crate::config::SolverConfig;
 use crate::error::{BodyHandle, JointHandle, PhysicsError};
 use crate::joint::{JointDesc, JointKind, JointRecord, JointRowState, WORLD, flags, kind};
-use crate::pipeline::{SolverData, coloring, collision, dual, integration, primal};
+use crate::pipeline::{SolverData, collision, coloring, dual, integration, primal};
 
 /// Dense body storage (structure of arrays); the solver index of a body is its position here.
 #[derive(Default)]
@@ -139,7 +139,8 @@ impl PhysicsWorld {
             .filter(|c| c.has_volume())
             .map(|c| -c.mass_properties().local_com)
             .unwrap_or(Vec3::ZERO);
-        b.poses.push(PoseRecord::new(desc.position, desc.rotation.normalize()));
+        b.poses
+            .push(PoseRecord::new(desc.position, desc.rotation.normalize()));
         let vel = VelocityRecord::new(desc.linear_velocity, desc.angular_velocity);
         b.velocities.push(vel);
         b.prev_velocities.push(vel);
@@ -229,26 +230,48 @@ impl PhysicsWorld {
     }
 
     /// Teleports a body (and unfreezes it).
-    pub fn set_pose(&mut self, h: BodyHandle, position: Vec3, rotation: Quat) -> Result<(), PhysicsError> {
+    pub fn set_pose(
+        &mut self,
+        h: BodyHandle,
+        position: Vec3,
+        rotation: Quat,
+    ) -> Result<(), PhysicsError> {
         let i = self.bodies.index(h).ok_or(PhysicsError::MissingBody(h))?;
         if !position.is_finite() {
-            return Err(PhysicsError::InvalidBody { field: "position", reason: "not finite".into() });
+            return Err(PhysicsError::InvalidBody {
+                field: "position",
+                reason: "not finite".into(),
+            });
         }
         if !rotation.is_finite() || (rotation.length() - 1.0).abs() > 1e-3 {
-            return Err(PhysicsError::InvalidBody { field: "rotation", reason: "not a finite unit quaternion".into() });
+            return Err(PhysicsError::InvalidBody {
+                field: "rotation",
+                reason: "not a finite unit quaternion".into(),
+            });
         }
         self.bodies.poses[i] = PoseRecord::new(position, rotation.normalize());
         self.bodies.frozen[i] = false;
         Ok(())
     }
 
-    pub fn set_velocity(&mut self, h: BodyHandle, linear: Vec3, angular: Vec3) -> Result<(), PhysicsError> {
+    pub fn set_velocity(
+        &mut self,
+        h: BodyHandle,
+        linear: Vec3,
+        angular: Vec3,
+    ) -> Result<(), PhysicsError> {
         let i = self.bodies.index(h).ok_or(PhysicsError::MissingBody(h))?;
         if !linear.is_finite() {
-            return Err(PhysicsError::InvalidBody { field: "linear_velocity", reason: "not finite".into() });
+            return Err(PhysicsError::InvalidBody {
+                field: "linear_velocity",
+                reason: "not finite".into(),
+            });
         }
         if !angular.is_finite() {
-            return Err(PhysicsError::InvalidBody { field: "angular_velocity", reason: "not finite".into() });
+            return Err(PhysicsError::InvalidBody {
+                field: "angular_velocity",
+                reason: "not finite".into(),
+            });
         }
         let v = VelocityRecord::new(linear, angular);
         self.bodies.velocities[i] = v;
@@ -257,15 +280,28 @@ impl PhysicsWorld {
     }
 
     /// Sets the external force (N, at the centre of mass) and torque (N·m) applied every step until changed.
-    pub fn set_external_force(&mut self, h: BodyHandle, force: Vec3, torque: Vec3) -> Result<(), PhysicsError> {
+    pub fn set_external_force(
+        &mut self,
+        h: BodyHandle,
+        force: Vec3,
+        torque: Vec3,
+    ) -> Result<(), PhysicsError> {
         let i = self.bodies.index(h).ok_or(PhysicsError::MissingBody(h))?;
         if !force.is_finite() {
-            return Err(PhysicsError::InvalidBody { field: "external_force", reason: "not finite".into() });
+            return Err(PhysicsError::InvalidBody {
+                field: "external_force",
+                reason: "not finite".into(),
+            });
         }
         if !torque.is_finite() {
-            return Err(PhysicsError::InvalidBody { field: "external_torque", reason: "not finite".into() });
+            return Err(PhysicsError::InvalidBody {
+                field: "external_torque",
+                reason: "not finite".into(),
+            });
         }
-        self.bodies.forces[i] = [force.x, force.y, force.z, 0.0, torque.x, torque.y, torque.z, 0.0];
+        self.bodies.forces[i] = [
+            force.x, force.y, force.z, 0.0, torque.x, torque.y, torque.z, 0.0,
+        ];
         Ok(())
     }
 
@@ -273,8 +309,14 @@ impl PhysicsWorld {
 
     /// Adds a joint; both bodies must exist. Anchors, axes and limits are validated.
     pub fn add_joint(&mut self, desc: JointDesc) -> Result<JointHandle, PhysicsError> {
-        let bad = |field, reason: &str| PhysicsError::InvalidJoint { field, reason: reason.to_string() };
-        let ia = self.bodies.index(desc.body_a).ok_or(PhysicsError::MissingBody(desc.body_a))?;
+        let bad = |field, reason: &str| PhysicsError::InvalidJoint {
+            field,
+            reason: reason.to_string(),
+        };
+        let ia = self
+            .bodies
+            .index(desc.body_a)
+            .ok_or(PhysicsError::MissingBody(desc.body_a))?;
         let ib = match desc.body_b {
             Some(hb) => {
                 let ib = self.bodies.index(hb).ok_or(PhysicsError::MissingBody(hb))?;
@@ -292,7 +334,9 @@ impl PhysicsWorld {
             return Err(bad("anchor_b", "not finite"));
         }
         let opt_pos = |field, v: Option<f32>| match v {
-            Some(x) if !(x.is_finite() && x > 0.0) => Err(bad(field, &format!("must be finite and > 0, got {x}"))),
+            Some(x) if !(x.is_finite() && x > 0.0) => {
+                Err(bad(field, &format!("must be finite and > 0, got {x}")))
+            }
             _ => Ok(()),
         };
         opt_pos("stiffness", desc.stiffness)?;
@@ -316,7 +360,10 @@ impl PhysicsWorld {
         let limits = |lim: Option<(f32, f32)>, rec: &mut JointRecord| -> Result<(), PhysicsError> {
             if let Some((lo, hi)) = lim {
                 if !(lo.is_finite() && hi.is_finite() && lo <= hi) {
-                    return Err(bad("limits", &format!("need finite lo ≤ hi, got ({lo}, {hi})")));
+                    return Err(bad(
+                        "limits",
+                        &format!("need finite lo ≤ hi, got ({lo}, {hi})"),
+                    ));
                 }
                 rec.flags |= flags::HAS_LIMIT;
                 rec.limits_motor[0] = lo;
@@ -333,7 +380,11 @@ impl PhysicsWorld {
         rec.kind = match desc.kind {
             JointKind::Ball => kind::BALL,
             JointKind::Fixed => kind::FIXED,
-            JointKind::Revolute { axis, limits: lim, motor } => {
+            JointKind::Revolute {
+                axis,
+                limits: lim,
+                motor,
+            } => {
                 frame_a = crate::joint::frame_from_axis(unit_axis(axis)?);
                 if let Some((lo, hi)) = lim
                     && (lo < -std::f32::consts::PI || hi > std::f32::consts::PI)
@@ -373,7 +424,10 @@ impl PhysicsWorld {
                 rec.params[0] = max_length;
                 kind::ROPE
             }
-            JointKind::Spring { rest_length, stiffness: k } => {
+            JointKind::Spring {
+                rest_length,
+                stiffness: k,
+            } => {
                 if !(rest_length.is_finite() && rest_length >= 0.0) {
                     return Err(bad("rest_length", "must be finite and ≥ 0"));
                 }
@@ -445,10 +499,17 @@ impl PhysicsWorld {
         let i = self.joints.index(h).ok_or(PhysicsError::MissingJoint(h))?;
         let rec = &self.joints.records[i];
         let pa = self.bodies.poses[rec.body_a as usize];
-        let pb = if rec.body_b == WORLD { PoseRecord::new(Vec3::ZERO, Quat::IDENTITY) } else { self.bodies.poses[rec.body_b as usize] };
+        let pb = if rec.body_b == WORLD {
+            PoseRecord::new(Vec3::ZERO, Quat::IDENTITY)
+        } else {
+            self.bodies.poses[rec.body_b as usize]
+        };
         let e = rec.evaluate(&pa, &pb);
         if e.n_point > 0 {
-            Ok((0..e.n_point).map(|r| e.rows[r].c * e.rows[r].c).sum::<f32>().sqrt())
+            Ok((0..e.n_point)
+                .map(|r| e.rows[r].c * e.rows[r].c)
+                .sum::<f32>()
+                .sqrt())
         } else {
             Ok(e.rows[0].c)
         }
@@ -461,12 +522,20 @@ impl PhysicsWorld {
         let rec = &self.joints.records[i];
         let st = &self.joints.states[i];
         let pa = self.bodies.poses[rec.body_a as usize];
-        let pb = if rec.body_b == WORLD { PoseRecord::new(Vec3::ZERO, Quat::IDENTITY) } else { self.bodies.poses[rec.body_b as usize] };
+        let pb = if rec.body_b == WORLD {
+            PoseRecord::new(Vec3::ZERO, Quat::IDENTITY)
+        } else {
+            self.bodies.poses[rec.body_b as usize]
+        };
         let e = rec.evaluate(&pa, &pb);
         let (mut f2, mut t2) = (0.0f32, 0.0f32);
         for r in 0..e.n {
             let l2 = st.lambda[r] * st.lambda[r];
-            if e.rows[r].angular { t2 += l2 } else { f2 += l2 }
+            if e.rows[r].angular {
+                t2 += l2
+            } else {
+                f2 += l2
+            }
         }
         Ok((f2.sqrt(), t2.sqrt()))
     }
@@ -476,7 +545,11 @@ impl PhysicsWorld {
         let i = self.joints.index(h).ok_or(PhysicsError::MissingJoint(h))?;
         let rec = &self.joints.records[i];
         let pa = self.bodies.poses[rec.body_a as usize];
-        let pb = if rec.body_b == WORLD { PoseRecord::new(Vec3::ZERO, Quat::IDENTITY) } else { self.bodies.poses[rec.body_b as usize] };
+        let pb = if rec.body_b == WORLD {
+            PoseRecord::new(Vec3::ZERO, Quat::IDENTITY)
+        } else {
+            self.bodies.poses[rec.body_b as usize]
+        };
         Ok(rec.evaluate(&pa, &pb).angle)
     }
 
@@ -511,7 +584,13 @@ impl PhysicsWorld {
         let t0 = Instant::now();
 
         // 1. collision detection at xᵗ, contacts warm-started from the last step
-        collision::detect(cfg, &self.bodies, &self.joints, &mut self.collision, &mut self.solver.contacts);
+        collision::detect(
+            cfg,
+            &self.bodies,
+            &self.joints,
+            &mut self.collision,
+            &mut self.solver.contacts,
+        );
         let t_collision = t0.elapsed();
 
         // 2. inertial targets y and the initial guess
@@ -545,14 +624,21 @@ impl PhysicsWorld {
         if !report.broken.is_empty() {
             self.collision.joints_changed();
         }
-        report.broken = report.broken.iter().map(|j| self.joints.handles[j.0 as usize]).collect();
+        report.broken = report
+            .broken
+            .iter()
+            .map(|j| self.joints.handles[j.0 as usize])
+            .collect();
         Ok(report)
     }
 
     /// Total linear momentum of the dynamic bodies (kg·m/s).
     pub fn linear_momentum(&self) -> Vec3 {
         let b = &self.bodies;
-        (0..b.len()).filter(|&i| b.is_solved(i)).map(|i| b.velocities[i].v() * b.masses[i].mass).sum()
+        (0..b.len())
+            .filter(|&i| b.is_solved(i))
+            .map(|i| b.velocities[i].v() * b.masses[i].mass)
+            .sum()
     }
 
     /// Total angular momentum of the dynamic bodies about the origin (kg·m²/s).
@@ -563,9 +649,9 @@ impl PhysicsWorld {
             .map(|i| {
                 let m = &b.masses[i];
                 let q = b.poses[i].q();
-                m.world_inertia(q) * b.velocities[i].w() + b.poses[i].p().cross(b.velocities[i].v() * m.mass)
+                m.world_inertia(q) * b.velocities[i].w()
+                    + b.poses[i].p().cross(b.velocities[i].v() * m.mass)
             })
             .sum()
     }
 }
-

@@ -45,8 +45,13 @@ enum Command {
 }
 
 fn parse_kv(s: &str) -> Result<(String, f64), String> {
-    let (k, v) = s.split_once('=').ok_or_else(|| format!("expected key=value, got `{s}`"))?;
-    let v: f64 = v.trim().parse().map_err(|e| format!("`{v}` is not a number: {e}"))?;
+    let (k, v) = s
+        .split_once('=')
+        .ok_or_else(|| format!("expected key=value, got `{s}`"))?;
+    let v: f64 = v
+        .trim()
+        .parse()
+        .map_err(|e| format!("`{v}` is not a number: {e}"))?;
     Ok((k.trim().to_string(), v))
 }
 
@@ -63,14 +68,25 @@ fn main() -> ExitCode {
     match cli.command {
         Command::List => {
             for s in SCENES {
-                println!("{:<16} {} ({} frames)", s.name, s.description, s.default_frames);
+                println!(
+                    "{:<16} {} ({} frames)",
+                    s.name, s.description, s.default_frames
+                );
                 for p in s.params {
                     println!("    {:<12} = {:<10} {}", p.name, p.default, p.help);
                 }
             }
             ExitCode::SUCCESS
         }
-        Command::Run { scene, set, frames, iterations, dt, config: overrides, json } => {
+        Command::Run {
+            scene,
+            set,
+            frames,
+            iterations,
+            dt,
+            config: overrides,
+            json,
+        } => {
             let mut config = SolverConfig::default();
             for (k, v) in &overrides {
                 if let Err(e) = config.set(k, *v) {
@@ -91,7 +107,8 @@ fn main() -> ExitCode {
                     return ExitCode::from(2);
                 }
             };
-            let frames = frames.unwrap_or_else(|| bevy_avbd::scenes::spec(&scene).unwrap().default_frames);
+            let frames =
+                frames.unwrap_or_else(|| bevy_avbd::scenes::spec(&scene).unwrap().default_frames);
             let mut times = match sc.run(frames) {
                 Ok(t) => t,
                 Err(e) => {
@@ -100,7 +117,11 @@ fn main() -> ExitCode {
                 }
             };
             times.sort_by(f64::total_cmp);
-            let (median, p95, max) = (percentile(&times, 0.5), percentile(&times, 0.95), times.last().copied().unwrap_or(0.0));
+            let (median, p95, max) = (
+                percentile(&times, 0.5),
+                percentile(&times, 0.95),
+                times.last().copied().unwrap_or(0.0),
+            );
             let w = &sc.world;
             let metrics = sc.metrics();
             if json {
@@ -123,11 +144,21 @@ fn main() -> ExitCode {
                 for (k, v) in &sc.params {
                     println!("  {k:<12} {v}");
                 }
-                println!("backend      cpu (rayon, {} threads)", rayon::current_num_threads());
+                println!(
+                    "backend      cpu (rayon, {} threads)",
+                    rayon::current_num_threads()
+                );
                 println!("bodies       {}", w.body_count());
-                println!("constraints  {} joints + {} contacts", w.joint_count(), w.contact_count());
+                println!(
+                    "constraints  {} joints + {} contacts",
+                    w.joint_count(),
+                    w.contact_count()
+                );
                 println!("colors       {}", w.stats().colors);
-                println!("iterations   {}   dt {:.5} s   frames {}", w.config.iterations, w.config.dt, frames);
+                println!(
+                    "iterations   {}   dt {:.5} s   frames {}",
+                    w.config.iterations, w.config.dt, frames
+                );
                 println!("ms/frame     median {median:.3}   p95 {p95:.3}   max {max:.3}");
                 println!("metrics:");
                 for (k, v) in &metrics {

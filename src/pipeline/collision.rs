@@ -116,14 +116,20 @@ pub fn detect(
     let mut leaf_body: Vec<u32> = Vec::new();
     let mut planes: Vec<u32> = Vec::new();
     for i in 0..bodies.len() {
-        let Some(c) = &bodies.colliders[i] else { continue };
+        let Some(c) = &bodies.colliders[i] else {
+            continue;
+        };
         if bodies.frozen[i] {
             continue;
         }
         if c.is_unbounded() {
             planes.push(i as u32);
         } else {
-            leaves.push(c.shape.compute_aabb(&shape_pose(bodies, i)).loosened(margin));
+            leaves.push(
+                c.shape
+                    .compute_aabb(&shape_pose(bodies, i))
+                    .loosened(margin),
+            );
             leaf_body.push(i as u32);
         }
     }
@@ -190,38 +196,50 @@ pub fn detect(
 
     // Narrow phase, in parallel over pairs (each pair owns its manifolds).
     let dispatcher = DefaultQueryDispatcher;
-    state.pairs.par_iter_mut().with_min_len(32).for_each(|pair| {
-        let (a, b) = (pair.a as usize, pair.b as usize);
-        let (Some(ca), Some(cb)) = (&bodies.colliders[a], &bodies.colliders[b]) else { return };
-        let pa = shape_pose(bodies, a);
-        let pb = shape_pose(bodies, b);
-        let pos12 = pa.inverse() * pb;
-        let old: Vec<Manifold> = pair.manifolds.clone();
-        let ok = dispatcher.contact_manifolds(
-            &pos12,
-            ca.shape.as_ref(),
-            cb.shape.as_ref(),
-            margin,
-            &mut pair.manifolds,
-            &mut pair.workspace,
-        );
-        if ok.is_err() {
-            pair.manifolds.clear();
-            return;
-        }
-        // Carry warm starts by feature id wherever the dispatcher did not.
-        for m in &mut pair.manifolds {
-            if let Some(o) = old.iter().find(|o| o.subshape1 == m.subshape1 && o.subshape2 == m.subshape2) {
-                for pt in &mut m.points {
-                    if !pt.data.valid
-                        && let Some(op) = o.points.iter().find(|op| op.fid1 == pt.fid1 && op.fid2 == pt.fid2)
-                    {
-                        pt.data = op.data;
+    state
+        .pairs
+        .par_iter_mut()
+        .with_min_len(32)
+        .for_each(|pair| {
+            let (a, b) = (pair.a as usize, pair.b as usize);
+            let (Some(ca), Some(cb)) = (&bodies.colliders[a], &bodies.colliders[b]) else {
+                return;
+            };
+            let pa = shape_pose(bodies, a);
+            let pb = shape_pose(bodies, b);
+            let pos12 = pa.inverse() * pb;
+            let old: Vec<Manifold> = pair.manifolds.clone();
+            let ok = dispatcher.contact_manifolds(
+                &pos12,
+                ca.shape.as_ref(),
+                cb.shape.as_ref(),
+                margin,
+                &mut pair.manifolds,
+                &mut pair.workspace,
+            );
+            if ok.is_err() {
+                pair.manifolds.clear();
+                return;
+            }
+            // Carry warm starts by feature id wherever the dispatcher did not.
+            for m in &mut pair.manifolds {
+                if let Some(o) = old
+                    .iter()
+                    .find(|o| o.subshape1 == m.subshape1 && o.subshape2 == m.subshape2)
+                {
+                    for pt in &mut m.points {
+                        if !pt.data.valid
+                            && let Some(op) = o
+                                .points
+                                .iter()
+                                .find(|op| op.fid1 == pt.fid1 && op.fid2 == pt.fid2)
+                        {
+                            pt.data = op.data;
+                        }
                     }
                 }
             }
-        }
-    });
+        });
 
     // Contact records, in pair order (deterministic).
     out.clear();
@@ -230,7 +248,10 @@ pub fn detect(
     let mut max_pen = 0.0f32;
     for (pi, pair) in state.pairs.iter().enumerate() {
         let (a, b) = (pair.a as usize, pair.b as usize);
-        let (ca, cb) = (bodies.colliders[a].as_ref().unwrap(), bodies.colliders[b].as_ref().unwrap());
+        let (ca, cb) = (
+            bodies.colliders[a].as_ref().unwrap(),
+            bodies.colliders[b].as_ref().unwrap(),
+        );
         let mu_s = (ca.friction * cb.friction).sqrt();
         let k_new = cfg.initial_penalty(bodies.masses[a].mass.max(bodies.masses[b].mass));
         let mu_d = (ca.dynamic_friction * cb.dynamic_friction).sqrt();
@@ -265,7 +286,11 @@ pub fn detect(
                 let c0 = [
                     (1.0 - alpha) * t.dot(gap),
                     (1.0 - alpha) * bt.dot(gap),
-                    if c0_n < 0.0 { (1.0 - alpha) * c0_n } else { c0_n },
+                    if c0_n < 0.0 {
+                        (1.0 - alpha) * c0_n
+                    } else {
+                        c0_n
+                    },
                 ];
                 let (lambda, kk) = if ws.valid {
                     let lambda = ws.lambda.map(|l| l * alpha * cfg.gamma);
@@ -280,7 +305,11 @@ pub fn detect(
                 out.push(ContactRecord {
                     body_a: a as u32,
                     body_b: b as u32,
-                    flags: if !ws.valid || ws.stick { flags::STICK } else { 0 },
+                    flags: if !ws.valid || ws.stick {
+                        flags::STICK
+                    } else {
+                        0
+                    },
                     _pad: 0,
                     normal: n.extend(mu_s).to_array(),
                     tangent: t.extend(mu_d).to_array(),
@@ -296,7 +325,9 @@ pub fn detect(
                     point: k as u32,
                 });
                 // Anchors in body frames, kept for as long as the contact sticks.
-                state.anchors.push((qa.conjugate() * (anc_a - pa), qb.conjugate() * (anc_b - pb)));
+                state
+                    .anchors
+                    .push((qa.conjugate() * (anc_a - pa), qb.conjugate() * (anc_b - pb)));
             }
         }
     }
@@ -305,10 +336,17 @@ pub fn detect(
 
 /// Writes λ, k, the stick flag and the anchors back into the persistent manifolds.
 pub fn store_warm_start(contacts: &[ContactRecord], state: &mut CollisionState) {
-    for ((c, src), &(anchor_a, anchor_b)) in contacts.iter().zip(&state.sources).zip(&state.anchors) {
-        let Some(pair) = state.pairs.get_mut(src.pair as usize) else { continue };
-        let Some(m) = pair.manifolds.get_mut(src.manifold as usize) else { continue };
-        let Some(pt) = m.points.get_mut(src.point as usize) else { continue };
+    for ((c, src), &(anchor_a, anchor_b)) in contacts.iter().zip(&state.sources).zip(&state.anchors)
+    {
+        let Some(pair) = state.pairs.get_mut(src.pair as usize) else {
+            continue;
+        };
+        let Some(m) = pair.manifolds.get_mut(src.manifold as usize) else {
+            continue;
+        };
+        let Some(pt) = m.points.get_mut(src.point as usize) else {
+            continue;
+        };
         pt.data = WarmStart {
             valid: true,
             // Sticks next step if the last dual update left friction inside its cone.

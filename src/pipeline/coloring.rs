@@ -57,7 +57,11 @@ pub fn build(bodies: &BodySet, joints: &JointSet, s: &mut SolverData) {
         ..
     } = s;
     // Edges (a, b, item), visited twice: count, then fill.
-    let active_joints = joints.records.iter().enumerate().filter(|(_, j)| !j.broken());
+    let active_joints = joints
+        .records
+        .iter()
+        .enumerate()
+        .filter(|(_, j)| !j.broken());
     let visit = |f: &mut dyn FnMut(u32, u32)| {
         for (ci, c) in contacts.iter().enumerate() {
             let item = (ci as u32) << 1;
@@ -96,7 +100,12 @@ pub fn build(bodies: &BodySet, joints: &JointSet, s: &mut SolverData) {
 
 /// The body on the other side of adjacency item `item` of body `i`.
 #[inline]
-pub fn other_body(item: u32, i: u32, contacts: &[crate::contact::ContactRecord], joints: &JointSet) -> u32 {
+pub fn other_body(
+    item: u32,
+    i: u32,
+    contacts: &[crate::contact::ContactRecord],
+    joints: &JointSet,
+) -> u32 {
     let idx = (item >> 1) as usize;
     let (a, b) = if item & ITEM_JOINT != 0 {
         let j = &joints.records[idx];
@@ -135,7 +144,9 @@ fn color_greedy(
                 colors.mark[oc as usize] = i as u32;
             }
         }
-        let c = (0..count).find(|&c| colors.mark[c] != i as u32).unwrap_or(count);
+        let c = (0..count)
+            .find(|&c| colors.mark[c] != i as u32)
+            .unwrap_or(count);
         if c == count {
             count += 1;
             colors.mark.push(u32::MAX);

@@ -36,15 +36,29 @@ pub fn warm_start_joints(cfg: &SolverConfig, bodies: &BodySet, joints: &mut Join
             continue;
         }
         let pa = bodies.poses[rec.body_a as usize];
-        let pb = if rec.body_b == WORLD { ident } else { bodies.poses[rec.body_b as usize] };
+        let pb = if rec.body_b == WORLD {
+            ident
+        } else {
+            bodies.poses[rec.body_b as usize]
+        };
         let e = rec.evaluate(&pa, &pb);
         st.angle0[0] = e.angle;
         // Mass scale of a fresh hard row: the larger mass (linear rows) or principal
         // moment (angular rows) of the two bodies.
-        let mass_of = |b: u32| if b == WORLD { Default::default() } else { bodies.masses[b as usize] };
+        let mass_of = |b: u32| {
+            if b == WORLD {
+                Default::default()
+            } else {
+                bodies.masses[b as usize]
+            }
+        };
         let (ma, mb) = (mass_of(rec.body_a), mass_of(rec.body_b));
         let lin_mass = ma.mass.max(mb.mass);
-        let ang_mass = ma.inertia.iter().chain(&mb.inertia).fold(0.0f32, |m, &i| m.max(i));
+        let ang_mass = ma
+            .inertia
+            .iter()
+            .chain(&mb.inertia)
+            .fold(0.0f32, |m, &i| m.max(i));
         for r in 0..e.n {
             let row = &e.rows[r];
             st.c0[r] = row.c;
@@ -52,7 +66,11 @@ pub fn warm_start_joints(cfg: &SolverConfig, bodies: &BodySet, joints: &mut Join
                 st.k[r] = cfg.initial_penalty(if row.angular { ang_mass } else { lin_mass });
             }
             // A spring's λ is its physical force, not error correction: no α scaling.
-            let decay = if row.stiffness > 0.0 { cfg.gamma } else { cfg.alpha * cfg.gamma };
+            let decay = if row.stiffness > 0.0 {
+                cfg.gamma
+            } else {
+                cfg.alpha * cfg.gamma
+            };
             st.lambda[r] *= decay;
             st.k[r] = cfg.warm_penalty(st.k[r], st.lambda[r], scale(cfg, row));
         }
@@ -60,14 +78,15 @@ pub fn warm_start_joints(cfg: &SolverConfig, bodies: &BodySet, joints: &mut Join
 }
 
 /// Dual update of every contact and joint at the current iterate.
-pub fn update(
-    cfg: &SolverConfig,
-    bodies: &BodySet,
-    joints: &mut JointSet,
-    s: &mut SolverData,
-) {
+pub fn update(cfg: &SolverConfig, bodies: &BodySet, joints: &mut JointSet, s: &mut SolverData) {
     let iterate = &s.iterate;
-    let delta = |b: u32| if b == WORLD { [0.0; 6] } else { iterate[b as usize].delta6() };
+    let delta = |b: u32| {
+        if b == WORLD {
+            [0.0; 6]
+        } else {
+            iterate[b as usize].delta6()
+        }
+    };
     s.contacts
         .par_iter_mut()
         .with_min_len(CHUNK)
@@ -113,7 +132,11 @@ pub fn fracture(bodies: &BodySet, joints: &mut JointSet, s: &SolverData, report:
         let (mut force2, mut torque2) = (0.0f32, 0.0f32);
         for r in 0..e.n {
             let l2 = st.lambda[r] * st.lambda[r];
-            if e.rows[r].angular { torque2 += l2 } else { force2 += l2 }
+            if e.rows[r].angular {
+                torque2 += l2
+            } else {
+                force2 += l2
+            }
         }
         let broken = (rec.flags & flags::BREAKABLE_FORCE != 0 && force2.sqrt() > rec.params[2])
             || (rec.flags & flags::BREAKABLE_TORQUE != 0 && torque2.sqrt() > rec.params[3]);
@@ -146,12 +169,22 @@ fn update_contact(cfg: &SolverConfig, c: &mut ContactRecord, dxa: &[f32; 6], dxb
     }
 }
 
-fn update_joint(cfg: &SolverConfig, rec: &JointRecord, st: &mut JointRowState, pa: &PoseRecord, pb: &PoseRecord) {
+fn update_joint(
+    cfg: &SolverConfig,
+    rec: &JointRecord,
+    st: &mut JointRowState,
+    pa: &PoseRecord,
+    pb: &PoseRecord,
+) {
     let e = rec.evaluate(pa, pb);
     for r in 0..e.n {
         let row = &e.rows[r];
         let c = row_error(row, r, &e, st, cfg.alpha, cfg.dt, rec);
-        let beta = if row.angular { cfg.beta_angular } else { cfg.beta_linear };
+        let beta = if row.angular {
+            cfg.beta_angular
+        } else {
+            cfg.beta_linear
+        };
         let (force, _) = row_force(row, c, st.k[r], st.lambda[r]);
         let inside = force > row.fmin && force < row.fmax;
         st.lambda[r] = force.clamp(-cfg.lambda_max, cfg.lambda_max);

@@ -50,7 +50,11 @@ pub fn begin_step(cfg: &SolverConfig, bodies: &BodySet, s: &mut SolverData) {
         let l = m.world_inertia(q0) * w;
         let hl = l * h + torque * (h * h);
         let accel = (v - bodies.prev_velocities[i].v()) / h;
-        let weight = if g2 > 0.0 { (accel.dot(g) / g2).clamp(0.0, 1.0) } else { 0.0 };
+        let weight = if g2 > 0.0 {
+            (accel.dot(g) / g2).clamp(0.0, 1.0)
+        } else {
+            0.0
+        };
         let guess = v * h + (g * weight + force * m.inv_mass) * (h * h);
         s.inertial[i] = InertialRecord {
             y: y.extend(0.0).to_array(),
@@ -66,7 +70,8 @@ pub fn end_step(cfg: &SolverConfig, bodies: &mut BodySet, s: &SolverData, report
     let h = cfg.dt;
     for i in 0..bodies.len() {
         let it = &s.iterate[i];
-        let moving = bodies.is_solved(i) || (bodies.kinds[i] == BodyKind::Kinematic && !bodies.frozen[i]);
+        let moving =
+            bodies.is_solved(i) || (bodies.kinds[i] == BodyKind::Kinematic && !bodies.frozen[i]);
         if !moving {
             continue;
         }
@@ -97,4 +102,3 @@ pub fn end_step(cfg: &SolverConfig, bodies: &mut BodySet, s: &SolverData, report
         bodies.poses[i] = PoseRecord::new(pose.p(), pose.q().normalize());
     }
 }
-

@@ -7,8 +7,8 @@
 //! 5. `iterations` × ([`primal::sweep`] per colour, then [`dual::update`]);
 //! 6. [`integration::end_step`]: velocities, poses, frozen non-finite bodies.
 
-pub mod coloring;
 pub mod collision;
+pub mod coloring;
 pub mod dual;
 pub mod integration;
 pub mod primal;

@@ -68,7 +68,11 @@ impl Ctx<'_> {
     /// Displacement (Δp, Δθ) of body `b` from its start pose; zero for the world.
     #[inline]
     pub fn delta(&self, b: u32) -> Vec6 {
-        if b == WORLD { [0.0; 6] } else { self.iterate[b as usize].delta6() }
+        if b == WORLD {
+            [0.0; 6]
+        } else {
+            self.iterate[b as usize].delta6()
+        }
     }
 
     /// Current absolute pose of body `b`.
@@ -101,7 +105,13 @@ impl Ctx<'_> {
         for &item in self.adjacency.of(i) {
             let idx = (item >> 1) as usize;
             if item & ITEM_JOINT != 0 {
-                self.add_joint(me, &self.joints.records[idx], &self.joints.states[idx], &mut f, &mut hm);
+                self.add_joint(
+                    me,
+                    &self.joints.records[idx],
+                    &self.joints.states[idx],
+                    &mut f,
+                    &mut hm,
+                );
             } else {
                 self.add_contact(me, &self.contacts[idx], &mut f, &mut hm);
             }
@@ -157,7 +167,8 @@ impl Ctx<'_> {
             if e.dist_len > 1e-6 && fn_ != 0.0 {
                 // ∂²|d|/∂p² = (I − n nᵀ)/|d|, column norms √(1 − n_i²)/|d|.
                 let n = e.dist_dir;
-                let g = Vec3::new(1.0 - n.x * n.x, 1.0 - n.y * n.y, 1.0 - n.z * n.z).max(Vec3::ZERO);
+                let g =
+                    Vec3::new(1.0 - n.x * n.x, 1.0 - n.y * n.y, 1.0 - n.z * n.z).max(Vec3::ZERO);
                 let g = Vec3::new(g.x.sqrt(), g.y.sqrt(), g.z.sqrt()) * (fn_.abs() / e.dist_len);
                 hm.add_diag3(g, false);
             }
@@ -205,10 +216,18 @@ pub(crate) fn row_force(row: &crate::joint::Row, c: f32, k: f32, lambda: f32) ->
         (k * c + lambda, k)
     };
     if raw < row.fmin {
-        let kh = if c != 0.0 { ((row.fmin - lambda) / c).abs() } else { k_h };
+        let kh = if c != 0.0 {
+            ((row.fmin - lambda) / c).abs()
+        } else {
+            k_h
+        };
         (row.fmin, kh)
     } else if raw > row.fmax {
-        let kh = if c != 0.0 { ((row.fmax - lambda) / c).abs() } else { k_h };
+        let kh = if c != 0.0 {
+            ((row.fmax - lambda) / c).abs()
+        } else {
+            k_h
+        };
         (row.fmax, kh)
     } else {
         (raw, k_h)

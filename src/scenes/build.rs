@@ -3,7 +3,10 @@
 use glam::{Quat, Vec3};
 
 use super::{Scene, SceneError};
-use crate::{BodyDesc, BodyHandle, Collider, JointDesc, JointHandle, JointKind, Motor, PhysicsError, PhysicsWorld};
+use crate::{
+    BodyDesc, BodyHandle, Collider, JointDesc, JointHandle, JointKind, Motor, PhysicsError,
+    PhysicsWorld,
+};
 
 pub(super) fn build(s: &mut Scene) -> Result<(), SceneError> {
     match s.name {
@@ -30,7 +33,11 @@ pub(super) fn build(s: &mut Scene) -> Result<(), SceneError> {
 fn count(s: &Scene, name: &str, min: f64, max: f64) -> Result<usize, SceneError> {
     let v = s.param(name);
     if v < min || v > max || v.fract() != 0.0 {
-        return Err(SceneError::BadParam { param: name.into(), value: v, reason: format!("an integer in [{min}, {max}]") });
+        return Err(SceneError::BadParam {
+            param: name.into(),
+            value: v,
+            reason: format!("an integer in [{min}, {max}]"),
+        });
     }
     Ok(v as usize)
 }
@@ -38,7 +45,11 @@ fn count(s: &Scene, name: &str, min: f64, max: f64) -> Result<usize, SceneError>
 fn positive(s: &Scene, name: &str) -> Result<f32, SceneError> {
     let v = s.param(name);
     if !(v > 0.0) {
-        return Err(SceneError::BadParam { param: name.into(), value: v, reason: "must be > 0".into() });
+        return Err(SceneError::BadParam {
+            param: name.into(),
+            value: v,
+            reason: "must be > 0".into(),
+        });
     }
     Ok(v as f32)
 }
@@ -47,8 +58,19 @@ fn ground(w: &mut PhysicsWorld, mu: f32) -> Result<BodyHandle, PhysicsError> {
     w.add_body(BodyDesc::fixed().with_collider(Collider::halfspace(Vec3::Y)?.with_friction(mu)))
 }
 
-fn cuboid(w: &mut PhysicsWorld, pos: Vec3, rot: Quat, half: Vec3, mu: f32) -> Result<BodyHandle, PhysicsError> {
-    w.add_body(BodyDesc::dynamic().at(pos).rotated(rot).with_collider(Collider::cuboid(half)?.with_friction(mu)))
+fn cuboid(
+    w: &mut PhysicsWorld,
+    pos: Vec3,
+    rot: Quat,
+    half: Vec3,
+    mu: f32,
+) -> Result<BodyHandle, PhysicsError> {
+    w.add_body(
+        BodyDesc::dynamic()
+            .at(pos)
+            .rotated(rot)
+            .with_collider(Collider::cuboid(half)?.with_friction(mu)),
+    )
 }
 
 /// Tracks the drift of every dynamic body added so far.
@@ -57,7 +79,12 @@ fn track_drift(s: &mut Scene) {
     s.tracker.drift_bodies = w
         .body_handles()
         .iter()
-        .filter_map(|&h| w.body(h).ok().filter(|b| b.kind == crate::BodyKind::Dynamic).map(|b| (h, b.position)))
+        .filter_map(|&h| {
+            w.body(h)
+                .ok()
+                .filter(|b| b.kind == crate::BodyKind::Dynamic)
+                .map(|b| (h, b.position))
+        })
         .collect();
 }
 
@@ -67,7 +94,13 @@ fn stack(s: &mut Scene) -> Result<(), SceneError> {
     ground(&mut s.world, 0.5)?;
     for i in 0..n {
         let y = size * (0.5 + i as f32);
-        cuboid(&mut s.world, Vec3::new(0.0, y, 0.0), Quat::IDENTITY, Vec3::splat(size / 2.0), 0.5)?;
+        cuboid(
+            &mut s.world,
+            Vec3::new(0.0, y, 0.0),
+            Quat::IDENTITY,
+            Vec3::splat(size / 2.0),
+            0.5,
+        )?;
     }
     track_drift(s);
     Ok(())
@@ -80,7 +113,13 @@ fn pyramid(s: &mut Scene) -> Result<(), SceneError> {
         let n = base - row;
         for i in 0..n {
             let x = i as f32 - (n as f32 - 1.0) / 2.0;
-            cuboid(&mut s.world, Vec3::new(x, 0.5 + row as f32, 0.0), Quat::IDENTITY, Vec3::splat(0.5), 0.5)?;
+            cuboid(
+                &mut s.world,
+                Vec3::new(x, 0.5 + row as f32, 0.0),
+                Quat::IDENTITY,
+                Vec3::splat(0.5),
+                0.5,
+            )?;
         }
     }
     track_drift(s);
@@ -91,13 +130,21 @@ fn slope(s: &mut Scene) -> Result<(), SceneError> {
     let theta = (s.param("angle_deg") as f32).to_radians();
     let mu = s.param("mu") as f32;
     if !(0.0..1.5).contains(&theta) || mu < 0.0 {
-        return Err(SceneError::BadParam { param: "angle_deg".into(), value: s.param("angle_deg"), reason: "in [0, 86)".into() });
+        return Err(SceneError::BadParam {
+            param: "angle_deg".into(),
+            value: s.param("angle_deg"),
+            reason: "in [0, 86)".into(),
+        });
     }
     let rot = Quat::from_rotation_z(-theta);
     let normal = rot * Vec3::Y;
     let down = rot * Vec3::X; // points down the incline
     let w = &mut s.world;
-    w.add_body(BodyDesc::fixed().rotated(rot).with_collider(Collider::cuboid(Vec3::new(20.0, 0.5, 2.0))?.with_friction(mu)))?;
+    w.add_body(
+        BodyDesc::fixed()
+            .rotated(rot)
+            .with_collider(Collider::cuboid(Vec3::new(20.0, 0.5, 2.0))?.with_friction(mu)),
+    )?;
     let start = -down * 8.0 + normal * 1.0;
     let b = cuboid(w, start, rot, Vec3::splat(0.5), mu)?;
     s.tracker.probe = Some((b, start, down));
@@ -122,12 +169,29 @@ fn slide(s: &mut Scene) -> Result<(), SceneError> {
 
 fn block(w: &mut PhysicsWorld, pos: Vec3, fixed: bool) -> Result<BodyHandle, PhysicsError> {
     let c = Collider::cuboid(Vec3::splat(0.15))?;
-    let d = if fixed { BodyDesc::fixed() } else { BodyDesc::dynamic().with_mass(1.0) };
+    let d = if fixed {
+        BodyDesc::fixed()
+    } else {
+        BodyDesc::dynamic().with_mass(1.0)
+    };
     w.add_body(d.at(pos).with_collider(c))
 }
 
-fn spring(w: &mut PhysicsWorld, a: BodyHandle, b: BodyHandle, rest: f32, k: f32) -> Result<JointHandle, PhysicsError> {
-    w.add_joint(JointDesc::new(JointKind::Spring { rest_length: rest, stiffness: k }, a, Some(b)))
+fn spring(
+    w: &mut PhysicsWorld,
+    a: BodyHandle,
+    b: BodyHandle,
+    rest: f32,
+    k: f32,
+) -> Result<JointHandle, PhysicsError> {
+    w.add_joint(JointDesc::new(
+        JointKind::Spring {
+            rest_length: rest,
+            stiffness: k,
+        },
+        a,
+        Some(b),
+    ))
 }
 
 fn stiffnesses(s: &Scene) -> Result<(f32, f32), SceneError> {
@@ -147,7 +211,10 @@ fn springs_ratio(s: &mut Scene) -> Result<(), SceneError> {
     // Static extensions: the stiff spring carries both blocks, the soft one the lower.
     let j1 = spring(w, b0, b1, 1.0, k_stiff)?;
     let j2 = spring(w, b1, b2, 1.0, k_soft)?;
-    s.tracker.springs = vec![(j1, 1.0, 1.0 + 2.0 * g / k_stiff), (j2, 1.0, 1.0 + g / k_soft)];
+    s.tracker.springs = vec![
+        (j1, 1.0, 1.0 + 2.0 * g / k_stiff),
+        (j2, 1.0, 1.0 + g / k_soft),
+    ];
     Ok(())
 }
 
@@ -157,13 +224,17 @@ fn spring_chain(s: &mut Scene) -> Result<(), SceneError> {
     let n = 10;
     let rest = 0.9f32;
     let y = 5.0f32;
-    let ks: Vec<f32> = (0..=n).map(|i| if i % 2 == 0 { k_stiff } else { k_soft }).collect();
+    let ks: Vec<f32> = (0..=n)
+        .map(|i| if i % 2 == 0 { k_stiff } else { k_soft })
+        .collect();
     // The f64 static equilibrium; the blocks start there, so the metric measures how far
     // the fixed iteration budget lets the chain drift from it (VBD sags, Fig. 4d/e).
     let reference = super::static_spring_chain(
         [[0.0, y as f64], [(n + 1) as f64, y as f64]],
         &vec![1.0; n],
-        &ks.iter().map(|&k| (k as f64, rest as f64)).collect::<Vec<_>>(),
+        &ks.iter()
+            .map(|&k| (k as f64, rest as f64))
+            .collect::<Vec<_>>(),
         g,
     );
     let mut pts = vec![[0.0, y as f64]];
@@ -198,22 +269,40 @@ fn pendulum(s: &mut Scene, two_balls: bool) -> Result<(), SceneError> {
     let w = &mut s.world;
     let ball = |w: &mut PhysicsWorld, x: f32| {
         let m = m_link * ratio;
-        w.add_body(BodyDesc::dynamic().at(pivot + Vec3::X * x).with_mass(m).with_collider(Collider::ball(radius)?))
+        w.add_body(
+            BodyDesc::dynamic()
+                .at(pivot + Vec3::X * x)
+                .with_mass(m)
+                .with_collider(Collider::ball(radius)?),
+        )
     };
     let mut x = 0.0;
     let mut prev: Option<(BodyHandle, Vec3)> = None; // body and its right anchor
     if two_balls {
         let b = ball(w, radius)?;
-        w.add_joint(JointDesc::new(JointKind::Ball, b, None).anchors(Vec3::new(-radius, 0.0, 0.0), pivot))?;
+        w.add_joint(
+            JointDesc::new(JointKind::Ball, b, None).anchors(Vec3::new(-radius, 0.0, 0.0), pivot),
+        )?;
         prev = Some((b, Vec3::X * radius));
         x = 2.0 * radius;
     }
     let mut chain = Vec::new();
     for _ in 0..links {
-        let l = w.add_body(BodyDesc::dynamic().at(pivot + Vec3::X * (x + len / 2.0)).with_mass(m_link).with_inertia(link_inertia))?;
+        let l = w.add_body(
+            BodyDesc::dynamic()
+                .at(pivot + Vec3::X * (x + len / 2.0))
+                .with_mass(m_link)
+                .with_inertia(link_inertia),
+        )?;
         let j = match prev {
-            Some((p, anchor)) => w.add_joint(JointDesc::new(JointKind::Ball, p, Some(l)).anchors(anchor, Vec3::new(-len / 2.0, 0.0, 0.0)))?,
-            None => w.add_joint(JointDesc::new(JointKind::Ball, l, None).anchors(Vec3::new(-len / 2.0, 0.0, 0.0), pivot))?,
+            Some((p, anchor)) => w.add_joint(
+                JointDesc::new(JointKind::Ball, p, Some(l))
+                    .anchors(anchor, Vec3::new(-len / 2.0, 0.0, 0.0)),
+            )?,
+            None => w.add_joint(
+                JointDesc::new(JointKind::Ball, l, None)
+                    .anchors(Vec3::new(-len / 2.0, 0.0, 0.0), pivot),
+            )?,
         };
         if prev.is_some() || !two_balls {
             chain.push(j);
@@ -223,7 +312,9 @@ fn pendulum(s: &mut Scene, two_balls: bool) -> Result<(), SceneError> {
     }
     let b = ball(w, x + radius)?;
     let (p, anchor) = prev.unwrap();
-    chain.push(w.add_joint(JointDesc::new(JointKind::Ball, p, Some(b)).anchors(anchor, Vec3::new(-radius, 0.0, 0.0)))?);
+    chain.push(w.add_joint(
+        JointDesc::new(JointKind::Ball, p, Some(b)).anchors(anchor, Vec3::new(-radius, 0.0, 0.0)),
+    )?);
     s.tracker.chain = chain;
     s.tracker.chain_rest = links as f32 * len + if two_balls { 0.0 } else { radius };
     Ok(())
@@ -239,8 +330,12 @@ fn card_tower(s: &mut Scene) -> Result<(), SceneError> {
     let spacing = 4.0 * foot + 4.0 * ht;
     let w = &mut s.world;
     ground(w, mu)?;
-    let card = Collider::cuboid(Vec3::new(ht, hh, hd))?.with_friction(mu).with_density(500.0);
-    let flat = Collider::cuboid(Vec3::new(spacing / 2.0, ht, hd))?.with_friction(mu).with_density(500.0);
+    let card = Collider::cuboid(Vec3::new(ht, hh, hd))?
+        .with_friction(mu)
+        .with_density(500.0);
+    let flat = Collider::cuboid(Vec3::new(spacing / 2.0, ht, hd))?
+        .with_friction(mu)
+        .with_density(500.0);
     let mut base_y = 0.0f32;
     for level in 0..levels {
         let frames = levels - level;
@@ -249,17 +344,31 @@ fn card_tower(s: &mut Scene) -> Result<(), SceneError> {
             for side in [-1.0f32, 1.0] {
                 let pos = Vec3::new(cx + side * (foot + ht), base_y + hh * phi.cos() + ht, 0.0);
                 let rot = Quat::from_rotation_z(side * phi);
-                w.add_body(BodyDesc::dynamic().at(pos).rotated(rot).with_collider(card.clone()))?;
+                w.add_body(
+                    BodyDesc::dynamic()
+                        .at(pos)
+                        .rotated(rot)
+                        .with_collider(card.clone()),
+                )?;
             }
         }
         base_y += apex;
         for f in 0..frames.saturating_sub(1) {
             let cx = (f as f32 + 0.5 - (frames as f32 - 1.0) / 2.0) * spacing;
-            w.add_body(BodyDesc::dynamic().at(Vec3::new(cx, base_y + ht, 0.0)).with_collider(flat.clone()))?;
+            w.add_body(
+                BodyDesc::dynamic()
+                    .at(Vec3::new(cx, base_y + ht, 0.0))
+                    .with_collider(flat.clone()),
+            )?;
         }
         base_y += 2.0 * ht;
     }
-    let ball = w.add_body(BodyDesc::dynamic().at(Vec3::new(0.0, 0.2, 3.0)).with_mass(5.0).with_collider(Collider::ball(0.1)?))?;
+    let ball = w.add_body(
+        BodyDesc::dynamic()
+            .at(Vec3::new(0.0, 0.2, 3.0))
+            .with_mass(5.0)
+            .with_collider(Collider::ball(0.1)?),
+    )?;
     track_drift(s);
     s.tracker.drift_bodies.retain(|(h, _)| *h != ball);
     s.tracker.projectiles = vec![(120, ball, Vec3::new(0.0, 1.0, -10.0))];
@@ -277,12 +386,20 @@ fn breakable_wall(s: &mut Scene) -> Result<(), SceneError> {
     let mut grid = vec![vec![BodyHandle(0); cols]; rows];
     for (r, row) in grid.iter_mut().enumerate() {
         for (c, cell) in row.iter_mut().enumerate() {
-            let pos = Vec3::new((c as f32 - (cols as f32 - 1.0) / 2.0) * 2.0 * half.x, half.y * (1.0 + 2.0 * r as f32), 0.0);
+            let pos = Vec3::new(
+                (c as f32 - (cols as f32 - 1.0) / 2.0) * 2.0 * half.x,
+                half.y * (1.0 + 2.0 * r as f32),
+                0.0,
+            );
             *cell = cuboid(w, pos, Quat::IDENTITY, half, 0.6)?;
         }
     }
     let weld = |w: &mut PhysicsWorld, a: BodyHandle, b: BodyHandle, off: Vec3| {
-        w.add_joint(JointDesc::new(JointKind::Fixed, a, Some(b)).anchors(off, -off).breakable(fracture))
+        w.add_joint(
+            JointDesc::new(JointKind::Fixed, a, Some(b))
+                .anchors(off, -off)
+                .breakable(fracture),
+        )
     };
     for r in 0..rows {
         for c in 0..cols {
@@ -298,8 +415,14 @@ fn breakable_wall(s: &mut Scene) -> Result<(), SceneError> {
     let width = 2.0 * half.x * cols as f32;
     for (i, fx) in [-0.3f32, 0.0, 0.3].into_iter().enumerate() {
         let pos = Vec3::new(fx * width, height * (0.3 + 0.2 * i as f32), 4.0);
-        let b = w.add_body(BodyDesc::dynamic().at(pos).with_collider(Collider::ball(0.3)?.with_density(1500.0)))?;
-        s.tracker.projectiles.push((20 + 15 * i as u32, b, Vec3::new(0.0, 2.0, -10.0)));
+        let b = w.add_body(
+            BodyDesc::dynamic()
+                .at(pos)
+                .with_collider(Collider::ball(0.3)?.with_density(1500.0)),
+        )?;
+        s.tracker
+            .projectiles
+            .push((20 + 15 * i as u32, b, Vec3::new(0.0, 2.0, -10.0)));
     }
     Ok(())
 }
@@ -307,14 +430,30 @@ fn breakable_wall(s: &mut Scene) -> Result<(), SceneError> {
 fn hinge_limit(s: &mut Scene) -> Result<(), SceneError> {
     let limit = (s.param("limit_deg") as f32).to_radians();
     if !(0.0..3.1).contains(&limit) {
-        return Err(SceneError::BadParam { param: "limit_deg".into(), value: s.param("limit_deg"), reason: "in [0, 177]".into() });
+        return Err(SceneError::BadParam {
+            param: "limit_deg".into(),
+            value: s.param("limit_deg"),
+            reason: "in [0, 177]".into(),
+        });
     }
     let w = &mut s.world;
     let pivot = Vec3::new(0.0, 5.0, 0.0);
-    let bar = w.add_body(BodyDesc::dynamic().at(pivot + Vec3::X).with_collider(Collider::cuboid(Vec3::new(1.0, 0.1, 0.1))?))?;
+    let bar = w.add_body(
+        BodyDesc::dynamic()
+            .at(pivot + Vec3::X)
+            .with_collider(Collider::cuboid(Vec3::new(1.0, 0.1, 0.1))?),
+    )?;
     let j = w.add_joint(
-        JointDesc::new(JointKind::Revolute { axis: Vec3::Z, limits: Some((-limit, limit)), motor: None }, bar, None)
-            .anchors(Vec3::new(-1.0, 0.0, 0.0), pivot),
+        JointDesc::new(
+            JointKind::Revolute {
+                axis: Vec3::Z,
+                limits: Some((-limit, limit)),
+                motor: None,
+            },
+            bar,
+            None,
+        )
+        .anchors(Vec3::new(-1.0, 0.0, 0.0), pivot),
     )?;
     s.tracker.hinge = Some((j, limit));
     Ok(())
@@ -326,10 +465,22 @@ fn motor(s: &mut Scene) -> Result<(), SceneError> {
     let w = &mut s.world;
     let center = Vec3::new(0.0, 2.0, 0.0);
     let rot = Quat::from_rotation_x(std::f32::consts::FRAC_PI_2); // cylinder axis y → z
-    let wheel = w.add_body(BodyDesc::dynamic().at(center).rotated(rot).with_collider(Collider::cylinder(0.1, 0.5)?))?;
+    let wheel = w.add_body(
+        BodyDesc::dynamic()
+            .at(center)
+            .rotated(rot)
+            .with_collider(Collider::cylinder(0.1, 0.5)?),
+    )?;
     w.add_joint(
         JointDesc::new(
-            JointKind::Revolute { axis: rot.conjugate() * Vec3::Z, limits: None, motor: Some(Motor { target_velocity: speed, max_torque: torque }) },
+            JointKind::Revolute {
+                axis: rot.conjugate() * Vec3::Z,
+                limits: None,
+                motor: Some(Motor {
+                    target_velocity: speed,
+                    max_torque: torque,
+                }),
+            },
             wheel,
             None,
         )
@@ -361,7 +512,11 @@ fn pile(s: &mut Scene) -> Result<(), SceneError> {
                     break 'layers;
                 }
                 let off = (m as f32 - 1.0) / 2.0;
-                let pos = Vec3::new((i as f32 - off) * 2.0 * half, half * (1.0 + 2.0 * layer as f32), (k as f32 - off) * 2.0 * half);
+                let pos = Vec3::new(
+                    (i as f32 - off) * 2.0 * half,
+                    half * (1.0 + 2.0 * layer as f32),
+                    (k as f32 - off) * 2.0 * half,
+                );
                 cuboid(w, pos, Quat::IDENTITY, Vec3::splat(half), 0.6)?;
                 placed += 1;
             }
@@ -371,7 +526,11 @@ fn pile(s: &mut Scene) -> Result<(), SceneError> {
     let r = 1.0f32;
     let extent = side as f32 * half + r + 2.0;
     let density = sphere_mass / (4.0 / 3.0 * std::f32::consts::PI * r * r * r);
-    let ball = s.world.add_body(BodyDesc::dynamic().at(Vec3::new(-extent, r + 0.5, 0.0)).with_collider(Collider::ball(r)?.with_density(density)))?;
+    let ball = s.world.add_body(
+        BodyDesc::dynamic()
+            .at(Vec3::new(-extent, r + 0.5, 0.0))
+            .with_collider(Collider::ball(r)?.with_density(density)),
+    )?;
     s.tracker.drift_bodies.retain(|(h, _)| *h != ball);
     s.tracker.projectiles = vec![(60, ball, Vec3::new(20.0, 1.0, 0.0))];
     s.tracker.drift_until_frame = Some(60);
@@ -388,8 +547,14 @@ fn arch(s: &mut Scene) -> Result<(), SceneError> {
         // Joints 1 mm wide: exactly coincident faces give the convex-convex query a
         // degenerate normal.
         let gap = 0.0005 / r_in;
-        let (a0, a1) = (std::f32::consts::PI * i as f32 / n as f32, std::f32::consts::PI * (i + 1) as f32 / n as f32);
-        let (a0, a1) = (if i == 0 { a0 } else { a0 + gap }, if i + 1 == n { a1 } else { a1 - gap });
+        let (a0, a1) = (
+            std::f32::consts::PI * i as f32 / n as f32,
+            std::f32::consts::PI * (i + 1) as f32 / n as f32,
+        );
+        let (a0, a1) = (
+            if i == 0 { a0 } else { a0 + gap },
+            if i + 1 == n { a1 } else { a1 - gap },
+        );
         let mut pts = Vec::new();
         for a in [a0, a1] {
             for r in [r_in, r_in + thick] {
@@ -436,7 +601,11 @@ fn free_collision(s: &mut Scene) -> Result<(), SceneError> {
         BodyDesc::dynamic()
             .at(Vec3::new(0.5, 0.0, 0.0))
             .rotated(Quat::from_rotation_y(0.4))
-            .with_collider(Collider::ball(0.5)?.with_density(1000.0 * ratio).with_friction(mu)),
+            .with_collider(
+                Collider::ball(0.5)?
+                    .with_density(1000.0 * ratio)
+                    .with_friction(mu),
+            ),
     )?;
     Ok(())
 }

@@ -34,28 +34,153 @@ pub struct SceneSpec {
 
 macro_rules! p {
     ($n:expr, $d:expr, $h:expr) => {
-        ParamSpec { name: $n, default: $d, help: $h }
+        ParamSpec {
+            name: $n,
+            default: $d,
+            help: $h,
+        }
     };
 }
 
 /// Every scene, with its parameters and defaults.
 pub const SCENES: &[SceneSpec] = &[
-    SceneSpec { name: "stack", description: "vertical stack of unit boxes on the ground", params: &[p!("boxes", 10.0, "number of boxes"), p!("size", 1.0, "box edge (m)")], default_frames: 600 },
-    SceneSpec { name: "pyramid", description: "2D pyramid of unit boxes", params: &[p!("base", 20.0, "boxes in the bottom row")], default_frames: 600 },
-    SceneSpec { name: "slope", description: "box on an inclined plane (Fig. 11 friction ramp)", params: &[p!("angle_deg", 26.565_051, "incline (tan θ = 0.5)"), p!("mu", 0.55, "friction coefficient")], default_frames: 120 },
-    SceneSpec { name: "slide", description: "box launched along the ground until friction stops it (Fig. 11)", params: &[p!("v0", 10.0, "initial speed (m/s)"), p!("mu", 0.5, "friction coefficient")], default_frames: 300 },
-    SceneSpec { name: "springs_ratio", description: "3 blocks, 2 springs, stiffness ratio (Fig. 2); top block fixed", params: &[p!("ratio", 10_000.0, "stiff/soft stiffness ratio"), p!("k_stiff", 1e6, "stiff spring (N/m)")], default_frames: 600 },
-    SceneSpec { name: "spring_chain", description: "10 blocks on springs of alternating stiffness between 2 fixed blocks (Fig. 4)", params: &[p!("ratio", 10_000.0, "stiff/soft stiffness ratio"), p!("k_stiff", 1e6, "stiff spring (N/m)")], default_frames: 300 },
-    SceneSpec { name: "pendulum", description: "chain of links with a heavy ball, swinging from horizontal (Fig. 7)", params: &[p!("links", 50.0, "chain links"), p!("mass_ratio", 50_000.0, "ball mass / link mass")], default_frames: 300 },
-    SceneSpec { name: "two_heavy_balls", description: "two heavy balls joined by a chain, hung from the world (Fig. 9)", params: &[p!("links", 50.0, "chain links"), p!("mass_ratio", 50_000.0, "ball mass / link mass")], default_frames: 300 },
-    SceneSpec { name: "card_tower", description: "tower of leaning cards held by friction, hit by a ball (Fig. 6)", params: &[p!("levels", 3.0, "storeys"), p!("mu", 0.8, "friction coefficient")], default_frames: 300 },
-    SceneSpec { name: "breakable_wall", description: "brick wall welded by breakable joints, hit by three balls (Fig. 13)", params: &[p!("rows", 8.0, "brick rows"), p!("cols", 8.0, "bricks per row"), p!("fracture", 15_000.0, "breaking force (N)")], default_frames: 240 },
-    SceneSpec { name: "hinge_limit", description: "bar on a hinge with ±30° limits, released horizontal", params: &[p!("limit_deg", 30.0, "symmetric limit (deg)")], default_frames: 300 },
-    SceneSpec { name: "motor", description: "wheel driven by a revolute motor", params: &[p!("speed", 3.0, "target speed (rad/s)"), p!("max_torque", 500.0, "motor torque limit (N·m)")], default_frames: 180 },
-    SceneSpec { name: "pile", description: "layered pile of boxes smashed by a heavy sphere (Fig. 1/3)", params: &[p!("count", 500.0, "number of boxes"), p!("sphere_mass", 2_000.0, "projectile mass (kg)")], default_frames: 240 },
-    SceneSpec { name: "arch", description: "masonry arch of wedge blocks held by friction", params: &[p!("blocks", 15.0, "voussoirs"), p!("mu", 0.6, "friction coefficient")], default_frames: 600 },
-    SceneSpec { name: "spinning_box", description: "anisotropic box spinning about a non-principal axis, no gravity", params: &[p!("spin", 5.0, "initial angular speed (rad/s)")], default_frames: 600 },
-    SceneSpec { name: "free_collision", description: "two bodies colliding in free flight, no gravity", params: &[p!("speed", 2.0, "closing speed (m/s)"), p!("mass_ratio", 3.0, "mass of body B / body A"), p!("mu", 0.5, "friction coefficient")], default_frames: 120 },
+    SceneSpec {
+        name: "stack",
+        description: "vertical stack of unit boxes on the ground",
+        params: &[
+            p!("boxes", 10.0, "number of boxes"),
+            p!("size", 1.0, "box edge (m)"),
+        ],
+        default_frames: 600,
+    },
+    SceneSpec {
+        name: "pyramid",
+        description: "2D pyramid of unit boxes",
+        params: &[p!("base", 20.0, "boxes in the bottom row")],
+        default_frames: 600,
+    },
+    SceneSpec {
+        name: "slope",
+        description: "box on an inclined plane (Fig. 11 friction ramp)",
+        params: &[
+            p!("angle_deg", 26.565_051, "incline (tan θ = 0.5)"),
+            p!("mu", 0.55, "friction coefficient"),
+        ],
+        default_frames: 120,
+    },
+    SceneSpec {
+        name: "slide",
+        description: "box launched along the ground until friction stops it (Fig. 11)",
+        params: &[
+            p!("v0", 10.0, "initial speed (m/s)"),
+            p!("mu", 0.5, "friction coefficient"),
+        ],
+        default_frames: 300,
+    },
+    SceneSpec {
+        name: "springs_ratio",
+        description: "3 blocks, 2 springs, stiffness ratio (Fig. 2); top block fixed",
+        params: &[
+            p!("ratio", 10_000.0, "stiff/soft stiffness ratio"),
+            p!("k_stiff", 1e6, "stiff spring (N/m)"),
+        ],
+        default_frames: 600,
+    },
+    SceneSpec {
+        name: "spring_chain",
+        description: "10 blocks on springs of alternating stiffness between 2 fixed blocks (Fig. 4)",
+        params: &[
+            p!("ratio", 10_000.0, "stiff/soft stiffness ratio"),
+            p!("k_stiff", 1e6, "stiff spring (N/m)"),
+        ],
+        default_frames: 300,
+    },
+    SceneSpec {
+        name: "pendulum",
+        description: "chain of links with a heavy ball, swinging from horizontal (Fig. 7)",
+        params: &[
+            p!("links", 50.0, "chain links"),
+            p!("mass_ratio", 50_000.0, "ball mass / link mass"),
+        ],
+        default_frames: 300,
+    },
+    SceneSpec {
+        name: "two_heavy_balls",
+        description: "two heavy balls joined by a chain, hung from the world (Fig. 9)",
+        params: &[
+            p!("links", 50.0, "chain links"),
+            p!("mass_ratio", 50_000.0, "ball mass / link mass"),
+        ],
+        default_frames: 300,
+    },
+    SceneSpec {
+        name: "card_tower",
+        description: "tower of leaning cards held by friction, hit by a ball (Fig. 6)",
+        params: &[
+            p!("levels", 3.0, "storeys"),
+            p!("mu", 0.8, "friction coefficient"),
+        ],
+        default_frames: 300,
+    },
+    SceneSpec {
+        name: "breakable_wall",
+        description: "brick wall welded by breakable joints, hit by three balls (Fig. 13)",
+        params: &[
+            p!("rows", 8.0, "brick rows"),
+            p!("cols", 8.0, "bricks per row"),
+            p!("fracture", 15_000.0, "breaking force (N)"),
+        ],
+        default_frames: 240,
+    },
+    SceneSpec {
+        name: "hinge_limit",
+        description: "bar on a hinge with ±30° limits, released horizontal",
+        params: &[p!("limit_deg", 30.0, "symmetric limit (deg)")],
+        default_frames: 300,
+    },
+    SceneSpec {
+        name: "motor",
+        description: "wheel driven by a revolute motor",
+        params: &[
+            p!("speed", 3.0, "target speed (rad/s)"),
+            p!("max_torque", 500.0, "motor torque limit (N·m)"),
+        ],
+        default_frames: 180,
+    },
+    SceneSpec {
+        name: "pile",
+        description: "layered pile of boxes smashed by a heavy sphere (Fig. 1/3)",
+        params: &[
+            p!("count", 500.0, "number of boxes"),
+            p!("sphere_mass", 2_000.0, "projectile mass (kg)"),
+        ],
+        default_frames: 240,
+    },
+    SceneSpec {
+        name: "arch",
+        description: "masonry arch of wedge blocks held by friction",
+        params: &[
+            p!("blocks", 15.0, "voussoirs"),
+            p!("mu", 0.6, "friction coefficient"),
+        ],
+        default_frames: 600,
+    },
+    SceneSpec {
+        name: "spinning_box",
+        description: "anisotropic box spinning about a non-principal axis, no gravity",
+        params: &[p!("spin", 5.0, "initial angular speed (rad/s)")],
+        default_frames: 600,
+    },
+    SceneSpec {
+        name: "free_collision",
+        description: "two bodies colliding in free flight, no gravity",
+        params: &[
+            p!("speed", 2.0, "closing speed (m/s)"),
+            p!("mass_ratio", 3.0, "mass of body B / body A"),
+            p!("mu", 0.5, "friction coefficient"),
+        ],
+        default_frames: 120,
+    },
 ];
 
 /// Errors of the scene layer.
@@ -66,7 +191,11 @@ pub enum SceneError {
     #[error("scene `{scene}` has no parameter `{param}`")]
     UnknownParam { scene: String, param: String },
     #[error("parameter `{param}` = {value} is out of range: {reason}")]
-    BadParam { param: String, value: f64, reason: String },
+    BadParam {
+        param: String,
+        value: f64,
+        reason: String,
+    },
     #[error(transparent)]
     Physics(#[from] PhysicsError),
 }
@@ -120,20 +249,44 @@ pub struct Scene {
 
 impl Scene {
     /// Builds scene `name` with `overrides` on top of its defaults.
-    pub fn build(name: &str, overrides: &[(String, f64)], config: SolverConfig) -> Result<Scene, SceneError> {
+    pub fn build(
+        name: &str,
+        overrides: &[(String, f64)],
+        config: SolverConfig,
+    ) -> Result<Scene, SceneError> {
         let spec = spec(name).ok_or_else(|| SceneError::UnknownScene(name.to_string()))?;
-        let mut params: BTreeMap<String, f64> = spec.params.iter().map(|p| (p.name.to_string(), p.default)).collect();
+        let mut params: BTreeMap<String, f64> = spec
+            .params
+            .iter()
+            .map(|p| (p.name.to_string(), p.default))
+            .collect();
         for (k, v) in overrides {
             if !params.contains_key(k) {
-                return Err(SceneError::UnknownParam { scene: name.into(), param: k.clone() });
+                return Err(SceneError::UnknownParam {
+                    scene: name.into(),
+                    param: k.clone(),
+                });
             }
             if !v.is_finite() {
-                return Err(SceneError::BadParam { param: k.clone(), value: *v, reason: "not finite".into() });
+                return Err(SceneError::BadParam {
+                    param: k.clone(),
+                    value: *v,
+                    reason: "not finite".into(),
+                });
             }
             params.insert(k.clone(), *v);
         }
         let world = PhysicsWorld::new(config)?;
-        let mut scene = Scene { name: spec.name, params, world, frame: 0, tracker: Tracker { finite: true, ..Default::default() } };
+        let mut scene = Scene {
+            name: spec.name,
+            params,
+            world,
+            frame: 0,
+            tracker: Tracker {
+                finite: true,
+                ..Default::default()
+            },
+        };
         build::build(&mut scene)?;
         scene.start_tracking();
         Ok(scene)
@@ -188,7 +341,11 @@ impl Scene {
             }
         }
         if !t.chain.is_empty() {
-            let gaps: f32 = t.chain.iter().map(|&j| w.joint_error(j).unwrap_or(f32::NAN)).sum();
+            let gaps: f32 = t
+                .chain
+                .iter()
+                .map(|&j| w.joint_error(j).unwrap_or(f32::NAN))
+                .sum();
             t.max_stretch = t.max_stretch.max(gaps / t.chain_rest);
             t.finite &= gaps.is_finite();
         }
@@ -209,8 +366,13 @@ impl Scene {
             && let Ok(b) = w.body(h)
         {
             let time = self.frame as f32 * w.config.dt;
-            let v = if t.probe_angular { b.angular_velocity } else { b.linear_velocity };
-            t.probe_samples.push((time, (b.position - p0).dot(dir), v.dot(dir)));
+            let v = if t.probe_angular {
+                b.angular_velocity
+            } else {
+                b.linear_velocity
+            };
+            t.probe_samples
+                .push((time, (b.position - p0).dot(dir), v.dot(dir)));
         }
         if let Some((p0, l0, m)) = t.momentum0 {
             let p = w.linear_momentum();
@@ -246,7 +408,8 @@ impl Scene {
                 let mu = self.param("mu");
                 let analytic = (g * (theta.sin() - mu * theta.cos())).max(0.0);
                 let s = &t.probe_samples;
-                let dist = s.last().map(|x| x.1).unwrap_or(0.0) - s.first().map(|x| x.1).unwrap_or(0.0);
+                let dist =
+                    s.last().map(|x| x.1).unwrap_or(0.0) - s.first().map(|x| x.1).unwrap_or(0.0);
                 m.insert("slide_distance".into(), json!(dist));
                 m.insert("acceleration".into(), json!(fit_acceleration(s)));
                 m.insert("analytic_acceleration".into(), json!(analytic));
@@ -255,7 +418,10 @@ impl Scene {
                 let (v0, mu) = (self.param("v0"), self.param("mu"));
                 let dist = t.probe_samples.last().map(|x| x.1).unwrap_or(0.0);
                 m.insert("stop_distance".into(), json!(dist));
-                m.insert("analytic_stop_distance".into(), json!(v0 * v0 / (2.0 * mu * g)));
+                m.insert(
+                    "analytic_stop_distance".into(),
+                    json!(v0 * v0 / (2.0 * mu * g)),
+                );
                 let v_end = t.probe_samples.last().map(|x| x.2).unwrap_or(0.0);
                 m.insert("final_speed".into(), json!(v_end));
             }
@@ -269,13 +435,19 @@ impl Scene {
                 m.insert("broken_joints".into(), json!(t.broken));
             }
             "hinge_limit" => {
-                m.insert("max_limit_violation_deg".into(), json!(t.max_limit_violation.max(0.0).to_degrees()));
+                m.insert(
+                    "max_limit_violation_deg".into(),
+                    json!(t.max_limit_violation.max(0.0).to_degrees()),
+                );
             }
             "motor" => {
                 let target = self.param("speed");
                 let w_end = t.probe_samples.last().map(|x| x.2 as f64).unwrap_or(0.0);
                 m.insert("angular_velocity".into(), json!(w_end));
-                m.insert("speed_error".into(), json!(((w_end - target) / target).abs()));
+                m.insert(
+                    "speed_error".into(),
+                    json!(((w_end - target) / target).abs()),
+                );
             }
             "spinning_box" | "free_collision" => {
                 m.insert("momentum_error".into(), json!(t.max_momentum_error));
@@ -291,7 +463,12 @@ impl Scene {
     fn extension_error(&self) -> f64 {
         let mut worst = 0.0f64;
         let mut scale = 0.0f64;
-        for (hist, &(_, rest, reference)) in self.tracker.spring_history.iter().zip(&self.tracker.springs) {
+        for (hist, &(_, rest, reference)) in self
+            .tracker
+            .spring_history
+            .iter()
+            .zip(&self.tracker.springs)
+        {
             let len = hist.iter().map(|&l| l as f64).sum::<f64>() / hist.len().max(1) as f64;
             let ext = len - rest as f64;
             let ext_ref = reference as f64 - rest as f64;
@@ -311,12 +488,18 @@ fn fit_acceleration(samples: &[(f32, f32, f32)]) -> f64 {
     let n = s.len() as f64;
     let mt = s.iter().map(|x| x.0 as f64).sum::<f64>() / n;
     let mv = s.iter().map(|x| x.2 as f64).sum::<f64>() / n;
-    let num: f64 = s.iter().map(|x| (x.0 as f64 - mt) * (x.2 as f64 - mv)).sum();
+    let num: f64 = s
+        .iter()
+        .map(|x| (x.0 as f64 - mt) * (x.2 as f64 - mv))
+        .sum();
     let den: f64 = s.iter().map(|x| (x.0 as f64 - mt).powi(2)).sum();
     if den > 0.0 { num / den } else { 0.0 }
 }
 
 fn total_mass(w: &PhysicsWorld) -> f32 {
-    w.body_handles().iter().filter_map(|h| w.body(*h).ok()).map(|b| b.mass).sum()
+    w.body_handles()
+        .iter()
+        .filter_map(|h| w.body(*h).ok())
+        .map(|b| b.mass)
+        .sum()
 }
-

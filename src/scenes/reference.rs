@@ -7,14 +7,22 @@
 /// `ends` are the fixed end points, `masses` the free points' masses, `springs` the
 /// (stiffness, rest length) of the `masses.len() + 1` springs in order. Returns the
 /// equilibrium positions of the free points.
-pub fn static_spring_chain(ends: [[f64; 2]; 2], masses: &[f64], springs: &[(f64, f64)], g: f64) -> Vec<[f64; 2]> {
+pub fn static_spring_chain(
+    ends: [[f64; 2]; 2],
+    masses: &[f64],
+    springs: &[(f64, f64)],
+    g: f64,
+) -> Vec<[f64; 2]> {
     let n = masses.len();
     assert_eq!(springs.len(), n + 1, "one spring more than free masses");
     // Initial guess: evenly spaced on the straight line between the ends.
     let mut x: Vec<f64> = (0..n)
         .flat_map(|i| {
             let t = (i + 1) as f64 / (n + 1) as f64;
-            [ends[0][0] + t * (ends[1][0] - ends[0][0]), ends[0][1] + t * (ends[1][1] - ends[0][1])]
+            [
+                ends[0][0] + t * (ends[1][0] - ends[0][0]),
+                ends[0][1] + t * (ends[1][1] - ends[0][1]),
+            ]
         })
         .collect();
     let point = |x: &[f64], i: isize| -> [f64; 2] {
@@ -61,7 +69,13 @@ pub fn static_spring_chain(ends: [[f64; 2]; 2], masses: &[f64], springs: &[(f64,
                     blk[r][c] = k * u[r] * u[c] + (f / d).max(0.0) * (id - u[r] * u[c]);
                 }
             }
-            let idx = |p: isize| if p >= 0 && (p as usize) < n { Some(p as usize) } else { None };
+            let idx = |p: isize| {
+                if p >= 0 && (p as usize) < n {
+                    Some(p as usize)
+                } else {
+                    None
+                }
+            };
             for (p, sign) in [(ia, -1.0), (ib, 1.0)] {
                 if let Some(p) = idx(p) {
                     grad[2 * p] += sign * f * u[0];
@@ -103,7 +117,9 @@ pub fn static_spring_chain(ends: [[f64; 2]; 2], masses: &[f64], springs: &[(f64,
 fn solve_dense(a: &mut [f64], b: &[f64], n: usize) -> Vec<f64> {
     let mut b = b.to_vec();
     for col in 0..n {
-        let piv = (col..n).max_by(|&i, &j| a[i * n + col].abs().total_cmp(&a[j * n + col].abs())).unwrap();
+        let piv = (col..n)
+            .max_by(|&i, &j| a[i * n + col].abs().total_cmp(&a[j * n + col].abs()))
+            .unwrap();
         if piv != col {
             for c in 0..n {
                 a.swap(col * n + c, piv * n + c);
@@ -137,7 +153,12 @@ mod tests {
         // below so the chain is fixed at both ends: the top spring carries 2mg + T.
         let g = 9.81;
         let (k1, k2, k3) = (1000.0, 500.0, 1e-9);
-        let x = static_spring_chain([[0.0, 0.0], [0.0, -10.0]], &[1.0, 1.0], &[(k1, 1.0), (k2, 1.0), (k3, 1.0)], g);
+        let x = static_spring_chain(
+            [[0.0, 0.0], [0.0, -10.0]],
+            &[1.0, 1.0],
+            &[(k1, 1.0), (k2, 1.0), (k3, 1.0)],
+            g,
+        );
         let e1 = 2.0 * g / k1;
         let e2 = g / k2;
         assert!((x[0][1] - (-1.0 - e1)).abs() < 1e-6, "{x:?}");

@@ -1,0 +1,34 @@
+//! Shared helpers of the acceptance tests: build a scene, run it, read a metric.
+#![allow(dead_code)]
+
+use bevy_avbd::SolverConfig;
+use bevy_avbd::scenes::Scene;
+
+/// Builds `name` with parameter overrides and a config, runs `frames`, returns the scene.
+pub fn run(name: &str, params: &[(&str, f64)], config: SolverConfig, frames: u32) -> Scene {
+    let params: Vec<(String, f64)> = params.iter().map(|(k, v)| (k.to_string(), *v)).collect();
+    let mut scene = Scene::build(name, &params, config).expect("scene builds");
+    scene.run(frames).expect("scene steps");
+    scene
+}
+
+/// A numeric metric of a scene.
+pub fn metric(scene: &Scene, name: &str) -> f64 {
+    let m = scene.metrics();
+    assert_eq!(
+        m["finite"],
+        serde_json::Value::Bool(true),
+        "{} went non-finite: {m:?}",
+        scene.name
+    );
+    m.get(name)
+        .and_then(|v| v.as_f64())
+        .unwrap_or_else(|| panic!("{} has no metric {name}: {m:?}", scene.name))
+}
+
+pub fn with_iterations(iterations: u32) -> SolverConfig {
+    SolverConfig {
+        iterations,
+        ..SolverConfig::default()
+    }
+}
