@@ -39,6 +39,11 @@ pub struct ContactRecord {
     pub k: [f32; 4],
     /// Multiplier λ for rows t, b, n.
     pub lambda: [f32; 4],
+    /// Cached Jacobian rows of body A (t, b, n; linear then angular), computed once per
+    /// step from the basis and lever arms (Sec. 4: the Taylor model's derivatives).
+    pub ja: [[f32; 6]; 3],
+    /// Cached Jacobian rows of body B.
+    pub jb: [[f32; 6]; 3],
 }
 
 /// Forces of one contact after bounds, and the stiffness to use in the Hessian.
@@ -73,9 +78,16 @@ impl ContactRecord {
             self.tangent[3]
         }
     }
+    /// Fills the cached Jacobians from the basis and lever arms.
+    pub fn cache_jacobians(&mut self) {
+        let (ja, jb) = self.compute_jacobians();
+        self.ja = ja;
+        self.jb = jb;
+    }
+
     /// Row Jacobians for A and B.
     #[inline]
-    pub fn jacobians(&self) -> ([Vec6; 3], [Vec6; 3]) {
+    pub fn compute_jacobians(&self) -> ([Vec6; 3], [Vec6; 3]) {
         let dirs = self.dirs();
         let aa = v3(self.arm_a);
         let ab = v3(self.arm_b);
@@ -87,7 +99,8 @@ impl ContactRecord {
     /// Errors at displacements `dxa`, `dxb`, then forces clamped to the normal bound and
     /// the friction cone, with the rescaled Hessian stiffness of Eq. 14.
     #[inline]
-    pub fn forces(&self, ja: &[Vec6; 3], jb: &[Vec6; 3], dxa: &Vec6, dxb: &Vec6) -> ContactForce {
+    pub fn forces(&self, dxa: &Vec6, dxb: &Vec6) -> ContactForce {
+        let (ja, jb) = (&self.ja, &self.jb);
         let mut c = [0.0f32; 3];
         let mut f = [0.0f32; 3];
         for r in 0..3 {

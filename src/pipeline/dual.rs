@@ -148,8 +148,7 @@ pub fn fracture(bodies: &BodySet, joints: &mut JointSet, s: &SolverData, report:
 }
 
 fn update_contact(cfg: &SolverConfig, c: &mut ContactRecord, dxa: &[f32; 6], dxb: &[f32; 6]) {
-    let (ja, jb) = c.jacobians();
-    let cf = c.forces(&ja, &jb, dxa, dxb);
+    let cf = c.forces(dxa, dxb);
     for r in 0..3 {
         c.lambda[r] = cf.f[r].clamp(-cfg.lambda_max, cfg.lambda_max);
     }
