@@ -12,6 +12,9 @@
 //!
 //! The frame pipeline lives in [`pipeline`], one module per stage.
 
+// Numerical kernels index several fixed-size arrays in lockstep; index loops read clearer.
+#![allow(clippy::needless_range_loop)]
+
 pub mod body;
 pub mod collider;
 pub mod config;

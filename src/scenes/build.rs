@@ -44,7 +44,7 @@ fn count(s: &Scene, name: &str, min: f64, max: f64) -> Result<usize, SceneError>
 
 fn positive(s: &Scene, name: &str) -> Result<f32, SceneError> {
     let v = s.param(name);
-    if !(v > 0.0) {
+    if v.is_nan() || v <= 0.0 {
         return Err(SceneError::BadParam {
             param: name.into(),
             value: v,
