@@ -46,10 +46,6 @@ pub struct SolverConfig {
     /// Contacts are created when shapes are closer than this (m): a speculative margin that
     /// keeps contact features and warm starts stable. Default 0.01.
     pub collision_margin: f32,
-    /// Penetration (m) a contact tolerates before its normal row pushes: overlaps this small
-    /// between resting neighbours are not corrected against their static friction (without
-    /// it, such conflicting hard rows ratchet their multipliers up). Default 5e-4.
-    pub contact_slop: f32,
     /// Maximum angular speed (rad/s) kept at the end of a step; guards the quaternion update. Default 100.
     pub max_angular_speed: f32,
 }
@@ -71,7 +67,6 @@ impl Default for SolverConfig {
             k_max: 1e10,
             lambda_max: 1e10,
             collision_margin: 0.01,
-            contact_slop: 5e-4,
             max_angular_speed: 100.0,
         }
     }
@@ -93,7 +88,6 @@ impl SolverConfig {
         "k_max",
         "lambda_max",
         "collision_margin",
-        "contact_slop",
         "max_angular_speed",
         "gravity_y",
     ];
@@ -124,7 +118,6 @@ impl SolverConfig {
             "lambda_max" => self.lambda_max = v,
             "collision_margin" => self.collision_margin = v,
             "max_angular_speed" => self.max_angular_speed = v,
-            "contact_slop" => self.contact_slop = v,
             "gravity_y" => self.gravity.y = v,
             _ => return Err(crate::PhysicsError::UnknownConfigField(field.to_string())),
         }
@@ -216,15 +209,6 @@ impl SolverConfig {
             return Err(E {
                 field: "new_row_mass_ratio",
                 value: self.new_row_mass_ratio,
-            });
-        }
-        if !(self.contact_slop.is_finite()
-            && self.contact_slop >= 0.0
-            && self.contact_slop < self.collision_margin.max(1e-9))
-        {
-            return Err(E {
-                field: "contact_slop",
-                value: self.contact_slop,
             });
         }
         if !(self.collision_margin.is_finite() && self.collision_margin >= 0.0) {

@@ -36,3 +36,8 @@ pub use world::{BodyState, PhysicsWorld, StepReport, StepStats};
 
 pub use glam;
 pub use parry3d;
+
+/// The README's code examples are compiled and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
