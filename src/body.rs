@@ -113,6 +113,15 @@ impl BodyDesc {
         if self.kind != BodyKind::Dynamic {
             return Ok(MassRecord::infinite());
         }
+        if let Some(c) = &self.collider
+            && !c.has_volume()
+            && self.inertia.is_none()
+        {
+            return Err(bad(
+                "collider",
+                "a dynamic body needs a collider with volume (trimesh, heightfield and half-space have none) or explicit mass and inertia",
+            ));
+        }
         let props = self.collider.as_ref().map(|c| c.mass_properties());
         let mass = match (self.mass, &props) {
             (Some(m), _) => m,

@@ -1,7 +1,7 @@
 //! Colliders: a parry3d shape plus material. Constructors validate their sizes.
 
 use glam::{Quat, Vec3};
-use parry3d::shape::{SharedShape, TypedShape};
+use parry3d::shape::{HeightFieldFlags, SharedShape, TriMeshFlags, TypedShape};
 
 use crate::PhysicsError;
 
@@ -100,6 +100,7 @@ impl Collider {
         let shape = SharedShape::convex_hull(points)
             .ok_or_else(|| bad("points", "degenerate (coplanar or coincident) point set"))?;
         Self::from_shape(shape)
+            .map_err(|_| bad("points", "degenerate (coplanar or coincident) point set"))
     }
     /// Several shapes rigidly attached to one body, each with a local pose.
     pub fn compound(parts: Vec<(Vec3, Quat, Collider)>) -> Result<Self, PhysicsError> {
@@ -130,8 +131,11 @@ impl Collider {
         if indices.iter().flatten().any(|&i| i >= n) {
             return Err(bad("indices", "index out of range"));
         }
-        let shape = SharedShape::trimesh(vertices, indices)
-            .map_err(|e| bad("indices", format!("{e:?}")))?;
+        // Fixed internal edges: a body sliding or landing across a shared edge of a flat
+        // mesh gets the face normal, not a tilted edge normal that would roll it away.
+        let shape =
+            SharedShape::trimesh_with_flags(vertices, indices, TriMeshFlags::FIX_INTERNAL_EDGES)
+                .map_err(|e| bad("indices", format!("{e:?}")))?;
         Self::from_shape(shape)
     }
     /// Heightfield on the x-z plane: `heights` is `rows × cols`, row-major; `scale` is the size.
@@ -150,8 +154,17 @@ impl Collider {
         positive("scale.x", scale.x)?;
         positive("scale.y", scale.y)?;
         positive("scale.z", scale.z)?;
-        let grid = parry3d::utils::Array2::new(rows, cols, heights);
-        Self::from_shape(SharedShape::heightfield(grid, scale))
+        // parry's Array2 is column-major; `heights` is row-major.
+        let column_major: Vec<f32> = (0..cols)
+            .flat_map(|c| (0..rows).map(move |r| (r, c)))
+            .map(|(r, c)| heights[r * cols + c])
+            .collect();
+        let grid = parry3d::utils::Array2::new(rows, cols, column_major);
+        Self::from_shape(SharedShape::heightfield_with_flags(
+            grid,
+            scale,
+            HeightFieldFlags::FIX_INTERNAL_EDGES,
+        ))
     }
     /// Infinite ground: the half-space below the plane through the body origin with this outward normal.
     pub fn halfspace(outward_normal: Vec3) -> Result<Self, PhysicsError> {

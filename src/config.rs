@@ -92,8 +92,17 @@ impl SolverConfig {
         "gravity_y",
     ];
 
-    /// Sets a field by name (for command lines and config files); validates the result.
+    /// Sets a field by name (for command lines and config files). The result is validated
+    /// and the config is left unchanged on error.
     pub fn set(&mut self, field: &str, value: f64) -> Result<(), crate::PhysicsError> {
+        let mut next = self.clone();
+        next.set_unchecked(field, value)?;
+        next.validate()?;
+        *self = next;
+        Ok(())
+    }
+
+    fn set_unchecked(&mut self, field: &str, value: f64) -> Result<(), crate::PhysicsError> {
         let v = value as f32;
         match field {
             "dt" => self.dt = v,
@@ -121,7 +130,7 @@ impl SolverConfig {
             "gravity_y" => self.gravity.y = v,
             _ => return Err(crate::PhysicsError::UnknownConfigField(field.to_string())),
         }
-        self.validate()
+        Ok(())
     }
 
     /// Penalty of a new hard row between bodies whose larger mass is `mass`: a fixed share

@@ -1,6 +1,7 @@
 //! `avbd`: the scene runner. `avbd list` prints the scenes; `avbd run <scene>` runs one
 //! headless and prints a table, or one JSON object with `--json`.
 
+use std::io::Write;
 use std::process::ExitCode;
 
 use bevy_avbd::SolverConfig;
@@ -65,18 +66,33 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // Output goes through `writeln!`: a closed pipe (`avbd list | head`) ends the program
+    // quietly instead of panicking like `println!`.
+    let mut out = std::io::stdout().lock();
+    match run(cli, &mut out) {
+        Ok(code) => code,
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(cli: Cli, out: &mut impl Write) -> std::io::Result<ExitCode> {
     match cli.command {
         Command::List => {
             for s in SCENES {
-                println!(
+                writeln!(
+                    out,
                     "{:<16} {} ({} frames)",
                     s.name, s.description, s.default_frames
-                );
+                )?;
                 for p in s.params {
-                    println!("    {:<12} = {:<10} {}", p.name, p.default, p.help);
+                    writeln!(out, "    {:<12} = {:<10} {}", p.name, p.default, p.help)?;
                 }
             }
-            ExitCode::SUCCESS
+            Ok(ExitCode::SUCCESS)
         }
         Command::Run {
             scene,
@@ -91,7 +107,7 @@ fn main() -> ExitCode {
             for (k, v) in &overrides {
                 if let Err(e) = config.set(k, *v) {
                     eprintln!("error: {e}");
-                    return ExitCode::from(2);
+                    return Ok(ExitCode::from(2));
                 }
             }
             if let Some(k) = iterations {
@@ -104,7 +120,7 @@ fn main() -> ExitCode {
                 Ok(s) => s,
                 Err(e) => {
                     eprintln!("error: {e}");
-                    return ExitCode::from(2);
+                    return Ok(ExitCode::from(2));
                 }
             };
             let frames =
@@ -113,7 +129,7 @@ fn main() -> ExitCode {
                 Ok(t) => t,
                 Err(e) => {
                     eprintln!("error: {e}");
-                    return ExitCode::from(2);
+                    return Ok(ExitCode::from(2));
                 }
             };
             times.sort_by(f64::total_cmp);
@@ -125,7 +141,7 @@ fn main() -> ExitCode {
             let w = &sc.world;
             let metrics = sc.metrics();
             if json {
-                let out = json!({
+                let report = json!({
                     "scene": sc.name,
                     "params": sc.params,
                     "backend": "cpu",
@@ -138,34 +154,40 @@ fn main() -> ExitCode {
                     "timing_ms": {"median": median, "p95": p95, "max": max},
                     "metrics": metrics,
                 });
-                println!("{out}");
+                writeln!(out, "{report}")?;
             } else {
-                println!("scene        {}", sc.name);
+                writeln!(out, "scene        {}", sc.name)?;
                 for (k, v) in &sc.params {
-                    println!("  {k:<12} {v}");
+                    writeln!(out, "  {k:<12} {v}")?;
                 }
-                println!(
+                writeln!(
+                    out,
                     "backend      cpu (rayon, {} threads)",
                     rayon::current_num_threads()
-                );
-                println!("bodies       {}", w.body_count());
-                println!(
+                )?;
+                writeln!(out, "bodies       {}", w.body_count())?;
+                writeln!(
+                    out,
                     "constraints  {} joints + {} contacts",
                     w.joint_count(),
                     w.contact_count()
-                );
-                println!("colors       {}", w.stats().colors);
-                println!(
+                )?;
+                writeln!(out, "colors       {}", w.stats().colors)?;
+                writeln!(
+                    out,
                     "iterations   {}   dt {:.5} s   frames {}",
                     w.config.iterations, w.config.dt, frames
-                );
-                println!("ms/frame     median {median:.3}   p95 {p95:.3}   max {max:.3}");
-                println!("metrics:");
+                )?;
+                writeln!(
+                    out,
+                    "ms/frame     median {median:.3}   p95 {p95:.3}   max {max:.3}"
+                )?;
+                writeln!(out, "metrics:")?;
                 for (k, v) in &metrics {
-                    println!("  {k:<24} {v}");
+                    writeln!(out, "  {k:<24} {v}")?;
                 }
             }
-            ExitCode::SUCCESS
+            Ok(ExitCode::SUCCESS)
         }
     }
 }

@@ -12,7 +12,7 @@ use crate::error::JointHandle;
 use crate::joint::{JointRecord, JointRowState, WORLD, flags};
 use crate::world::{BodySet, JointSet, StepReport};
 
-const CHUNK: usize = 256;
+const CHUNK: usize = 64;
 
 /// Start-of-step joint state: error C*(xᵗ) of every row, hinge angle, and the warm
 /// start of Eq. 19: `k = max(γ k, k_start)` (plus the load-aware floor) and `λ = α γ λ`.

@@ -80,12 +80,11 @@ pub fn end_step(cfg: &SolverConfig, bodies: &mut BodySet, s: &SolverData, report
         let pose = it.pose(&bodies.poses[i]);
         let finite = v.is_finite() && w.is_finite() && pose.p().is_finite() && pose.q().is_finite();
         if !finite {
-            if bodies.is_solved(i) {
-                bodies.frozen[i] = true;
-                bodies.velocities[i] = VelocityRecord::default();
-                bodies.prev_velocities[i] = VelocityRecord::default();
-                report.frozen.push(bodies.handles[i]);
-            }
+            // Dynamic and kinematic alike: keep the start pose, drop the velocity, report.
+            bodies.frozen[i] = true;
+            bodies.velocities[i] = VelocityRecord::default();
+            bodies.prev_velocities[i] = VelocityRecord::default();
+            report.frozen.push(bodies.handles[i]);
             continue;
         }
         if bodies.kinds[i] == BodyKind::Kinematic {

@@ -18,7 +18,7 @@ use crate::math::{Mat6, Vec6, ang, lever_geometric_stiffness, lin, quat_add};
 use crate::world::{BodySet, JointSet};
 
 /// Bodies per rayon task: small colours run inline, large ones are split in chunks.
-const CHUNK: usize = 64;
+const CHUNK: usize = 8;
 
 /// Runs one primal sweep over all colours.
 pub fn sweep(cfg: &SolverConfig, bodies: &BodySet, joints: &JointSet, s: &mut SolverData) {
