@@ -39,11 +39,6 @@ pub struct ContactRecord {
     pub k: [f32; 4],
     /// Multiplier λ for rows t, b, n.
     pub lambda: [f32; 4],
-    /// Cached Jacobian rows of body A (t, b, n; linear then angular), computed once per
-    /// step from the basis and lever arms (Sec. 4: the Taylor model's derivatives).
-    pub ja: [[f32; 6]; 3],
-    /// Cached Jacobian rows of body B.
-    pub jb: [[f32; 6]; 3],
 }
 
 /// Forces of one contact after bounds, and the stiffness to use in the Hessian.
@@ -78,33 +73,35 @@ impl ContactRecord {
             self.tangent[3]
         }
     }
-    /// Fills the cached Jacobians from the basis and lever arms.
-    pub fn cache_jacobians(&mut self) {
-        let (ja, jb) = self.compute_jacobians();
-        self.ja = ja;
-        self.jb = jb;
-    }
-
-    /// Row Jacobians for A and B.
+    /// Row Jacobians (t, b, n) of body A (`side_a`) or body B: the Taylor model's
+    /// derivatives, fixed for the whole step (Sec. 4).
     #[inline]
-    pub fn compute_jacobians(&self) -> ([Vec6; 3], [Vec6; 3]) {
+    pub fn jacobians(&self, side_a: bool) -> [Vec6; 3] {
         let dirs = self.dirs();
-        let aa = v3(self.arm_a);
-        let ab = v3(self.arm_b);
-        let ja = dirs.map(|d| vec6(-d, -aa.cross(d)));
-        let jb = dirs.map(|d| vec6(d, ab.cross(d)));
-        (ja, jb)
+        if side_a {
+            let aa = v3(self.arm_a);
+            dirs.map(|d| vec6(-d, -aa.cross(d)))
+        } else {
+            let ab = v3(self.arm_b);
+            dirs.map(|d| vec6(d, ab.cross(d)))
+        }
     }
 
     /// Errors at displacements `dxa`, `dxb`, then forces clamped to the normal bound and
     /// the friction cone, with the rescaled Hessian stiffness of Eq. 14.
     #[inline]
     pub fn forces(&self, dxa: &Vec6, dxb: &Vec6) -> ContactForce {
-        let (ja, jb) = (&self.ja, &self.jb);
+        // J_A·Δx_A + J_B·Δx_B = d · (relative displacement of the two contact points), so
+        // the three rows share one displacement instead of two 6-vector dots each.
+        let (aa, ab) = (v3(self.arm_a), v3(self.arm_b));
+        let point_a = crate::math::lin(dxa) + crate::math::ang(dxa).cross(aa);
+        let point_b = crate::math::lin(dxb) + crate::math::ang(dxb).cross(ab);
+        let delta = point_b - point_a;
+        let dirs = self.dirs();
         let mut c = [0.0f32; 3];
         let mut f = [0.0f32; 3];
         for r in 0..3 {
-            c[r] = self.c0[r] + crate::math::dot6(&ja[r], dxa) + crate::math::dot6(&jb[r], dxb);
+            c[r] = self.c0[r] + dirs[r].dot(delta);
             f[r] = self.k[r] * c[r] + self.lambda[r];
         }
         let mut k_h = [self.k[0], self.k[1], self.k[2]];
@@ -121,9 +118,10 @@ impl ContactRecord {
         }
         // Friction cone ‖f_tb‖ ≤ μ |f_n|.
         let limit = self.mu() * -f[2];
-        let ft = (f[0] * f[0] + f[1] * f[1]).sqrt();
-        let inside_cone = ft <= limit;
+        let ft2 = f[0] * f[0] + f[1] * f[1];
+        let inside_cone = ft2 <= limit * limit;
         if !inside_cone {
+            let ft = ft2.sqrt();
             let s = if ft > 0.0 { limit / ft } else { 0.0 };
             for r in 0..2 {
                 f[r] *= s;

@@ -302,7 +302,7 @@ pub fn detect(
                 } else {
                     ([0.0; 3], [k_new; 3])
                 };
-                let mut record = ContactRecord {
+                out.push(ContactRecord {
                     body_a: a as u32,
                     body_b: b as u32,
                     flags: if !ws.valid || ws.stick {
@@ -318,11 +318,7 @@ pub fn detect(
                     c0: [c0[0], c0[1], c0[2], 0.0],
                     k: [kk[0], kk[1], kk[2], 0.0],
                     lambda: [lambda[0], lambda[1], lambda[2], 0.0],
-                    ja: [[0.0; 6]; 3],
-                    jb: [[0.0; 6]; 3],
-                };
-                record.cache_jacobians();
-                out.push(record);
+                });
                 state.sources.push(Source {
                     pair: pi as u32,
                     manifold: mi as u32,

@@ -127,7 +127,7 @@ impl Ctx<'_> {
 
     fn add_contact(&self, me: u32, c: &ContactRecord, f: &mut Vec6, hm: &mut Mat6) {
         let cf = c.forces(&self.delta(c.body_a), &self.delta(c.body_b));
-        let jm = if c.body_a == me { &c.ja } else { &c.jb };
+        let jm = c.jacobians(c.body_a == me);
         for r in 0..3 {
             let j = &jm[r];
             for d in 0..6 {
