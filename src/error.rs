@@ -22,6 +22,8 @@ pub enum PhysicsError {
     MissingBody(BodyHandle),
     #[error("joint {0:?} does not exist")]
     MissingJoint(JointHandle),
+    #[error("GPU backend: {0}")]
+    Gpu(String),
     #[error("unknown solver config field `{0}`")]
     UnknownConfigField(String),
     #[error("invalid solver config field `{field}` = {value}")]

@@ -95,6 +95,8 @@ pub struct StepReport {
 #[derive(Default)]
 pub struct PhysicsWorld {
     pub config: SolverConfig,
+    /// The GPU solver when the world runs on the GPU backend.
+    pub(crate) gpu: Option<Box<crate::gpu::GpuSolver>>,
     pub(crate) bodies: BodySet,
     pub(crate) joints: JointSet,
     pub(crate) collision: collision::CollisionState,
@@ -115,12 +117,51 @@ pub struct BodyState {
 }
 
 impl PhysicsWorld {
+    /// A world on the CPU backend.
     pub fn new(config: SolverConfig) -> Result<Self, PhysicsError> {
         config.validate()?;
         Ok(Self {
             config,
             ..Default::default()
         })
+    }
+
+    /// A world on the chosen backend. `Backend::Auto` takes the GPU when an adapter is
+    /// found and falls back to the CPU otherwise (logged to stderr); `Backend::Gpu` fails
+    /// with [`PhysicsError::Gpu`] when no usable adapter is found.
+    pub fn with_backend(config: SolverConfig, backend: crate::gpu::Backend) -> Result<Self, PhysicsError> {
+        use crate::gpu::{Backend, GpuSolver};
+        let mut world = Self::new(config)?;
+        world.gpu = match backend {
+            Backend::Cpu => None,
+            Backend::Gpu => Some(Box::new(GpuSolver::new().map_err(|e| PhysicsError::Gpu(e.to_string()))?)),
+            Backend::Auto => match GpuSolver::new() {
+                Ok(gpu) => {
+                    eprintln!("bevy_avbd: GPU backend on {}", gpu.adapter_name());
+                    Some(Box::new(gpu))
+                }
+                Err(e) => {
+                    eprintln!("bevy_avbd: CPU backend ({e})");
+                    None
+                }
+            },
+        };
+        Ok(world)
+    }
+
+    /// `"cpu"` or `"gpu"`.
+    pub fn backend(&self) -> &'static str {
+        if self.gpu.is_some() { "gpu" } else { "cpu" }
+    }
+
+    /// The GPU adapter's name and API, when on the GPU backend.
+    pub fn adapter(&self) -> Option<String> {
+        self.gpu.as_ref().map(|g| g.adapter_name())
+    }
+
+    /// GPU buffer reallocations so far (zero growth once a scene is steady).
+    pub fn gpu_reallocations(&self) -> Option<u64> {
+        self.gpu.as_ref().map(|g| g.reallocations)
     }
 
     // ---------------------------------------------------------------- bodies
@@ -602,9 +643,14 @@ impl PhysicsWorld {
 
         // 5. the fixed iteration budget, then fracture of overloaded joints
         let mut report = StepReport::default();
-        for _ in 0..cfg.iterations {
-            primal::sweep(cfg, &self.bodies, &self.joints, &mut self.solver);
-            dual::update(cfg, &self.bodies, &mut self.joints, &mut self.solver);
+        if let Some(gpu) = self.gpu.as_mut() {
+            gpu.iterate(cfg, &self.bodies, &mut self.joints, &mut self.solver)
+                .map_err(|e| PhysicsError::Gpu(e.to_string()))?;
+        } else {
+            for _ in 0..cfg.iterations {
+                primal::sweep(cfg, &self.bodies, &self.joints, &mut self.solver);
+                dual::update(cfg, &self.bodies, &mut self.joints, &mut self.solver);
+            }
         }
         dual::fracture(&self.bodies, &mut self.joints, &self.solver, &mut report);
 

@@ -254,6 +254,16 @@ impl Scene {
         overrides: &[(String, f64)],
         config: SolverConfig,
     ) -> Result<Scene, SceneError> {
+        Self::build_on(name, overrides, config, crate::Backend::Cpu)
+    }
+
+    /// Builds scene `name` on the given backend.
+    pub fn build_on(
+        name: &str,
+        overrides: &[(String, f64)],
+        config: SolverConfig,
+        backend: crate::Backend,
+    ) -> Result<Scene, SceneError> {
         let spec = spec(name).ok_or_else(|| SceneError::UnknownScene(name.to_string()))?;
         let mut params: BTreeMap<String, f64> = spec
             .params
@@ -276,7 +286,7 @@ impl Scene {
             }
             params.insert(k.clone(), *v);
         }
-        let world = PhysicsWorld::new(config)?;
+        let world = PhysicsWorld::with_backend(config, backend)?;
         let mut scene = Scene {
             name: spec.name,
             params,

@@ -1,0 +1,685 @@
+// AVBD iterations on the GPU: the primal block solve per body of one colour, the copy
+// back of that colour's double buffer, and the dual updates of contacts and joints.
+//
+// Every formula mirrors the CPU backend (src/pipeline/primal.rs, dual.rs, src/contact.rs,
+// src/joint.rs); the records are the same bytemuck structs, uploaded unchanged.
+
+struct Params {
+    dt: f32,
+    alpha: f32,
+    beta_linear: f32,
+    beta_angular: f32,
+    k_max: f32,
+    lambda_max: f32,
+    n_contacts: u32,
+    n_joints: u32,
+};
+
+struct ColorRange {
+    start: u32,
+    count: u32,
+};
+
+struct Pose {
+    p: vec4<f32>,
+    q: vec4<f32>, // xyzw
+};
+
+struct Mass {
+    mass: f32,
+    inv_mass: f32,
+    pad0: f32,
+    pad1: f32,
+    inertia: vec4<f32>,
+    frame: vec4<f32>,
+};
+
+struct Iterate {
+    dp: vec4<f32>,
+    dtheta: vec4<f32>,
+    q: vec4<f32>,
+};
+
+struct Inertial {
+    y: vec4<f32>,
+    hl: vec4<f32>,
+};
+
+struct Contact {
+    body_a: u32,
+    body_b: u32,
+    flags: u32,
+    pad: u32,
+    normal: vec4<f32>,  // xyz normal A→B, w static μ
+    tangent: vec4<f32>, // xyz tangent, w dynamic μ
+    arm_a: vec4<f32>,
+    arm_b: vec4<f32>,
+    c0: vec4<f32>,
+    k: vec4<f32>,
+    lambda: vec4<f32>,
+};
+
+struct Joint {
+    body_a: u32,
+    body_b: u32,
+    kind: u32,
+    flags: u32,
+    anchor_a: vec4<f32>,
+    anchor_b: vec4<f32>,
+    frame_a: vec4<f32>,
+    frame_b: vec4<f32>,
+    limits_motor: vec4<f32>,
+    params: vec4<f32>,
+};
+
+struct JointState {
+    k: array<f32, 8>,
+    lambda: array<f32, 8>,
+    c0: array<f32, 8>,
+    angle0: vec4<f32>,
+};
+
+@group(0) @binding(0) var<uniform> params: Params;
+@group(0) @binding(1) var<storage, read> poses: array<Pose>;
+@group(0) @binding(2) var<storage, read> masses: array<Mass>;
+@group(0) @binding(3) var<storage, read_write> iterate: array<Iterate>;
+@group(0) @binding(4) var<storage, read> inertial: array<Inertial>;
+@group(0) @binding(5) var<storage, read_write> contacts: array<Contact>;
+@group(0) @binding(6) var<storage, read> joints: array<Joint>;
+@group(0) @binding(7) var<storage, read_write> joint_states: array<JointState>;
+@group(0) @binding(8) var<storage, read> adj_offsets: array<u32>;
+@group(0) @binding(9) var<storage, read> adj_items: array<u32>;
+@group(0) @binding(10) var<storage, read> color_bodies: array<u32>;
+@group(0) @binding(11) var<storage, read_write> scratch: array<Iterate>;
+@group(1) @binding(0) var<uniform> color: ColorRange;
+
+const WORLD: u32 = 0xffffffffu;
+const INF: f32 = 3.4028235e38;
+const STICK: u32 = 1u;
+const INSIDE_CONE: u32 = 2u;
+const HAS_LIMIT: u32 = 2u;
+const HAS_MOTOR: u32 = 4u;
+const BROKEN: u32 = 1u;
+const K_BALL: u32 = 0u;
+const K_FIXED: u32 = 1u;
+const K_REVOLUTE: u32 = 2u;
+const K_PRISMATIC: u32 = 3u;
+const K_DISTANCE: u32 = 4u;
+const K_ROPE: u32 = 5u;
+
+// ------------------------------------------------------------------ quaternions
+
+fn qmul(a: vec4<f32>, b: vec4<f32>) -> vec4<f32> {
+    return vec4<f32>(
+        a.w * b.xyz + b.w * a.xyz + cross(a.xyz, b.xyz),
+        a.w * b.w - dot(a.xyz, b.xyz),
+    );
+}
+
+fn qconj(q: vec4<f32>) -> vec4<f32> {
+    return vec4<f32>(-q.xyz, q.w);
+}
+
+fn qrot(q: vec4<f32>, v: vec3<f32>) -> vec3<f32> {
+    let t = 2.0 * cross(q.xyz, v);
+    return v + q.w * t + cross(q.xyz, t);
+}
+
+// Eq. 20: (2 qa qb⁻¹)_v on the short arc.
+fn quat_sub(qa: vec4<f32>, qb: vec4<f32>) -> vec3<f32> {
+    let d = qmul(qa, qconj(qb));
+    let v = d.xyz * 2.0;
+    return select(v, -v, d.w < 0.0);
+}
+
+// Eq. 21: normalize(q + ½ (0, w) q).
+fn quat_add(q: vec4<f32>, w: vec3<f32>) -> vec4<f32> {
+    let dq = qmul(vec4<f32>(w, 0.0), q);
+    return normalize(q + dq * 0.5);
+}
+
+fn mat3_from_quat(q: vec4<f32>) -> mat3x3<f32> {
+    return mat3x3<f32>(qrot(q, vec3<f32>(1.0, 0.0, 0.0)), qrot(q, vec3<f32>(0.0, 1.0, 0.0)), qrot(q, vec3<f32>(0.0, 0.0, 1.0)));
+}
+
+fn world_inertia(m: Mass, q: vec4<f32>) -> mat3x3<f32> {
+    let r = mat3_from_quat(qmul(q, m.frame));
+    let d = mat3x3<f32>(vec3<f32>(m.inertia.x, 0.0, 0.0), vec3<f32>(0.0, m.inertia.y, 0.0), vec3<f32>(0.0, 0.0, m.inertia.z));
+    return r * d * transpose(r);
+}
+
+// glam's any_orthonormal_vector (Pixar ONB), with copysign semantics for the sign.
+fn tangent_of(n: vec3<f32>) -> vec3<f32> {
+    let sign = select(1.0, -1.0, (bitcast<u32>(n.z) >> 31u) == 1u);
+    let a = -1.0 / (sign + n.z);
+    let b = n.x * n.y * a;
+    return vec3<f32>(b, sign + n.y * n.y * a, -n.y);
+}
+
+// ------------------------------------------------------------------ 6×6 system
+
+var<private> H: array<f32, 36>;
+var<private> F: array<f32, 6>;
+
+fn add_outer(j: array<f32, 6>, k: f32) {
+    for (var r = 0u; r < 6u; r++) {
+        let kr = k * j[r];
+        for (var c = 0u; c <= r; c++) {
+            H[r * 6u + c] += kr * j[c];
+        }
+    }
+}
+
+fn add_force(j: array<f32, 6>, f: f32) {
+    for (var d = 0u; d < 6u; d++) {
+        F[d] -= f * j[d];
+    }
+}
+
+fn add_diag3(v: vec3<f32>, ang: bool) {
+    let o = select(0u, 3u, ang);
+    H[o * 7u] += v.x;
+    H[(o + 1u) * 7u] += v.y;
+    H[(o + 2u) * 7u] += v.z;
+}
+
+// LDLᵀ of the lower triangle with the 1e-6·max-diagonal pivot guard; solves H x = F in F.
+fn solve_ldlt() -> bool {
+    var max_diag = 0.0;
+    for (var i = 0u; i < 6u; i++) {
+        max_diag = max(max_diag, abs(H[i * 7u]));
+    }
+    if (!(max_diag > 0.0) || max_diag > INF) {
+        return false;
+    }
+    let eps = 1e-6 * max_diag;
+    var l: array<f32, 36>;
+    var d: array<f32, 6>;
+    for (var j = 0u; j < 6u; j++) {
+        var dj = H[j * 7u];
+        for (var k = 0u; k < j; k++) {
+            dj -= l[j * 6u + k] * l[j * 6u + k] * d[k];
+        }
+        dj = max(dj, eps);
+        d[j] = dj;
+        for (var i = j + 1u; i < 6u; i++) {
+            var s = H[i * 6u + j];
+            for (var k = 0u; k < j; k++) {
+                s -= l[i * 6u + k] * l[j * 6u + k] * d[k];
+            }
+            l[i * 6u + j] = s / dj;
+        }
+    }
+    for (var i = 0u; i < 6u; i++) {
+        for (var k = 0u; k < i; k++) {
+            F[i] -= l[i * 6u + k] * F[k];
+        }
+    }
+    for (var i = 0u; i < 6u; i++) {
+        F[i] /= d[i];
+    }
+    for (var ii = 0u; ii < 6u; ii++) {
+        let i = 5u - ii;
+        for (var k = i + 1u; k < 6u; k++) {
+            F[i] -= l[k * 6u + i] * F[k];
+        }
+    }
+    for (var i = 0u; i < 6u; i++) {
+        if (!(abs(F[i]) <= INF)) {
+            return false;
+        }
+    }
+    return true;
+}
+
+fn vec6(a: vec3<f32>, b: vec3<f32>) -> array<f32, 6> {
+    return array<f32, 6>(a.x, a.y, a.z, b.x, b.y, b.z);
+}
+
+// ------------------------------------------------------------------ body state
+
+fn body_delta_p(b: u32) -> vec3<f32> {
+    if (b == WORLD) {
+        return vec3<f32>(0.0);
+    }
+    return iterate[b].dp.xyz;
+}
+
+fn body_delta_theta(b: u32) -> vec3<f32> {
+    if (b == WORLD) {
+        return vec3<f32>(0.0);
+    }
+    return iterate[b].dtheta.xyz;
+}
+
+fn body_pose(b: u32) -> Pose {
+    if (b == WORLD) {
+        return Pose(vec4<f32>(0.0), vec4<f32>(0.0, 0.0, 0.0, 1.0));
+    }
+    let it = iterate[b];
+    return Pose(vec4<f32>(poses[b].p.xyz + it.dp.xyz, 0.0), it.q);
+}
+
+// ------------------------------------------------------------------ contacts
+
+struct ContactForce {
+    c: vec3<f32>,
+    f: vec3<f32>,
+    kh: vec3<f32>,
+    normal_active: bool,
+    inside_cone: bool,
+};
+
+fn contact_dirs(c: Contact) -> mat3x3<f32> {
+    let n = c.normal.xyz;
+    let t = c.tangent.xyz;
+    return mat3x3<f32>(t, cross(n, t), n);
+}
+
+fn contact_forces(c: Contact) -> ContactForce {
+    let point_a = body_delta_p(c.body_a) + cross(body_delta_theta(c.body_a), c.arm_a.xyz);
+    let point_b = body_delta_p(c.body_b) + cross(body_delta_theta(c.body_b), c.arm_b.xyz);
+    let delta = point_b - point_a;
+    let dirs = contact_dirs(c);
+    var out: ContactForce;
+    var cc = vec3<f32>(0.0);
+    var f = vec3<f32>(0.0);
+    for (var r = 0u; r < 3u; r++) {
+        cc[r] = c.c0[r] + dot(dirs[r], delta);
+        f[r] = c.k[r] * cc[r] + c.lambda[r];
+    }
+    var kh = c.k.xyz;
+    out.normal_active = f.z < 0.0;
+    if (!out.normal_active) {
+        f.z = 0.0;
+        if (cc.z != 0.0) {
+            kh.z = abs((0.0 - c.lambda.z) / cc.z);
+        }
+    }
+    let mu = select(c.tangent.w, c.normal.w, (c.flags & STICK) != 0u);
+    let limit = mu * -f.z;
+    let ft2 = f.x * f.x + f.y * f.y;
+    out.inside_cone = ft2 <= limit * limit;
+    if (!out.inside_cone) {
+        let ft = sqrt(ft2);
+        let s = select(0.0, limit / ft, ft > 0.0);
+        for (var r = 0u; r < 2u; r++) {
+            f[r] *= s;
+            if (cc[r] != 0.0) {
+                kh[r] = abs((f[r] - c.lambda[r]) / cc[r]);
+            }
+        }
+    }
+    out.c = cc;
+    out.f = f;
+    out.kh = kh;
+    return out;
+}
+
+fn add_contact(me: u32, c: Contact) {
+    let cf = contact_forces(c);
+    let dirs = contact_dirs(c);
+    let side_a = c.body_a == me;
+    for (var r = 0u; r < 3u; r++) {
+        let d = dirs[r];
+        var j: array<f32, 6>;
+        if (side_a) {
+            j = vec6(-d, -cross(c.arm_a.xyz, d));
+        } else {
+            j = vec6(d, cross(c.arm_b.xyz, d));
+        }
+        add_force(j, cf.f[r]);
+        add_outer(j, cf.kh[r]);
+    }
+}
+
+// ------------------------------------------------------------------ joints
+
+struct Row {
+    c: f32,
+    ja: array<f32, 6>,
+    jb: array<f32, 6>,
+    fmin: f32,
+    fmax: f32,
+    stiffness: f32,
+    angular: bool,
+    inequality: bool,
+    motor: bool,
+};
+
+var<private> rows: array<Row, 8>;
+var<private> n_rows: u32;
+var<private> n_point: u32;
+var<private> point_dirs: array<vec3<f32>, 3>;
+var<private> arm_a_w: vec3<f32>;
+var<private> arm_b_w: vec3<f32>;
+var<private> dist_dir: vec3<f32>;
+var<private> dist_len: f32;
+var<private> hinge_angle: f32;
+
+fn push_row(c: f32, ja: array<f32, 6>, jb: array<f32, 6>, fmin: f32, fmax: f32, stiffness: f32, angular: bool, inequality: bool, motor: bool) {
+    rows[n_rows] = Row(c, ja, jb, fmin, fmax, stiffness, angular, inequality, motor);
+    n_rows += 1u;
+}
+
+fn push_point_row(dir: vec3<f32>, d: vec3<f32>, soft: f32) {
+    point_dirs[n_point] = dir;
+    n_point += 1u;
+    push_row(dot(dir, d), vec6(dir, cross(arm_a_w, dir)), vec6(-dir, -cross(arm_b_w, dir)), -INF, INF, soft, false, false, false);
+}
+
+fn push_angular_lock(fa: vec4<f32>, fb: vec4<f32>) {
+    let err = qmul(fa, qconj(fb));
+    var w = err.w;
+    var v = err.xyz;
+    if (err.w < 0.0) {
+        w = -err.w;
+        v = -err.xyz;
+    }
+    let c = 2.0 * v;
+    for (var i = 0u; i < 3u; i++) {
+        var ei = vec3<f32>(0.0);
+        ei[i] = 1.0;
+        let ja = ei * w + cross(ei, v) * -1.0;
+        let jb = -(ei * w + cross(ei, v));
+        push_row(c[i], vec6(vec3<f32>(0.0), ja), vec6(vec3<f32>(0.0), jb), -INF, INF, 0.0, true, false, false);
+    }
+}
+
+fn evaluate_joint(j: Joint, pa: Pose, pb_in: Pose) {
+    n_rows = 0u;
+    n_point = 0u;
+    hinge_angle = 0.0;
+    var pb = pb_in;
+    if (j.body_b == WORLD) {
+        pb = Pose(vec4<f32>(0.0), vec4<f32>(0.0, 0.0, 0.0, 1.0));
+    }
+    let qa = pa.q;
+    let qb = pb.q;
+    arm_a_w = qrot(qa, j.anchor_a.xyz);
+    arm_b_w = qrot(qb, j.anchor_b.xyz);
+    let d = (pa.p.xyz + arm_a_w) - (pb.p.xyz + arm_b_w);
+    let soft = max(j.params.y, 0.0);
+    let fa = qmul(qa, j.frame_a);
+    let fb = qmul(qb, j.frame_b);
+    let x = vec3<f32>(1.0, 0.0, 0.0);
+    let y = vec3<f32>(0.0, 1.0, 0.0);
+    let z = vec3<f32>(0.0, 0.0, 1.0);
+    if (j.kind == K_BALL || j.kind == K_FIXED || j.kind == K_REVOLUTE) {
+        push_point_row(x, d, soft);
+        push_point_row(y, d, soft);
+        push_point_row(z, d, soft);
+    }
+    if (j.kind == K_FIXED) {
+        push_angular_lock(fa, fb);
+    }
+    if (j.kind == K_REVOLUTE) {
+        let a = qrot(fa, x);
+        let b = qrot(fb, x);
+        let t1 = tangent_of(a);
+        let t2 = cross(a, t1);
+        let axb = cross(a, b);
+        let ab = dot(a, b);
+        for (var i = 0u; i < 2u; i++) {
+            let t = select(t2, t1, i == 0u);
+            push_row(dot(t, axb), vec6(vec3<f32>(0.0), b * dot(t, a) - t * ab), vec6(vec3<f32>(0.0), t * ab - a * dot(t, b)), -INF, INF, 0.0, true, false, false);
+        }
+        let ra = qrot(fa, y);
+        let rb = qrot(fb, y);
+        let angle = atan2(dot(a, cross(ra, rb)), dot(ra, rb));
+        hinge_angle = angle;
+        let lm = j.limits_motor;
+        if ((j.flags & HAS_LIMIT) != 0u) {
+            push_row(angle - lm.x, vec6(vec3<f32>(0.0), -a), vec6(vec3<f32>(0.0), a), -INF, 0.0, 0.0, true, true, false);
+            push_row(lm.y - angle, vec6(vec3<f32>(0.0), a), vec6(vec3<f32>(0.0), -a), -INF, 0.0, 0.0, true, true, false);
+        }
+        if ((j.flags & HAS_MOTOR) != 0u) {
+            push_row(0.0, vec6(vec3<f32>(0.0), -a), vec6(vec3<f32>(0.0), a), -lm.w, lm.w, 0.0, true, false, true);
+        }
+    }
+    if (j.kind == K_PRISMATIC) {
+        let axis = qrot(fa, x);
+        let t1 = tangent_of(axis);
+        let t2 = cross(axis, t1);
+        push_point_row(t1, d, soft);
+        push_point_row(t2, d, soft);
+        push_angular_lock(fa, fb);
+        if ((j.flags & HAS_LIMIT) != 0u) {
+            let s = -dot(axis, d);
+            let lm = j.limits_motor;
+            let dir_lo = -axis;
+            push_row(s - lm.x, vec6(dir_lo, cross(arm_a_w, dir_lo)), vec6(-dir_lo, -cross(arm_b_w, dir_lo)), -INF, 0.0, 0.0, false, true, false);
+            let dir_hi = axis;
+            push_row(lm.y - s, vec6(dir_hi, cross(arm_a_w, dir_hi)), vec6(-dir_hi, -cross(arm_b_w, dir_hi)), -INF, 0.0, 0.0, false, true, false);
+        }
+    }
+    if (j.kind == K_DISTANCE || j.kind == K_ROPE) {
+        let len = length(d);
+        var n = vec3<f32>(0.0, 1.0, 0.0);
+        if (len > 1e-9) {
+            n = d / len;
+        }
+        dist_dir = n;
+        dist_len = len;
+        let rope = j.kind == K_ROPE;
+        push_row(len - j.params.x, vec6(n, cross(arm_a_w, n)), vec6(-n, -cross(arm_b_w, n)), select(-INF, 0.0, rope), INF, soft, false, rope, false);
+    }
+}
+
+fn wrap_angle(a: f32) -> f32 {
+    let two_pi = 6.2831855;
+    let pi = 3.1415927;
+    var r = a - two_pi * trunc(a / two_pi);
+    if (r > pi) {
+        r -= two_pi;
+    } else if (r <= -pi) {
+        r += two_pi;
+    }
+    return r;
+}
+
+fn start_error_is_violation(row: Row, c0: f32) -> bool {
+    if (row.motor) {
+        return false;
+    }
+    if (!row.inequality) {
+        return true;
+    }
+    if (row.fmax == 0.0) {
+        return c0 < 0.0;
+    }
+    return c0 > 0.0;
+}
+
+fn row_error(r: u32, st: JointState, j: Joint) -> f32 {
+    let row = rows[r];
+    if (row.motor) {
+        return wrap_angle(hinge_angle - st.angle0.x) - j.limits_motor.z * params.dt;
+    }
+    if (row.stiffness == 0.0 && start_error_is_violation(row, st.c0[r])) {
+        return row.c - params.alpha * st.c0[r];
+    }
+    return row.c;
+}
+
+// (force, Hessian stiffness) of a row: see primal::row_force.
+fn row_force(row: Row, c: f32, k: f32, lambda: f32) -> vec2<f32> {
+    var raw = k * c + lambda;
+    var kh = k;
+    if (row.stiffness > 0.0) {
+        let s = row.stiffness / (row.stiffness + k);
+        raw = s * (lambda + k * c);
+        kh = s * k;
+    }
+    if (raw < row.fmin) {
+        if (c != 0.0) {
+            kh = abs((row.fmin - lambda) / c);
+        }
+        return vec2<f32>(row.fmin, kh);
+    }
+    if (raw > row.fmax) {
+        if (c != 0.0) {
+            kh = abs((row.fmax - lambda) / c);
+        }
+        return vec2<f32>(row.fmax, kh);
+    }
+    return vec2<f32>(raw, kh);
+}
+
+// Column norms of ½(f rᵀ + r fᵀ) − (f·r) I (math::lever_geometric_stiffness).
+fn lever_gs(f: vec3<f32>, r: vec3<f32>) -> vec3<f32> {
+    let fr = dot(f, r);
+    var out = vec3<f32>(0.0);
+    for (var i = 0u; i < 3u; i++) {
+        var c = (f * r[i] + r * f[i]) * 0.5;
+        c[i] -= fr;
+        out[i] = length(c);
+    }
+    return out;
+}
+
+fn add_joint(me: u32, ji: u32) {
+    let j = joints[ji];
+    let st = joint_states[ji];
+    evaluate_joint(j, body_pose(j.body_a), body_pose(j.body_b));
+    let is_a = j.body_a == me;
+    var forces: array<f32, 8>;
+    for (var r = 0u; r < n_rows; r++) {
+        let c = row_error(r, st, j);
+        let fk = row_force(rows[r], c, st.k[r], st.lambda[r]);
+        forces[r] = fk.x;
+        var jr = rows[r].jb;
+        if (is_a) {
+            jr = rows[r].ja;
+        }
+        add_force(jr, fk.x);
+        add_outer(jr, fk.y);
+    }
+    let arm = select(arm_b_w, arm_a_w, is_a);
+    if (n_point > 0u) {
+        var fv = vec3<f32>(0.0);
+        for (var r = 0u; r < n_point; r++) {
+            fv += point_dirs[r] * forces[r];
+        }
+        add_diag3(lever_gs(fv, arm), true);
+    }
+    if (j.kind == K_DISTANCE || j.kind == K_ROPE) {
+        let fn_ = forces[0];
+        if (dist_len > 1e-6 && fn_ != 0.0) {
+            let n = dist_dir;
+            let g = max(vec3<f32>(1.0) - n * n, vec3<f32>(0.0));
+            add_diag3(sqrt(g) * (abs(fn_) / dist_len), false);
+        }
+        add_diag3(lever_gs(dist_dir * forces[0], arm), true);
+    }
+}
+
+// ------------------------------------------------------------------ entry points
+
+// One body of the current colour: assemble H Δx = f (Eq. 4–6) and write the new iterate
+// into the double buffer.
+@compute @workgroup_size(64)
+fn primal(@builtin(global_invocation_id) gid: vec3<u32>) {
+    if (gid.x >= color.count) {
+        return;
+    }
+    let slot = color.start + gid.x;
+    let i = color_bodies[slot];
+    let h = params.dt;
+    let inv_h2 = 1.0 / (h * h);
+    let it = iterate[i];
+    let m = masses[i];
+    let q = it.q;
+    let iw = world_inertia(m, q);
+    let y = inertial[i];
+    let f_lin = -(it.dp.xyz - y.y.xyz) * (m.mass * inv_h2);
+    let f_ang = -(iw * it.dtheta.xyz - y.hl.xyz) * inv_h2;
+    for (var k = 0u; k < 36u; k++) {
+        H[k] = 0.0;
+    }
+    F = vec6(f_lin, f_ang);
+    for (var r = 0u; r < 3u; r++) {
+        H[r * 7u] = m.mass * inv_h2;
+        for (var c = 0u; c < 3u; c++) {
+            H[(3u + r) * 6u + 3u + c] = iw[c][r] * inv_h2;
+        }
+    }
+    for (var a = adj_offsets[i]; a < adj_offsets[i + 1u]; a++) {
+        let item = adj_items[a];
+        let idx = item >> 1u;
+        if ((item & 1u) != 0u) {
+            add_joint(i, idx);
+        } else {
+            add_contact(i, contacts[idx]);
+        }
+    }
+    if (!solve_ldlt()) {
+        scratch[slot] = it;
+        return;
+    }
+    let dp = it.dp.xyz + vec3<f32>(F[0], F[1], F[2]);
+    let qn = quat_add(q, vec3<f32>(F[3], F[4], F[5]));
+    let q0 = poses[i].q;
+    scratch[slot] = Iterate(vec4<f32>(dp, 0.0), vec4<f32>(quat_sub(qn, q0), 0.0), qn);
+}
+
+// Copies the colour's double buffer back into the iterates.
+@compute @workgroup_size(64)
+fn copy_back(@builtin(global_invocation_id) gid: vec3<u32>) {
+    if (gid.x >= color.count) {
+        return;
+    }
+    let slot = color.start + gid.x;
+    iterate[color_bodies[slot]] = scratch[slot];
+}
+
+// Dual update of one contact (λ = clamped force; k ramps while inside the bounds).
+@compute @workgroup_size(64)
+fn dual_contacts(@builtin(global_invocation_id) gid: vec3<u32>) {
+    if (gid.x >= params.n_contacts) {
+        return;
+    }
+    var c = contacts[gid.x];
+    let cf = contact_forces(c);
+    for (var r = 0u; r < 3u; r++) {
+        c.lambda[r] = clamp(cf.f[r], -params.lambda_max, params.lambda_max);
+    }
+    let beta = params.beta_linear;
+    if (cf.normal_active) {
+        c.k.z = min(c.k.z + beta * abs(cf.c.z), params.k_max);
+    }
+    if (cf.inside_cone) {
+        c.flags |= INSIDE_CONE;
+        for (var r = 0u; r < 2u; r++) {
+            c.k[r] = min(c.k[r] + beta * abs(cf.c[r]), params.k_max);
+        }
+    } else {
+        c.flags &= ~(STICK | INSIDE_CONE);
+    }
+    contacts[gid.x] = c;
+}
+
+// Dual update of one joint's rows.
+@compute @workgroup_size(64)
+fn dual_joints(@builtin(global_invocation_id) gid: vec3<u32>) {
+    if (gid.x >= params.n_joints) {
+        return;
+    }
+    let j = joints[gid.x];
+    if ((j.flags & BROKEN) != 0u) {
+        return;
+    }
+    var st = joint_states[gid.x];
+    evaluate_joint(j, body_pose(j.body_a), body_pose(j.body_b));
+    for (var r = 0u; r < n_rows; r++) {
+        let c = row_error(r, st, j);
+        let beta = select(params.beta_linear, params.beta_angular, rows[r].angular);
+        let fk = row_force(rows[r], c, st.k[r], st.lambda[r]);
+        let inside = fk.x > rows[r].fmin && fk.x < rows[r].fmax;
+        st.lambda[r] = clamp(fk.x, -params.lambda_max, params.lambda_max);
+        if (inside) {
+            st.k[r] = min(st.k[r] + beta * abs(c), params.k_max);
+        }
+    }
+    joint_states[gid.x] = st;
+}
