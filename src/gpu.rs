@@ -132,7 +132,8 @@ fn uniform_entry(binding: u32, dynamic: bool, size: u64) -> wgpu::BindGroupLayou
 impl GpuSolver {
     /// Finds an adapter (honouring `WGPU_BACKEND`), opens a device and builds the pipelines.
     pub fn new() -> Result<Self, GpuError> {
-        let instance = wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env());
+        let instance =
+            wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env());
         let adapter = pollster::block_on(instance.request_adapter(&wgpu::RequestAdapterOptions {
             power_preference: wgpu::PowerPreference::HighPerformance,
             ..Default::default()
@@ -160,7 +161,11 @@ impl GpuSolver {
             label: Some("avbd.wgsl"),
             source: wgpu::ShaderSource::Wgsl(SHADER.into()),
         });
-        let mut entries0 = vec![uniform_entry(0, false, std::mem::size_of::<Params>() as u64)];
+        let mut entries0 = vec![uniform_entry(
+            0,
+            false,
+            std::mem::size_of::<Params>() as u64,
+        )];
         for (i, (_, read_only)) in STORAGE.iter().enumerate() {
             entries0.push(storage_entry(i as u32 + 1, *read_only));
         }
@@ -199,7 +204,14 @@ impl GpuSolver {
             colors: Self::make_buffer(&device, "colors", COLOR_SLOT, wgpu::BufferUsages::UNIFORM),
             storage: STORAGE
                 .iter()
-                .map(|(name, _)| Self::make_buffer(&device, name, 256, wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC))
+                .map(|(name, _)| {
+                    Self::make_buffer(
+                        &device,
+                        name,
+                        256,
+                        wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC,
+                    )
+                })
                 .collect(),
             readback: Self::make_buffer(&device, "readback", 256, wgpu::BufferUsages::MAP_READ),
             device,
@@ -225,10 +237,20 @@ impl GpuSolver {
         format!("{} ({:?})", self.info.name, self.info.backend)
     }
 
-    fn make_buffer(device: &wgpu::Device, label: &str, size: u64, usage: wgpu::BufferUsages) -> DeviceBuffer {
+    fn make_buffer(
+        device: &wgpu::Device,
+        label: &str,
+        size: u64,
+        usage: wgpu::BufferUsages,
+    ) -> DeviceBuffer {
         let usage = usage | wgpu::BufferUsages::COPY_DST;
         DeviceBuffer {
-            buffer: device.create_buffer(&wgpu::BufferDescriptor { label: Some(label), size, usage, mapped_at_creation: false }),
+            buffer: device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some(label),
+                size,
+                usage,
+                mapped_at_creation: false,
+            }),
             capacity: size,
         }
     }
@@ -241,30 +263,55 @@ impl GpuSolver {
             return false;
         }
         let size = need.max(buf.capacity * 2);
-        self.storage[slot] = Self::make_buffer(&self.device, STORAGE[slot].0, size, wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC);
+        self.storage[slot] = Self::make_buffer(
+            &self.device,
+            STORAGE[slot].0,
+            size,
+            wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC,
+        );
         self.reallocations += 1;
         true
     }
 
     fn rebuild_bind_groups(&mut self) {
-        let mut entries = vec![wgpu::BindGroupEntry { binding: 0, resource: self.params.as_entire_binding() }];
+        let mut entries = vec![wgpu::BindGroupEntry {
+            binding: 0,
+            resource: self.params.as_entire_binding(),
+        }];
         for (i, b) in self.storage.iter().enumerate() {
-            entries.push(wgpu::BindGroupEntry { binding: i as u32 + 1, resource: b.buffer.as_entire_binding() });
+            entries.push(wgpu::BindGroupEntry {
+                binding: i as u32 + 1,
+                resource: b.buffer.as_entire_binding(),
+            });
         }
-        self.bind0 = Some(self.device.create_bind_group(&wgpu::BindGroupDescriptor { label: Some("avbd step"), layout: &self.layout0, entries: &entries }));
+        self.bind0 = Some(self.device.create_bind_group(&wgpu::BindGroupDescriptor {
+            label: Some("avbd step"),
+            layout: &self.layout0,
+            entries: &entries,
+        }));
         self.bind1 = Some(self.device.create_bind_group(&wgpu::BindGroupDescriptor {
             label: Some("avbd colour"),
             layout: &self.layout1,
             entries: &[wgpu::BindGroupEntry {
                 binding: 0,
-                resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding { buffer: &self.colors.buffer, offset: 0, size: NonZeroU64::new(8) }),
+                resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+                    buffer: &self.colors.buffer,
+                    offset: 0,
+                    size: NonZeroU64::new(8),
+                }),
             }],
         }));
     }
 
     /// Runs `cfg.iterations` AVBD iterations of the prepared step on the GPU and reads the
     /// iterates, contact multipliers and joint states back into `s` and `joints`.
-    pub fn iterate(&mut self, cfg: &SolverConfig, bodies: &BodySet, joints: &mut JointSet, s: &mut SolverData) -> Result<(), GpuError> {
+    pub fn iterate(
+        &mut self,
+        cfg: &SolverConfig,
+        bodies: &BodySet,
+        joints: &mut JointSet,
+        s: &mut SolverData,
+    ) -> Result<(), GpuError> {
         let n_colors = s.colors.count();
         let slices: [&[u8]; 11] = [
             bytemuck::cast_slice::<PoseRecord, u8>(&bodies.poses),
@@ -287,14 +334,26 @@ impl GpuSolver {
         grown |= self.ensure(10, scratch_bytes);
         let colors_bytes = (n_colors.max(1) as u64) * COLOR_SLOT;
         if self.colors.capacity < colors_bytes {
-            self.colors = Self::make_buffer(&self.device, "colors", colors_bytes.max(self.colors.capacity * 2), wgpu::BufferUsages::UNIFORM);
+            self.colors = Self::make_buffer(
+                &self.device,
+                "colors",
+                colors_bytes.max(self.colors.capacity * 2),
+                wgpu::BufferUsages::UNIFORM,
+            );
             self.reallocations += 1;
             grown = true;
         }
         let (it_len, ct_len, js_len) = (slices[2].len(), slices[4].len(), slices[6].len());
         let read_bytes = (it_len + ct_len + js_len) as u64;
         if self.readback.capacity < read_bytes {
-            self.readback = Self::make_buffer(&self.device, "readback", read_bytes.next_multiple_of(256).max(self.readback.capacity * 2), wgpu::BufferUsages::MAP_READ);
+            self.readback = Self::make_buffer(
+                &self.device,
+                "readback",
+                read_bytes
+                    .next_multiple_of(256)
+                    .max(self.readback.capacity * 2),
+                wgpu::BufferUsages::MAP_READ,
+            );
             self.reallocations += 1;
         }
         if grown {
@@ -315,10 +374,14 @@ impl GpuSolver {
             n_contacts: s.contacts.len() as u32,
             n_joints: joints.records.len() as u32,
         };
-        self.queue.write_buffer(&self.params, 0, bytemuck::bytes_of(&params));
+        self.queue
+            .write_buffer(&self.params, 0, bytemuck::bytes_of(&params));
         let mut slots = vec![0u8; (n_colors as u64 * COLOR_SLOT) as usize];
         for c in 0..n_colors {
-            let range = [s.colors.offsets[c], s.colors.offsets[c + 1] - s.colors.offsets[c]];
+            let range = [
+                s.colors.offsets[c],
+                s.colors.offsets[c + 1] - s.colors.offsets[c],
+            ];
             let at = c * COLOR_SLOT as usize;
             slots[at..at + 8].copy_from_slice(bytemuck::cast_slice(&range));
         }
@@ -327,9 +390,16 @@ impl GpuSolver {
         }
 
         // The whole iteration budget in one submission.
-        let mut encoder = self.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("avbd step") });
+        let mut encoder = self
+            .device
+            .create_command_encoder(&wgpu::CommandEncoderDescriptor {
+                label: Some("avbd step"),
+            });
         {
-            let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor { label: Some("avbd iterations"), timestamp_writes: None });
+            let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                label: Some("avbd iterations"),
+                timestamp_writes: None,
+            });
             let groups = |n: usize| (n as u32).div_ceil(WORKGROUP);
             pass.set_bind_group(0, self.bind0.as_ref(), &[]);
             for _ in 0..cfg.iterations {
@@ -355,7 +425,13 @@ impl GpuSolver {
         let mut offset = 0u64;
         for (slot, len) in [(2usize, it_len), (4, ct_len), (6, js_len)] {
             if len > 0 {
-                encoder.copy_buffer_to_buffer(&self.storage[slot].buffer, 0, &self.readback.buffer, offset, len as u64);
+                encoder.copy_buffer_to_buffer(
+                    &self.storage[slot].buffer,
+                    0,
+                    &self.readback.buffer,
+                    offset,
+                    len as u64,
+                );
             }
             offset += len as u64;
         }
@@ -370,15 +446,23 @@ impl GpuSolver {
         slice.map_async(wgpu::MapMode::Read, move |r| {
             let _ = tx.send(r);
         });
-        self.device.poll(wgpu::PollType::wait_indefinitely()).map_err(|e| GpuError::Readback(e.to_string()))?;
-        rx.recv().map_err(|e| GpuError::Readback(e.to_string()))?.map_err(|e| GpuError::Readback(e.to_string()))?;
+        self.device
+            .poll(wgpu::PollType::wait_indefinitely())
+            .map_err(|e| GpuError::Readback(e.to_string()))?;
+        rx.recv()
+            .map_err(|e| GpuError::Readback(e.to_string()))?
+            .map_err(|e| GpuError::Readback(e.to_string()))?;
         {
-            let data = slice.get_mapped_range().map_err(|e| GpuError::Readback(format!("{e:?}")))?;
+            let data = slice
+                .get_mapped_range()
+                .map_err(|e| GpuError::Readback(format!("{e:?}")))?;
             let (a, rest) = data.split_at(it_len);
             let (b, c) = rest.split_at(ct_len);
             s.iterate.copy_from_slice(bytemuck::cast_slice(a));
             s.contacts.copy_from_slice(bytemuck::cast_slice(b));
-            joints.states.copy_from_slice(bytemuck::cast_slice(&c[..js_len]));
+            joints
+                .states
+                .copy_from_slice(bytemuck::cast_slice(&c[..js_len]));
         }
         self.readback.buffer.unmap();
         Ok(())

@@ -129,12 +129,17 @@ impl PhysicsWorld {
     /// A world on the chosen backend. `Backend::Auto` takes the GPU when an adapter is
     /// found and falls back to the CPU otherwise (logged to stderr); `Backend::Gpu` fails
     /// with [`PhysicsError::Gpu`] when no usable adapter is found.
-    pub fn with_backend(config: SolverConfig, backend: crate::gpu::Backend) -> Result<Self, PhysicsError> {
+    pub fn with_backend(
+        config: SolverConfig,
+        backend: crate::gpu::Backend,
+    ) -> Result<Self, PhysicsError> {
         use crate::gpu::{Backend, GpuSolver};
         let mut world = Self::new(config)?;
         world.gpu = match backend {
             Backend::Cpu => None,
-            Backend::Gpu => Some(Box::new(GpuSolver::new().map_err(|e| PhysicsError::Gpu(e.to_string()))?)),
+            Backend::Gpu => Some(Box::new(
+                GpuSolver::new().map_err(|e| PhysicsError::Gpu(e.to_string()))?,
+            )),
             Backend::Auto => match GpuSolver::new() {
                 Ok(gpu) => {
                     eprintln!("bevy_avbd: GPU backend on {}", gpu.adapter_name());

@@ -18,7 +18,10 @@ fn gpu_scene(name: &str, params: &[(&str, f64)], config: SolverConfig) -> Option
     match Scene::build_on(name, &params, config, Backend::Gpu) {
         Ok(s) => Some(s),
         Err(e) => {
-            assert!(!require_gpu(), "AVBD_REQUIRE_GPU=1 but the GPU backend failed: {e}");
+            assert!(
+                !require_gpu(),
+                "AVBD_REQUIRE_GPU=1 but the GPU backend failed: {e}"
+            );
             eprintln!("skipping GPU test: {e}");
             None
         }
@@ -36,11 +39,17 @@ fn run_gpu(name: &str, params: &[(&str, f64)], config: SolverConfig, frames: u32
 #[test]
 fn shader_validates() {
     let module = naga::front::wgsl::parse_str(bevy_avbd::gpu::SHADER).expect("WGSL parses");
-    naga::valid::Validator::new(naga::valid::ValidationFlags::all(), naga::valid::Capabilities::default())
-        .validate(&module)
-        .expect("WGSL validates");
+    naga::valid::Validator::new(
+        naga::valid::ValidationFlags::all(),
+        naga::valid::Capabilities::default(),
+    )
+    .validate(&module)
+    .expect("WGSL validates");
     for entry in ["primal", "copy_back", "dual_contacts", "dual_joints"] {
-        assert!(module.entry_points.iter().any(|e| e.name == entry), "missing entry point {entry}");
+        assert!(
+            module.entry_points.iter().any(|e| e.name == entry),
+            "missing entry point {entry}"
+        );
     }
 }
 
@@ -68,7 +77,9 @@ fn small(name: &str) -> Vec<(&'static str, f64)> {
 fn every_scene_matches_the_cpu() {
     for spec in SCENES {
         let params = small(spec.name);
-        let Some(mut gpu) = gpu_scene(spec.name, &params, SolverConfig::default()) else { return };
+        let Some(mut gpu) = gpu_scene(spec.name, &params, SolverConfig::default()) else {
+            return;
+        };
         let p: Vec<(String, f64)> = params.iter().map(|(k, v)| (k.to_string(), *v)).collect();
         let mut cpu = Scene::build(spec.name, &p, SolverConfig::default()).unwrap();
         let frames = 120;
@@ -85,19 +96,36 @@ fn every_scene_matches_the_cpu() {
                     }
                     let swing = matches!(spec.name, "pendulum" | "two_heavy_balls" | "arch");
                     let rel = if swing { 0.05 } else { 1e-3 };
-                    assert!((a - b).abs() <= rel * a.abs().max(b.abs()) + 1e-4, "{}: {k} cpu {a} gpu {b}", spec.name);
+                    assert!(
+                        (a - b).abs() <= rel * a.abs().max(b.abs()) + 1e-4,
+                        "{}: {k} cpu {a} gpu {b}",
+                        spec.name
+                    );
                 }
                 _ => assert_eq!(vc, vg, "{}: {k}", spec.name),
             }
         }
         let chaotic = matches!(
             spec.name,
-            "pile" | "breakable_wall" | "card_tower" | "free_collision" | "pendulum" | "two_heavy_balls" | "arch"
+            "pile"
+                | "breakable_wall"
+                | "card_tower"
+                | "free_collision"
+                | "pendulum"
+                | "two_heavy_balls"
+                | "arch"
         );
         if !chaotic {
             for &h in cpu.world.body_handles() {
-                let (a, b) = (cpu.world.body(h).unwrap().position, gpu.world.body(h).unwrap().position);
-                assert!((a - b).length() < 1e-3, "{}: body {h:?} cpu {a} gpu {b}", spec.name);
+                let (a, b) = (
+                    cpu.world.body(h).unwrap().position,
+                    gpu.world.body(h).unwrap().position,
+                );
+                assert!(
+                    (a - b).length() < 1e-3,
+                    "{}: body {h:?} cpu {a} gpu {b}",
+                    spec.name
+                );
             }
         }
     }
@@ -105,23 +133,39 @@ fn every_scene_matches_the_cpu() {
 
 #[test]
 fn gpu_stack_and_pyramid_stand() {
-    let Some(s) = run_gpu("stack", &[("boxes", 10.0)], SolverConfig::default(), 600) else { return };
+    let Some(s) = run_gpu("stack", &[("boxes", 10.0)], SolverConfig::default(), 600) else {
+        return;
+    };
     assert!(metric(&s, "max_drift") < 0.01);
-    let Some(s) = run_gpu("pyramid", &[("base", 20.0)], SolverConfig::default(), 600) else { return };
+    let Some(s) = run_gpu("pyramid", &[("base", 20.0)], SolverConfig::default(), 600) else {
+        return;
+    };
     assert!(metric(&s, "max_drift") < 0.02);
 }
 
 #[test]
 fn gpu_friction_matches_analytic() {
-    let Some(s) = run_gpu("slope", &[("mu", 0.55)], SolverConfig::default(), 120) else { return };
+    let Some(s) = run_gpu("slope", &[("mu", 0.55)], SolverConfig::default(), 120) else {
+        return;
+    };
     assert!(metric(&s, "slide_distance").abs() < 1e-3);
-    let Some(s) = run_gpu("slope", &[("mu", 0.40)], SolverConfig::default(), 120) else { return };
-    let (a, e) = (metric(&s, "acceleration"), metric(&s, "analytic_acceleration"));
+    let Some(s) = run_gpu("slope", &[("mu", 0.40)], SolverConfig::default(), 120) else {
+        return;
+    };
+    let (a, e) = (
+        metric(&s, "acceleration"),
+        metric(&s, "analytic_acceleration"),
+    );
     assert!((a - e).abs() / e < 0.03, "a {a} vs {e}");
     for mu in [0.2, 0.5, 0.8] {
         let frames = (10.0 / (mu * 9.81) * 60.0) as u32 + 60;
-        let Some(s) = run_gpu("slide", &[("mu", mu)], SolverConfig::default(), frames) else { return };
-        let (d, e) = (metric(&s, "stop_distance"), metric(&s, "analytic_stop_distance"));
+        let Some(s) = run_gpu("slide", &[("mu", mu)], SolverConfig::default(), frames) else {
+            return;
+        };
+        let (d, e) = (
+            metric(&s, "stop_distance"),
+            metric(&s, "analytic_stop_distance"),
+        );
         assert!((d - e).abs() / e < 0.03, "μ {mu}: {d} vs {e}");
     }
 }
@@ -129,16 +173,27 @@ fn gpu_friction_matches_analytic() {
 #[test]
 fn gpu_joints_hold() {
     let cfg = SolverConfig::default();
-    let Some(s) = run_gpu("pendulum", &[], cfg.clone(), 300) else { return };
+    let Some(s) = run_gpu("pendulum", &[], cfg.clone(), 300) else {
+        return;
+    };
     assert!(metric(&s, "max_stretch_ratio") < 0.01);
-    let five = SolverConfig { iterations: 5, ..cfg.clone() };
+    let five = SolverConfig {
+        iterations: 5,
+        ..cfg.clone()
+    };
     for scene in ["springs_ratio", "spring_chain"] {
-        let Some(s) = run_gpu(scene, &[], five.clone(), 600) else { return };
+        let Some(s) = run_gpu(scene, &[], five.clone(), 600) else {
+            return;
+        };
         assert!(metric(&s, "extension_error") < 0.02, "{scene}");
     }
-    let Some(s) = run_gpu("hinge_limit", &[], cfg.clone(), 300) else { return };
+    let Some(s) = run_gpu("hinge_limit", &[], cfg.clone(), 300) else {
+        return;
+    };
     assert!(metric(&s, "max_limit_violation_deg") < 1.0);
-    let Some(s) = run_gpu("motor", &[], cfg, 180) else { return };
+    let Some(s) = run_gpu("motor", &[], cfg, 180) else {
+        return;
+    };
     assert!(metric(&s, "speed_error") < 1e-3);
 }
 
@@ -156,9 +211,19 @@ fn gpu_breakable_joint() {
                 return;
             }
         };
-        let b = w.add_body(BodyDesc::dynamic().with_mass(10.0).at(Vec3::new(0.0, 5.0, 0.0))).unwrap();
+        let b = w
+            .add_body(
+                BodyDesc::dynamic()
+                    .with_mass(10.0)
+                    .at(Vec3::new(0.0, 5.0, 0.0)),
+            )
+            .unwrap();
         let j = w
-            .add_joint(JointDesc::new(JointKind::Ball, b, None).anchors(Vec3::new(0.0, 0.5, 0.0), Vec3::new(0.0, 5.5, 0.0)).breakable(98.1 * factor))
+            .add_joint(
+                JointDesc::new(JointKind::Ball, b, None)
+                    .anchors(Vec3::new(0.0, 0.5, 0.0), Vec3::new(0.0, 5.5, 0.0))
+                    .breakable(98.1 * factor),
+            )
             .unwrap();
         for _ in 0..120 {
             w.step().unwrap();
@@ -169,9 +234,13 @@ fn gpu_breakable_joint() {
 
 #[test]
 fn gpu_momentum() {
-    let Some(s) = run_gpu("spinning_box", &[], SolverConfig::default(), 600) else { return };
+    let Some(s) = run_gpu("spinning_box", &[], SolverConfig::default(), 600) else {
+        return;
+    };
     assert!(metric(&s, "angular_momentum_drift") < 0.01);
-    let Some(s) = run_gpu("free_collision", &[], SolverConfig::default(), 120) else { return };
+    let Some(s) = run_gpu("free_collision", &[], SolverConfig::default(), 120) else {
+        return;
+    };
     assert!(metric(&s, "momentum_error") < 1e-2);
 }
 
@@ -188,8 +257,15 @@ fn gpu_runtime_edits_and_steady_buffers() {
             return;
         }
     };
-    w.add_body(BodyDesc::fixed().with_collider(Collider::halfspace(Vec3::Y).unwrap())).unwrap();
-    let a = w.add_body(BodyDesc::dynamic().at(Vec3::new(0.0, 0.5, 0.0)).with_collider(Collider::cuboid(Vec3::splat(0.5)).unwrap())).unwrap();
+    w.add_body(BodyDesc::fixed().with_collider(Collider::halfspace(Vec3::Y).unwrap()))
+        .unwrap();
+    let a = w
+        .add_body(
+            BodyDesc::dynamic()
+                .at(Vec3::new(0.0, 0.5, 0.0))
+                .with_collider(Collider::cuboid(Vec3::splat(0.5)).unwrap()),
+        )
+        .unwrap();
     for _ in 0..30 {
         w.step().unwrap();
     }
@@ -197,9 +273,24 @@ fn gpu_runtime_edits_and_steady_buffers() {
     for _ in 0..30 {
         w.step().unwrap();
     }
-    assert_eq!(w.gpu_reallocations().unwrap(), steady, "buffers reallocated in a steady scene");
-    let b = w.add_body(BodyDesc::dynamic().with_mass(1.0).at(Vec3::new(3.0, 5.0, 0.0))).unwrap();
-    let j = w.add_joint(JointDesc::new(JointKind::Ball, b, None).anchors(Vec3::new(0.0, 1.0, 0.0), Vec3::new(3.0, 6.0, 0.0))).unwrap();
+    assert_eq!(
+        w.gpu_reallocations().unwrap(),
+        steady,
+        "buffers reallocated in a steady scene"
+    );
+    let b = w
+        .add_body(
+            BodyDesc::dynamic()
+                .with_mass(1.0)
+                .at(Vec3::new(3.0, 5.0, 0.0)),
+        )
+        .unwrap();
+    let j = w
+        .add_joint(
+            JointDesc::new(JointKind::Ball, b, None)
+                .anchors(Vec3::new(0.0, 1.0, 0.0), Vec3::new(3.0, 6.0, 0.0)),
+        )
+        .unwrap();
     for _ in 0..60 {
         w.step().unwrap();
     }
@@ -210,5 +301,8 @@ fn gpu_runtime_edits_and_steady_buffers() {
         w.step().unwrap();
     }
     let vb = w.body(b).unwrap().linear_velocity.y;
-    assert!((vb + 9.81 * 0.5).abs() < 0.05 * 9.81 * 0.5, "released body falls freely: {vb}");
+    assert!(
+        (vb + 9.81 * 0.5).abs() < 0.05 * 9.81 * 0.5,
+        "released body falls freely: {vb}"
+    );
 }

@@ -4,8 +4,8 @@
 use std::io::Write;
 use std::process::ExitCode;
 
-use bevy_avbd::SolverConfig;
 use bevy_avbd::scenes::{SCENES, Scene};
+use bevy_avbd::{Backend, SolverConfig};
 use clap::{Parser, Subcommand};
 use serde_json::json;
 
@@ -42,7 +42,27 @@ enum Command {
         /// Print one JSON object instead of a table.
         #[arg(long)]
         json: bool,
+        /// Solver backend: cpu, gpu (error without an adapter) or auto.
+        #[arg(long, value_enum, default_value_t = BackendArg::Cpu)]
+        backend: BackendArg,
     },
+}
+
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+enum BackendArg {
+    Cpu,
+    Gpu,
+    Auto,
+}
+
+impl From<BackendArg> for Backend {
+    fn from(b: BackendArg) -> Self {
+        match b {
+            BackendArg::Cpu => Backend::Cpu,
+            BackendArg::Gpu => Backend::Gpu,
+            BackendArg::Auto => Backend::Auto,
+        }
+    }
 }
 
 fn parse_kv(s: &str) -> Result<(String, f64), String> {
@@ -102,6 +122,7 @@ fn run(cli: Cli, out: &mut impl Write) -> std::io::Result<ExitCode> {
             dt,
             config: overrides,
             json,
+            backend,
         } => {
             let mut config = SolverConfig::default();
             for (k, v) in &overrides {
@@ -116,7 +137,7 @@ fn run(cli: Cli, out: &mut impl Write) -> std::io::Result<ExitCode> {
             if let Some(h) = dt {
                 config.dt = h;
             }
-            let mut sc = match Scene::build(&scene, &set, config) {
+            let mut sc = match Scene::build_on(&scene, &set, config, backend.into()) {
                 Ok(s) => s,
                 Err(e) => {
                     eprintln!("error: {e}");
@@ -144,7 +165,8 @@ fn run(cli: Cli, out: &mut impl Write) -> std::io::Result<ExitCode> {
                 let report = json!({
                     "scene": sc.name,
                     "params": sc.params,
-                    "backend": "cpu",
+                    "backend": w.backend(),
+                    "adapter": w.adapter(),
                     "bodies": w.body_count(),
                     "constraints": w.joint_count() + w.contact_count(),
                     "colors": w.stats().colors,
@@ -160,11 +182,14 @@ fn run(cli: Cli, out: &mut impl Write) -> std::io::Result<ExitCode> {
                 for (k, v) in &sc.params {
                     writeln!(out, "  {k:<12} {v}")?;
                 }
-                writeln!(
-                    out,
-                    "backend      cpu (rayon, {} threads)",
-                    rayon::current_num_threads()
-                )?;
+                match w.adapter() {
+                    Some(adapter) => writeln!(out, "backend      gpu ({adapter})")?,
+                    None => writeln!(
+                        out,
+                        "backend      cpu (rayon, {} threads)",
+                        rayon::current_num_threads()
+                    )?,
+                }
                 writeln!(out, "bodies       {}", w.body_count())?;
                 writeln!(
                     out,
