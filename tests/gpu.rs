@@ -56,7 +56,9 @@ fn shader_validates() {
 /// Scene sizes that keep a software rasteriser (lavapipe/llvmpipe) within seconds.
 fn small(name: &str) -> Vec<(&'static str, f64)> {
     match name {
-        "pyramid" => vec![("base", 6.0)],
+        "pyramid" | "large_pyramid" => vec![("base", 6.0)],
+        "many_pyramids" => vec![("count", 2.0), ("base", 3.0)],
+        "joint_grid" => vec![("rows", 5.0), ("cols", 5.0)],
         "pile" => vec![("count", 60.0)],
         "breakable_wall" => vec![("rows", 4.0), ("cols", 4.0)],
         "pendulum" | "two_heavy_balls" => vec![("links", 12.0)],

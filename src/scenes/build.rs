@@ -11,7 +11,9 @@ use crate::{
 pub(super) fn build(s: &mut Scene) -> Result<(), SceneError> {
     match s.name {
         "stack" => stack(s),
-        "pyramid" => pyramid(s),
+        "pyramid" | "large_pyramid" => pyramid(s),
+        "many_pyramids" => many_pyramids(s),
+        "joint_grid" => joint_grid(s),
         "slope" => slope(s),
         "slide" => slide(s),
         "springs_ratio" => springs_ratio(s),
@@ -123,6 +125,96 @@ fn pyramid(s: &mut Scene) -> Result<(), SceneError> {
         }
     }
     track_drift(s);
+    Ok(())
+}
+
+/// `count × count` pyramids like [`pyramid`], in the x–z plane, 1 m apart along x (between
+/// the bottom rows) and 1 m apart along z (boxes are 1 m deep, rows 2 m apart): they never
+/// touch unless one collapses.
+fn many_pyramids(s: &mut Scene) -> Result<(), SceneError> {
+    let base = count(s, "base", 1.0, 1000.0)?;
+    let count = count(s, "count", 1.0, 100.0)?;
+    let (pitch_x, pitch_z) = (base as f32 + 1.0, 2.0f32);
+    ground(&mut s.world, 0.5)?;
+    for gx in 0..count {
+        for gz in 0..count {
+            let cx = (gx as f32 - (count as f32 - 1.0) / 2.0) * pitch_x;
+            let cz = (gz as f32 - (count as f32 - 1.0) / 2.0) * pitch_z;
+            for row in 0..base {
+                let n = base - row;
+                for i in 0..n {
+                    let x = cx + i as f32 - (n as f32 - 1.0) / 2.0;
+                    cuboid(
+                        &mut s.world,
+                        Vec3::new(x, 0.5 + row as f32, cz),
+                        Quat::IDENTITY,
+                        Vec3::splat(0.5),
+                        0.5,
+                    )?;
+                }
+            }
+        }
+    }
+    track_drift(s);
+    Ok(())
+}
+
+/// Ball of radius 0.25 m (1000 kg/m³) at every node of a `rows × cols` grid of 1 m pitch in
+/// the x–y plane; each is joined by a ball joint to its right and lower neighbours (anchors
+/// half-way between the centres), and the top row is pinned to the world 0.5 m above its
+/// centres. The balls never touch (0.5 m gaps), so this is a pure joint benchmark:
+/// `max_joint_error` is the largest anchor gap of any joint in any frame.
+fn joint_grid(s: &mut Scene) -> Result<(), SceneError> {
+    let rows = count(s, "rows", 1.0, 1000.0)?;
+    let cols = count(s, "cols", 1.0, 1000.0)?;
+    let (pitch, radius) = (1.0f32, 0.25f32);
+    let top = rows as f32 * pitch + 1.0;
+    let w = &mut s.world;
+    let ball = Collider::ball(radius)?;
+    let mut grid = Vec::with_capacity(rows * cols);
+    for r in 0..rows {
+        for c in 0..cols {
+            let pos = Vec3::new(
+                (c as f32 - (cols as f32 - 1.0) / 2.0) * pitch,
+                top - r as f32 * pitch,
+                0.0,
+            );
+            grid.push(w.add_body(BodyDesc::dynamic().at(pos).with_collider(ball.clone()))?);
+        }
+    }
+    let half = pitch / 2.0;
+    let mut joints = Vec::new();
+    for r in 0..rows {
+        for c in 0..cols {
+            let b = grid[r * cols + c];
+            if r == 0 {
+                let p = w.body(b)?.position;
+                joints.push(
+                    w.add_joint(
+                        JointDesc::new(JointKind::Ball, b, None)
+                            .anchors(Vec3::Y * half, p + Vec3::Y * half),
+                    )?,
+                );
+            }
+            if c + 1 < cols {
+                joints.push(
+                    w.add_joint(
+                        JointDesc::new(JointKind::Ball, b, Some(grid[r * cols + c + 1]))
+                            .anchors(Vec3::X * half, -Vec3::X * half),
+                    )?,
+                );
+            }
+            if r + 1 < rows {
+                joints.push(
+                    w.add_joint(
+                        JointDesc::new(JointKind::Ball, b, Some(grid[(r + 1) * cols + c]))
+                            .anchors(-Vec3::Y * half, Vec3::Y * half),
+                    )?,
+                );
+            }
+        }
+    }
+    s.tracker.error_joints = joints;
     Ok(())
 }
 

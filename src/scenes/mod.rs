@@ -157,6 +157,30 @@ pub const SCENES: &[SceneSpec] = &[
         default_frames: 240,
     },
     SceneSpec {
+        name: "large_pyramid",
+        description: "benchmark: 2D pyramid of unit boxes, base 100 → 5,050 boxes",
+        params: &[p!("base", 100.0, "boxes in the bottom row")],
+        default_frames: 600,
+    },
+    SceneSpec {
+        name: "many_pyramids",
+        description: "benchmark: count×count pyramids of unit boxes (10×10 of base 10 → 5,500 boxes)",
+        params: &[
+            p!("count", 10.0, "pyramids along x and along z"),
+            p!("base", 10.0, "boxes in the bottom row of each pyramid"),
+        ],
+        default_frames: 600,
+    },
+    SceneSpec {
+        name: "joint_grid",
+        description: "benchmark: grid of balls joined by ball joints, hanging from its top edge",
+        params: &[
+            p!("rows", 100.0, "rows of bodies"),
+            p!("cols", 100.0, "bodies per row"),
+        ],
+        default_frames: 600,
+    },
+    SceneSpec {
         name: "arch",
         description: "masonry arch of wedge blocks held by friction",
         params: &[
@@ -218,6 +242,9 @@ pub(crate) struct Tracker {
     pub chain: Vec<JointHandle>,
     pub chain_rest: f32,
     pub max_stretch: f32,
+    /// Joints whose anchor error `max_joint_error` tracks (m, max over joints and frames).
+    pub error_joints: Vec<JointHandle>,
+    pub max_joint_error: f32,
     /// Springs: (joint, reference length) compared by `extension_error`.
     pub springs: Vec<(JointHandle, f32, f32)>,
     /// Last second of spring lengths (ring buffer per spring), averaged by the metric so a
@@ -359,6 +386,11 @@ impl Scene {
             t.max_stretch = t.max_stretch.max(gaps / t.chain_rest);
             t.finite &= gaps.is_finite();
         }
+        for &j in &t.error_joints {
+            let e = w.joint_error(j).unwrap_or(f32::NAN);
+            t.max_joint_error = t.max_joint_error.max(e);
+            t.finite &= e.is_finite();
+        }
         if !t.springs.is_empty() {
             t.spring_history.resize(t.springs.len(), Default::default());
             for (hist, &(j, rest, _)) in t.spring_history.iter_mut().zip(&t.springs) {
@@ -410,7 +442,8 @@ impl Scene {
         m.insert("max_penetration".into(), json!(t.max_penetration));
         m.insert("finite".into(), json!(t.finite));
         match self.name {
-            "stack" | "pyramid" | "arch" | "card_tower" | "pile" => {
+            "stack" | "pyramid" | "arch" | "card_tower" | "pile" | "large_pyramid"
+            | "many_pyramids" => {
                 m.insert("max_drift".into(), json!(t.max_drift));
             }
             "slope" => {
@@ -440,6 +473,9 @@ impl Scene {
             }
             "springs_ratio" | "spring_chain" => {
                 m.insert("extension_error".into(), json!(self.extension_error()));
+            }
+            "joint_grid" => {
+                m.insert("max_joint_error".into(), json!(t.max_joint_error));
             }
             "breakable_wall" => {
                 m.insert("broken_joints".into(), json!(t.broken));

@@ -1,5 +1,13 @@
 //! `avbd`: the scene runner. `avbd list` prints the scenes; `avbd run <scene>` runs one
-//! headless and prints a table, or one JSON object with `--json`.
+//! headless and prints a table, or one JSON object with `--json`; `avbd bench` (feature
+//! `bench`, on by default) compares frame cost and quality with rapier3d.
+
+#[cfg(feature = "bench")]
+mod bench;
+#[cfg(feature = "bench")]
+mod plot;
+#[cfg(feature = "bench")]
+mod rapier_scenes;
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -46,6 +54,9 @@ enum Command {
         #[arg(long, value_enum, default_value_t = BackendArg::Cpu)]
         backend: BackendArg,
     },
+    /// Frame-budget benchmark against rapier3d: Markdown table on stdout, CSV and PNG files.
+    #[cfg(feature = "bench")]
+    Bench(bench::BenchArgs),
 }
 
 #[derive(Clone, Copy, Debug, clap::ValueEnum)]
@@ -65,7 +76,7 @@ impl From<BackendArg> for Backend {
     }
 }
 
-fn parse_kv(s: &str) -> Result<(String, f64), String> {
+pub(crate) fn parse_kv(s: &str) -> Result<(String, f64), String> {
     let (k, v) = s
         .split_once('=')
         .ok_or_else(|| format!("expected key=value, got `{s}`"))?;
@@ -101,6 +112,15 @@ fn main() -> ExitCode {
 
 fn run(cli: Cli, out: &mut impl Write) -> std::io::Result<ExitCode> {
     match cli.command {
+        #[cfg(feature = "bench")]
+        Command::Bench(args) => match bench::bench(args, out) {
+            Ok(()) => Ok(ExitCode::SUCCESS),
+            Err(e) if e.contains("Broken pipe") => Ok(ExitCode::SUCCESS),
+            Err(e) => {
+                eprintln!("error: {e}");
+                Ok(ExitCode::FAILURE)
+            }
+        },
         Command::List => {
             for s in SCENES {
                 writeln!(

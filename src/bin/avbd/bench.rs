@@ -1,0 +1,1168 @@
+//! `avbd bench`: frame-budget benchmark of bevy_avbd against rapier3d 0.36.
+//!
+//! Each case builds the same scene in both engines (checked body for body by
+//! [`rapier_scenes::check_identical`]) and steps them alternately, one frame each, in this
+//! process. Timings are per `step()` (bevy_avbd: `StepStats::total_ms`, measured inside the
+//! step; rapier: wall time of `PhysicsPipeline::step`). Quality metrics are computed by this
+//! module for both engines from their body poses, with the same code:
+//!
+//! - `max_drift`: largest displacement of a tracked body from its start position (pyramids,
+//!   pile: every dynamic body but the projectile, until it is launched);
+//! - `max_stretch_ratio`: summed anchor gaps of the pendulum chain over its rest length;
+//! - `max_joint_error`: largest anchor gap of any joint;
+//! - `max_penetration`: deepest point of fresh parry3d contact manifolds (zero prediction)
+//!   over the pairs the engine's narrow phase holds, at the end of each frame.
+//!
+//! All are maxima over every frame run (settling and window).
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+use std::time::Instant;
+
+use bevy_avbd::glam::{Quat, Vec3};
+use bevy_avbd::scenes::Scene;
+use bevy_avbd::{BodyHandle, SolverConfig};
+use rapier3d::parry::math::Pose;
+use rapier3d::parry::query::{ContactManifold, DefaultQueryDispatcher, PersistentQueryDispatcher};
+
+use crate::plot;
+use crate::rapier_scenes::{self, Meta, RapierScene};
+
+/// Options of `avbd bench`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct BenchArgs {
+    /// Small scenes and few frames (finishes in a few minutes on 2 cores).
+    #[arg(long)]
+    pub quick: bool,
+    /// Tiny scenes and a handful of frames: a smoke test of the harness (used by the tests).
+    #[arg(long, hide = true)]
+    pub tiny: bool,
+    /// Scene to run (repeatable): large_pyramid, many_pyramids, joint_grid, pendulum, pile,
+    /// scaling (large_pyramid at several sizes). Default: all.
+    #[arg(long = "scene")]
+    pub scenes: Vec<String>,
+    /// Worker threads of the rayon pool both engines run in (default: all cores).
+    #[arg(long)]
+    pub threads: Option<usize>,
+    /// Directory for results.csv, sweep.csv and plot.png (default: bench, or bench/quick
+    /// with --quick).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Scene parameter override, `key=value` (repeatable): applies to every selected scene
+    /// that has the parameter (see `avbd list`), replacing the mode's size.
+    #[arg(long = "set", value_parser = crate::parse_kv)]
+    pub set: Vec<(String, f64)>,
+    /// Largest iteration budget the sweep tries (default: 64, 32 with --quick).
+    #[arg(long)]
+    pub max_budget: Option<usize>,
+    /// Equal-quality threshold override, `metric=value` (repeatable): max_drift (m, default
+    /// 0.05), max_stretch_ratio (0.01), max_joint_error (m, 0.01).
+    #[arg(long = "threshold", value_parser = crate::parse_kv)]
+    pub thresholds: Vec<(String, f64)>,
+    /// Skip the equal-quality sweep.
+    #[arg(long)]
+    pub no_sweep: bool,
+    /// Let rapier bodies sleep (rapier's default; off so that both engines simulate every
+    /// body every frame).
+    #[arg(long)]
+    pub rapier_sleep: bool,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Mode {
+    Full,
+    Quick,
+    Tiny,
+}
+
+const ALL_SCENES: &[&str] = &[
+    "large_pyramid",
+    "many_pyramids",
+    "joint_grid",
+    "pendulum",
+    "pile",
+    "scaling",
+];
+
+const DEFAULT_THRESHOLDS: [f32; 3] = [0.05, 0.01, 0.01];
+
+/// Iteration budgets the sweep tries, in order, for both engines.
+const BUDGETS: &[usize] = &[1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 20, 24, 32, 48, 64];
+
+struct Plan {
+    /// Frames run before the timing window, and the window.
+    settle: u32,
+    window: u32,
+    /// Frames of one sweep run ("over 10 s" at full size).
+    sweep_frames: u32,
+    max_budget: usize,
+    /// Equal-quality thresholds: drift, stretch, joint error.
+    thresholds: [f32; 3],
+}
+
+impl Plan {
+    fn threshold(&self, m: Metric) -> f32 {
+        self.thresholds[m as usize]
+    }
+}
+
+impl Mode {
+    fn plan(self) -> Plan {
+        match self {
+            Mode::Full => Plan {
+                settle: 60,
+                window: 120,
+                sweep_frames: 600,
+                max_budget: 64,
+                thresholds: DEFAULT_THRESHOLDS,
+            },
+            Mode::Quick => Plan {
+                settle: 60,
+                window: 120,
+                sweep_frames: 600,
+                max_budget: 32,
+                thresholds: DEFAULT_THRESHOLDS,
+            },
+            Mode::Tiny => Plan {
+                settle: 5,
+                window: 15,
+                sweep_frames: 30,
+                max_budget: 4,
+                thresholds: DEFAULT_THRESHOLDS,
+            },
+        }
+    }
+
+    /// Scene parameters of a benchmark scene at this mode's size.
+    fn params(self, scene: &str) -> Vec<(String, f64)> {
+        let kv = |v: &[(&str, f64)]| v.iter().map(|(k, v)| (k.to_string(), *v)).collect();
+        match (scene, self) {
+            ("large_pyramid", Mode::Full) => kv(&[("base", 100.0)]),
+            ("large_pyramid", Mode::Quick) => kv(&[("base", 20.0)]),
+            ("large_pyramid", Mode::Tiny) => kv(&[("base", 4.0)]),
+            ("many_pyramids", Mode::Full) => kv(&[("count", 10.0), ("base", 10.0)]),
+            ("many_pyramids", Mode::Quick) => kv(&[("count", 4.0), ("base", 6.0)]),
+            ("many_pyramids", Mode::Tiny) => kv(&[("count", 2.0), ("base", 3.0)]),
+            ("joint_grid", Mode::Full) => kv(&[("rows", 100.0), ("cols", 100.0)]),
+            ("joint_grid", Mode::Quick) => kv(&[("rows", 20.0), ("cols", 20.0)]),
+            ("joint_grid", Mode::Tiny) => kv(&[("rows", 4.0), ("cols", 4.0)]),
+            ("pendulum", Mode::Tiny) => kv(&[("links", 10.0), ("mass_ratio", 50_000.0)]),
+            ("pendulum", _) => kv(&[("links", 50.0), ("mass_ratio", 50_000.0)]),
+            ("pile", Mode::Full) => kv(&[("count", 500.0)]),
+            ("pile", Mode::Quick) => kv(&[("count", 200.0)]),
+            ("pile", Mode::Tiny) => kv(&[("count", 20.0)]),
+            _ => Vec::new(),
+        }
+    }
+
+    fn scaling_bases(self) -> &'static [f64] {
+        match self {
+            Mode::Full => &[20.0, 50.0, 100.0, 140.0],
+            Mode::Quick => &[5.0, 10.0, 20.0, 30.0],
+            Mode::Tiny => &[3.0, 4.0],
+        }
+    }
+}
+
+/// One benchmark case: a scene at a size.
+#[derive(Clone, Debug)]
+struct Case {
+    scene: &'static str,
+    params: Vec<(String, f64)>,
+    /// Part of the scaling series.
+    scaling: bool,
+}
+
+impl Case {
+    fn label(&self) -> String {
+        let p: Vec<String> = self
+            .params
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        format!("{} ({})", self.scene, p.join(" "))
+    }
+    fn param_string(&self) -> String {
+        let p: Vec<String> = self
+            .params
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        p.join(" ")
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Engine {
+    Avbd,
+    Rapier,
+}
+
+impl Engine {
+    fn name(self) -> &'static str {
+        match self {
+            Engine::Avbd => "bevy_avbd",
+            Engine::Rapier => "rapier3d",
+        }
+    }
+}
+
+/// The quality metric a scene is judged by.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Metric {
+    Drift,
+    Stretch,
+    JointError,
+}
+
+impl Metric {
+    fn of(meta: &Meta) -> Metric {
+        if meta.joint_error {
+            Metric::JointError
+        } else if !meta.chain.is_empty() {
+            Metric::Stretch
+        } else {
+            Metric::Drift
+        }
+    }
+    fn from_name(name: &str) -> Option<Metric> {
+        [Metric::Drift, Metric::Stretch, Metric::JointError]
+            .into_iter()
+            .find(|m| m.name() == name)
+    }
+    fn name(self) -> &'static str {
+        match self {
+            Metric::Drift => "max_drift",
+            Metric::Stretch => "max_stretch_ratio",
+            Metric::JointError => "max_joint_error",
+        }
+    }
+    fn unit(self) -> &'static str {
+        match self {
+            Metric::Stretch => "",
+            _ => " m",
+        }
+    }
+    /// The equal-quality threshold of issue #3 (`--threshold` overrides it).
+    fn default_threshold(self) -> f32 {
+        DEFAULT_THRESHOLDS[self as usize]
+    }
+}
+
+/// Quality metrics of one run, maxima over its frames.
+#[derive(Clone, Copy, Debug, Default)]
+struct Quality {
+    max_drift: f32,
+    max_stretch: f32,
+    max_joint_error: f32,
+    max_penetration: f32,
+    finite: bool,
+}
+
+impl Quality {
+    fn value(&self, m: Metric) -> f32 {
+        match m {
+            Metric::Drift => self.max_drift,
+            Metric::Stretch => self.max_stretch,
+            Metric::JointError => self.max_joint_error,
+        }
+    }
+}
+
+enum Sim {
+    Avbd(Box<Scene>),
+    Rapier(Box<RapierScene>),
+}
+
+/// One engine stepping one scene, with its per-frame timings and quality tracking.
+struct Run {
+    sim: Sim,
+    meta: Rc<Meta>,
+    start: Vec<Vec3>,
+    metric: Metric,
+    quality: Quality,
+    frame: u32,
+    /// Per frame: total, collision, solver (ms).
+    times: Vec<[f64; 3]>,
+    pairs: Vec<(usize, usize)>,
+    iterations: usize,
+    threshold: f32,
+}
+
+impl Run {
+    fn new(sim: Sim, meta: Rc<Meta>, iterations: usize) -> Run {
+        let mut run = Run {
+            sim,
+            start: Vec::new(),
+            metric: Metric::of(&meta),
+            meta,
+            quality: Quality {
+                finite: true,
+                ..Default::default()
+            },
+            frame: 0,
+            times: Vec::new(),
+            pairs: Vec::new(),
+            iterations,
+            threshold: 0.0,
+        };
+        run.threshold = run.metric.default_threshold();
+        run.start = (0..run.meta.shapes.len()).map(|i| run.pose(i).0).collect();
+        run
+    }
+
+    fn engine(&self) -> Engine {
+        match self.sim {
+            Sim::Avbd(_) => Engine::Avbd,
+            Sim::Rapier(_) => Engine::Rapier,
+        }
+    }
+
+    fn pose(&self, i: usize) -> (Vec3, Quat) {
+        match &self.sim {
+            Sim::Avbd(sc) => {
+                let b = sc
+                    .world
+                    .body(BodyHandle(i as u32))
+                    .expect("bench bodies are never removed");
+                (b.position, b.rotation)
+            }
+            Sim::Rapier(w) => w.pose(i),
+        }
+    }
+
+    fn step(&mut self) -> Result<(), String> {
+        match &mut self.sim {
+            Sim::Avbd(sc) => {
+                // Scene::step launches the scene's projectiles itself.
+                sc.step().map_err(|e| e.to_string())?;
+                let s = sc.world.stats();
+                self.times.push([s.total_ms, s.collision_ms, s.solver_ms]);
+            }
+            Sim::Rapier(w) => {
+                for &(f, body, v) in &self.meta.projectiles {
+                    if f == self.frame {
+                        w.launch(body, v);
+                    }
+                }
+                let t0 = Instant::now();
+                w.step();
+                let total = t0.elapsed().as_secs_f64() * 1e3;
+                let c = &w.pipeline.counters;
+                self.times
+                    .push([total, c.collision_detection_time_ms(), c.solver_time_ms()]);
+            }
+        }
+        self.frame += 1;
+        self.track();
+        Ok(())
+    }
+
+    fn anchor_gap(&self, j: usize) -> f32 {
+        let jm = self.meta.joints[j];
+        let (pa, qa) = self.pose(jm.a);
+        let wa = pa + qa * jm.anchor_a;
+        let wb = match jm.b {
+            Some(b) => {
+                let (pb, qb) = self.pose(b);
+                pb + qb * jm.anchor_b
+            }
+            None => jm.anchor_b,
+        };
+        (wa - wb).length()
+    }
+
+    fn track(&mut self) {
+        let meta = Rc::clone(&self.meta);
+        let mut q = self.quality;
+        if meta.drift_until.is_none_or(|f| self.frame <= f) {
+            for &i in &meta.drift {
+                q.max_drift = q.max_drift.max((self.pose(i).0 - self.start[i]).length());
+            }
+        }
+        if !meta.chain.is_empty() {
+            let gaps: f32 = meta.chain.iter().map(|&j| self.anchor_gap(j)).sum();
+            q.max_stretch = q.max_stretch.max(gaps / meta.chain_rest);
+            q.finite &= gaps.is_finite();
+        }
+        if meta.joint_error {
+            for j in 0..meta.joints.len() {
+                let e = self.anchor_gap(j);
+                q.max_joint_error = q.max_joint_error.max(e);
+                q.finite &= e.is_finite();
+            }
+        }
+        // Penetration over the pairs the engine's narrow phase holds.
+        let mut pairs = std::mem::take(&mut self.pairs);
+        match &self.sim {
+            Sim::Avbd(sc) => {
+                pairs.clear();
+                let w = &sc.world;
+                for c in w.contacts() {
+                    if let (Some(a), Some(b)) =
+                        (w.handle_of_index(c.body_a), w.handle_of_index(c.body_b))
+                    {
+                        let (a, b) = (a.0 as usize, b.0 as usize);
+                        pairs.push((a.min(b), a.max(b)));
+                    }
+                }
+                pairs.sort_unstable();
+                pairs.dedup();
+            }
+            Sim::Rapier(w) => w.contact_pairs(&mut pairs),
+        }
+        // Fresh parry3d contact manifolds at zero prediction, the deepest point of each pair
+        // (what both engines' narrow phases compute; `query::contact`'s cuboid–cuboid SAT
+        // reports a spurious 0.5 m for nearly aligned boxes away from the origin).
+        let mut manifolds: Vec<ContactManifold<(), ()>> = Vec::new();
+        for &(a, b) in &pairs {
+            let (Some(sa), Some(sb)) = (&meta.shapes[a], &meta.shapes[b]) else {
+                continue;
+            };
+            let (pa, qa) = self.pose(a);
+            let (pb, qb) = self.pose(b);
+            let pos12 = Pose::from_parts(pa, qa).inv_mul(&Pose::from_parts(pb, qb));
+            manifolds.clear();
+            let mut workspace = None;
+            if DefaultQueryDispatcher
+                .contact_manifolds(
+                    &pos12,
+                    sa.as_ref(),
+                    sb.as_ref(),
+                    0.0,
+                    &mut manifolds,
+                    &mut workspace,
+                )
+                .is_ok()
+            {
+                for pt in manifolds.iter().flat_map(|m| &m.points) {
+                    q.max_penetration = q.max_penetration.max(-pt.dist);
+                }
+            }
+        }
+        self.pairs = pairs;
+        for i in 0..meta.shapes.len() {
+            let (p, r) = self.pose(i);
+            q.finite &= p.is_finite() && r.is_finite();
+        }
+        self.quality = q;
+    }
+
+    /// The run has left the quality threshold (or is no longer finite).
+    fn failed(&self) -> bool {
+        !self.quality.finite || self.quality.value(self.metric) >= self.threshold
+    }
+
+    /// Median, p95 of the total, and medians of collision and solver time, over frames
+    /// `from..`.
+    fn timing(&self, from: usize) -> Timing {
+        let w = &self.times[from.min(self.times.len())..];
+        let col = |k: usize| {
+            let mut v: Vec<f64> = w.iter().map(|t| t[k]).collect();
+            v.sort_by(f64::total_cmp);
+            v
+        };
+        let (total, coll, solver) = (col(0), col(1), col(2));
+        Timing {
+            median: percentile(&total, 0.5),
+            p95: percentile(&total, 0.95),
+            collision: percentile(&coll, 0.5),
+            solver: percentile(&solver, 0.5),
+            frames: w.len(),
+        }
+    }
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    sorted[((sorted.len() - 1) as f64 * p).round() as usize]
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Timing {
+    median: f64,
+    p95: f64,
+    collision: f64,
+    solver: f64,
+    frames: usize,
+}
+
+/// The case's parameters with the scene's defaults filled in.
+fn resolved(case: &Case) -> Result<BTreeMap<String, f64>, String> {
+    let spec = bevy_avbd::scenes::spec(case.scene)
+        .ok_or_else(|| format!("scene `{}` is not in the catalogue", case.scene))?;
+    let mut p: BTreeMap<String, f64> = spec
+        .params
+        .iter()
+        .map(|p| (p.name.to_string(), p.default))
+        .collect();
+    p.extend(case.params.iter().cloned());
+    Ok(p)
+}
+
+/// Builds both engines for a case; checks that they hold the same bodies.
+fn build_pair(
+    case: &Case,
+    avbd_iterations: usize,
+    rapier_iterations: usize,
+    rapier_sleep: bool,
+) -> Result<(Run, Run), String> {
+    let avbd = build_avbd(case, avbd_iterations)?;
+    let rapier = build_rapier(case, rapier_iterations, rapier_sleep)?;
+    let (Sim::Avbd(sc), Sim::Rapier(w)) = (&avbd.sim, &rapier.sim) else {
+        unreachable!()
+    };
+    rapier_scenes::check_identical(&sc.world, w)
+        .map_err(|e| format!("{}: engines differ: {e}", case.label()))?;
+    Ok((avbd, rapier))
+}
+
+/// bevy_avbd's run of the catalogue scene. Its Meta (shapes, tracked bodies and joints) is
+/// engine-neutral and comes from the rapier mirror built with the same parameters.
+fn build_avbd(case: &Case, iterations: usize) -> Result<Run, String> {
+    let config = SolverConfig {
+        iterations: iterations as u32,
+        dt: 1.0 / 60.0,
+        gravity: Vec3::new(0.0, -9.81, 0.0),
+        ..SolverConfig::default()
+    };
+    let sc = Scene::build(case.scene, &case.params, config).map_err(|e| e.to_string())?;
+    let (_, meta) = rapier_scenes::build(case.scene, &sc.params, 1, false)?;
+    Ok(Run::new(Sim::Avbd(Box::new(sc)), Rc::new(meta), iterations))
+}
+
+fn build_rapier(case: &Case, iterations: usize, rapier_sleep: bool) -> Result<Run, String> {
+    let (w, meta) = rapier_scenes::build(case.scene, &resolved(case)?, iterations, rapier_sleep)?;
+    Ok(Run::new(
+        Sim::Rapier(Box::new(w)),
+        Rc::new(meta),
+        iterations,
+    ))
+}
+
+/// Result of one engine on one case at default budgets.
+struct Row {
+    case: Case,
+    engine: Engine,
+    iterations: usize,
+    bodies: usize,
+    joints: usize,
+    metric: Metric,
+    timing: Timing,
+    quality: Quality,
+    threshold: f32,
+}
+
+impl Row {
+    /// Whether the run stayed within the equal-quality threshold.
+    fn passes(&self) -> bool {
+        self.quality.finite && self.quality.value(self.metric) < self.threshold
+    }
+}
+
+/// Steps both engines alternately for `settle + window` frames.
+fn run_case(case: &Case, plan: &Plan, rapier_sleep: bool) -> Result<[Row; 2], String> {
+    let avbd_it = SolverConfig::default().iterations as usize;
+    let rapier_it = rapier3d::prelude::IntegrationParameters::default().num_solver_iterations;
+    let (mut a, mut r) = build_pair(case, avbd_it, rapier_it, rapier_sleep)?;
+    let frames = plan.settle + plan.window;
+    let t0 = Instant::now();
+    for f in 0..frames {
+        a.step()?;
+        r.step()?;
+        if (f + 1) % 30 == 0 || f + 1 == frames {
+            eprint!(
+                "\r  {:<40} frame {:>4}/{frames}  ({:.0} s)",
+                case.label(),
+                f + 1,
+                t0.elapsed().as_secs_f64()
+            );
+        }
+    }
+    eprintln!();
+    let row = |run: &Run| Row {
+        case: case.clone(),
+        engine: run.engine(),
+        iterations: run.iterations,
+        bodies: run.meta.shapes.len(),
+        joints: run.meta.joints.len(),
+        metric: run.metric,
+        timing: run.timing(plan.settle as usize),
+        quality: run.quality,
+        threshold: plan.threshold(run.metric),
+    };
+    Ok([row(&a), row(&r)])
+}
+
+/// One sweep attempt: an engine at a budget.
+struct Attempt {
+    budget: usize,
+    frames: u32,
+    value: f32,
+    passed: bool,
+    timing: Timing,
+}
+
+struct Search {
+    engine: Engine,
+    budgets: Vec<usize>,
+    idx: usize,
+    run: Option<Run>,
+    attempts: Vec<Attempt>,
+    done: bool,
+}
+
+struct SweepResult {
+    case: Case,
+    metric: Metric,
+    threshold: f32,
+    frames: u32,
+    max_budget: usize,
+    searches: Vec<Search>,
+}
+
+impl Search {
+    fn passed(&self) -> Option<&Attempt> {
+        self.attempts.iter().find(|a| a.passed)
+    }
+}
+
+/// Equal-quality sweep of one case: for each engine, the smallest budget (scanning
+/// [`BUDGETS`] upwards) at which the threshold holds for `sweep_frames`. A run stops as
+/// soon as it breaks the threshold. The two engines' runs step alternately.
+fn sweep_case(case: &Case, plan: &Plan, rapier_sleep: bool) -> Result<SweepResult, String> {
+    let budgets: Vec<usize> = BUDGETS
+        .iter()
+        .copied()
+        .filter(|&b| b <= plan.max_budget)
+        .collect();
+    let mut searches: Vec<Search> = [Engine::Avbd, Engine::Rapier]
+        .into_iter()
+        .map(|engine| Search {
+            engine,
+            budgets: budgets.clone(),
+            idx: 0,
+            run: None,
+            attempts: Vec::new(),
+            done: false,
+        })
+        .collect();
+    // Verify the two builds once.
+    build_pair(case, 1, 1, rapier_sleep)?;
+    let mut metric = Metric::Drift;
+    let t0 = Instant::now();
+    while searches.iter().any(|s| !s.done) {
+        for s in searches.iter_mut().filter(|s| !s.done) {
+            if s.run.is_none() {
+                let b = s.budgets[s.idx];
+                let run = match s.engine {
+                    Engine::Avbd => build_avbd(case, b)?,
+                    Engine::Rapier => build_rapier(case, b, rapier_sleep)?,
+                };
+                metric = run.metric;
+                let mut run = run;
+                run.threshold = plan.threshold(metric);
+                s.run = Some(run);
+            }
+            let run = s.run.as_mut().unwrap();
+            run.step()?;
+            let failed = run.failed();
+            if failed || run.frame >= plan.sweep_frames {
+                let run = s.run.take().unwrap();
+                eprint!(
+                    "\r  sweep {:<34} {:<9} budget {:>2}: {} after {:>3} frames ({:.0} s)\n",
+                    case.label(),
+                    s.engine.name(),
+                    s.budgets[s.idx],
+                    if failed { "fails" } else { "holds" },
+                    run.frame,
+                    t0.elapsed().as_secs_f64()
+                );
+                s.attempts.push(Attempt {
+                    budget: s.budgets[s.idx],
+                    frames: run.frame,
+                    value: run.quality.value(run.metric),
+                    passed: !failed,
+                    timing: run.timing(plan.settle as usize),
+                });
+                s.idx += 1;
+                if !failed || s.idx == s.budgets.len() {
+                    s.done = true;
+                }
+            }
+        }
+    }
+    Ok(SweepResult {
+        case: case.clone(),
+        metric,
+        threshold: plan.threshold(metric),
+        frames: plan.sweep_frames,
+        max_budget: *budgets.last().unwrap(),
+        searches,
+    })
+}
+
+fn machine() -> String {
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split(':').nth(1))
+                .map(|s| s.trim().to_string())
+        })
+        .unwrap_or_else(|| "unknown CPU".into());
+    let cores = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1);
+    format!("{cores} cores, {cpu}")
+}
+
+fn fmt_metric(m: Metric, v: f32) -> String {
+    format!("{} {:.4}{}", m.name(), v, m.unit())
+}
+
+/// Runs the benchmark; the report goes to `out`, progress to stderr.
+pub fn bench(args: BenchArgs, out: &mut impl Write) -> Result<(), String> {
+    let mode = if args.tiny {
+        Mode::Tiny
+    } else if args.quick {
+        Mode::Quick
+    } else {
+        Mode::Full
+    };
+    let mut plan = mode.plan();
+    if let Some(b) = args.max_budget {
+        if b == 0 {
+            return Err("--max-budget must be at least 1".into());
+        }
+        plan.max_budget = b;
+    }
+    for (name, v) in &args.thresholds {
+        let m = Metric::from_name(name).ok_or_else(|| {
+            format!("unknown metric `{name}` (max_drift, max_stretch_ratio, max_joint_error)")
+        })?;
+        if !(v.is_finite() && *v > 0.0) {
+            return Err(format!("threshold {name} = {v} must be > 0"));
+        }
+        plan.thresholds[m as usize] = *v as f32;
+    }
+    let scenes: Vec<&'static str> = if args.scenes.is_empty() {
+        ALL_SCENES.to_vec()
+    } else {
+        let mut v = Vec::new();
+        for s in &args.scenes {
+            let known = ALL_SCENES
+                .iter()
+                .find(|k| **k == s.as_str())
+                .ok_or_else(|| format!("unknown bench scene `{s}` (one of {ALL_SCENES:?})"))?;
+            v.push(*known);
+        }
+        v
+    };
+    let threads = args.threads.unwrap_or_else(|| {
+        std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1)
+    });
+    if threads == 0 {
+        return Err("--threads must be at least 1".into());
+    }
+    // Both engines run their parallel parts in the global rayon pool.
+    if let Err(e) = rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .build_global()
+    {
+        return Err(format!("cannot set up the thread pool: {e}"));
+    }
+    let out_dir = args.out.clone().unwrap_or_else(|| match mode {
+        Mode::Full => PathBuf::from("bench"),
+        _ => PathBuf::from("bench/quick"),
+    });
+    std::fs::create_dir_all(&out_dir)
+        .map_err(|e| format!("cannot create {}: {e}", out_dir.display()))?;
+
+    // Cases: the scenes at their benchmark size, then the scaling series (its point at the
+    // large_pyramid size is shared with the large_pyramid row).
+    let mut cases: Vec<Case> = Vec::new();
+    let with_overrides = |scene: &str, mut params: Vec<(String, f64)>| {
+        let spec = bevy_avbd::scenes::spec(scene).expect("bench scenes are in the catalogue");
+        for (k, v) in &args.set {
+            if spec.params.iter().any(|p| p.name == k) {
+                params.retain(|(pk, _)| pk != k);
+                params.push((k.clone(), *v));
+            }
+        }
+        params
+    };
+    for (k, _) in &args.set {
+        let known = scenes.iter().any(|s| {
+            let name = if *s == "scaling" { "large_pyramid" } else { s };
+            bevy_avbd::scenes::spec(name).is_some_and(|sp| sp.params.iter().any(|p| p.name == k))
+        });
+        if !known {
+            return Err(format!("no selected scene has a parameter `{k}`"));
+        }
+    }
+    for &s in scenes.iter().filter(|s| **s != "scaling") {
+        cases.push(Case {
+            scene: s,
+            params: with_overrides(s, mode.params(s)),
+            scaling: false,
+        });
+    }
+    if scenes.contains(&"scaling") {
+        for &base in mode.scaling_bases() {
+            let params = vec![("base".to_string(), base)];
+            if let Some(c) = cases
+                .iter_mut()
+                .find(|c| c.scene == "large_pyramid" && c.params == params)
+            {
+                c.scaling = true;
+            } else {
+                cases.push(Case {
+                    scene: "large_pyramid",
+                    params,
+                    scaling: true,
+                });
+            }
+        }
+    }
+
+    let started = Instant::now();
+    eprintln!(
+        "avbd bench ({mode:?}): {} cases, {threads} threads, {} + {} frames per case",
+        cases.len(),
+        plan.settle,
+        plan.window
+    );
+    let mut rows: Vec<Row> = Vec::new();
+    for case in &cases {
+        rows.extend(run_case(case, &plan, args.rapier_sleep)?);
+    }
+    let mut sweeps = Vec::new();
+    if !args.no_sweep {
+        for case in cases.iter().filter(|c| {
+            matches!(
+                c.scene,
+                "large_pyramid" | "many_pyramids" | "joint_grid" | "pendulum"
+            ) && !(c.scaling && c.params != with_overrides(c.scene, mode.params(c.scene)))
+        }) {
+            sweeps.push(sweep_case(case, &plan, args.rapier_sleep)?);
+        }
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    eprintln!("done in {elapsed:.0} s");
+
+    let report = markdown(&rows, &sweeps, &plan, threads, mode, &args);
+    out.write_all(report.as_bytes())
+        .map_err(|e| format!("stdout: {e}"))?;
+    write_results_csv(&out_dir.join("results.csv"), &rows, threads, &plan)?;
+    write_sweep_csv(&out_dir.join("sweep.csv"), &sweeps)?;
+    let png = out_dir.join("plot.png");
+    plot::plot(&png, &plot_points(&rows), &machine(), threads)?;
+    writeln!(
+        out,
+        "\nWrote {}, {} and {}.",
+        out_dir.join("results.csv").display(),
+        out_dir.join("sweep.csv").display(),
+        png.display()
+    )
+    .map_err(|e| format!("stdout: {e}"))?;
+    Ok(())
+}
+
+fn plot_points(rows: &[Row]) -> plot::Series {
+    let mut s = plot::Series::default();
+    for r in rows {
+        let target = match (r.case.scaling, r.engine) {
+            (true, Engine::Avbd) => &mut s.avbd_scaling,
+            (true, Engine::Rapier) => &mut s.rapier_scaling,
+            (false, Engine::Avbd) => &mut s.avbd_other,
+            (false, Engine::Rapier) => &mut s.rapier_other,
+        };
+        target.push(plot::Point {
+            bodies: r.bodies as f64,
+            ms: r.timing.median,
+            scene: r.case.scene.to_string(),
+            ok: r.passes(),
+        });
+    }
+    s
+}
+
+fn markdown(
+    rows: &[Row],
+    sweeps: &[SweepResult],
+    plan: &Plan,
+    threads: usize,
+    mode: Mode,
+    args: &BenchArgs,
+) -> String {
+    let mut s = String::new();
+    let rapier_defaults = rapier3d::prelude::IntegrationParameters::default();
+    let _ = writeln!(s, "## avbd bench ({mode:?})\n");
+    let _ = writeln!(
+        s,
+        "Machine: {}; {threads} rayon threads shared by both engines (rapier3d 0.36 with its \
+         `parallel` feature). dt = 1/60 s, gravity (0, -9.81, 0). bevy_avbd: {} iterations; \
+         rapier3d: {} solver iterations (`num_solver_iterations`, its default), sleeping {}. \
+         Timing: median and p95 of the step over frames {}..{} (after {} settling frames); \
+         quality metrics: maxima over all {} frames.\n",
+        machine(),
+        SolverConfig::default().iterations,
+        rapier_defaults.num_solver_iterations,
+        if args.rapier_sleep {
+            "allowed (rapier's default)"
+        } else {
+            "disabled"
+        },
+        plan.settle,
+        plan.settle + plan.window,
+        plan.settle,
+        plan.settle + plan.window,
+    );
+    let _ = writeln!(
+        s,
+        "| scene | bodies | joints | engine | iterations | median ms | p95 ms | collision / solver ms | quality | max_penetration m |"
+    );
+    let _ = writeln!(s, "|---|---|---|---|---|---|---|---|---|---|");
+    for r in rows {
+        let q = format!(
+            "{}{}",
+            fmt_metric(r.metric, r.quality.value(r.metric)),
+            if !r.quality.finite {
+                " ✗ not finite"
+            } else if r.passes() {
+                " ✓"
+            } else {
+                " ✗"
+            }
+        );
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {} | {} | {:.3} | {:.3} | {:.3} / {:.3} | {} | {:.4} |",
+            r.case.label(),
+            r.bodies,
+            r.joints,
+            r.engine.name(),
+            r.iterations,
+            r.timing.median,
+            r.timing.p95,
+            r.timing.collision,
+            r.timing.solver,
+            q,
+            r.quality.max_penetration,
+        );
+    }
+    let _ = writeln!(
+        s,
+        "\n✓/✗: the quality metric is within / beyond the equal-quality threshold \
+         (max_drift < {} m, max_stretch_ratio < {}, max_joint_error < {} m). A scene \
+         that collapses or explodes often steps faster afterwards (bodies fly apart): its \
+         time is not comparable.\n",
+        plan.thresholds[0], plan.thresholds[1], plan.thresholds[2]
+    );
+    let _ = writeln!(
+        s,
+        "Ratio bevy_avbd / rapier3d (median ms/frame, default budgets):\n"
+    );
+    let _ = writeln!(
+        s,
+        "| scene | bodies | bevy_avbd ms | rapier3d ms | ratio | quality bevy_avbd / rapier3d |"
+    );
+    let _ = writeln!(s, "|---|---|---|---|---|---|");
+    let mark = |r: &Row| if r.passes() { "✓" } else { "✗" };
+    for pair in rows.chunks(2) {
+        if let [a, r] = pair {
+            let _ = writeln!(
+                s,
+                "| {} | {} | {:.3} | {:.3} | {:.2} | {} / {} |",
+                a.case.label(),
+                a.bodies,
+                a.timing.median,
+                r.timing.median,
+                a.timing.median / r.timing.median,
+                mark(a),
+                mark(r)
+            );
+        }
+    }
+    if !sweeps.is_empty() {
+        let _ = writeln!(
+            s,
+            "\n### Equal-quality sweep\n\nSmallest budget (of {:?}, up to {}) at which the \
+             threshold holds for {} frames ({:.0} s), scanning upwards; a run stops at the \
+             first frame that breaks it. ms/frame: median (p95) of that passing run after {} \
+             frames.\n",
+            BUDGETS
+                .iter()
+                .filter(|&&b| b <= plan.max_budget)
+                .collect::<Vec<_>>(),
+            plan.max_budget,
+            plan.sweep_frames,
+            plan.sweep_frames as f64 / 60.0,
+            plan.settle
+        );
+        let _ = writeln!(
+            s,
+            "| scene | threshold | bevy_avbd budget | bevy_avbd ms | rapier3d budget | rapier3d ms | ratio |"
+        );
+        let _ = writeln!(s, "|---|---|---|---|---|---|---|");
+        for sw in sweeps {
+            let cell = |se: &Search| match se.passed() {
+                Some(a) => (
+                    format!("{} ({} {:.4})", a.budget, sw.metric.name(), a.value),
+                    format!("{:.3} ({:.3})", a.timing.median, a.timing.p95),
+                    Some(a.timing.median),
+                ),
+                None => {
+                    let last = se.attempts.last().map(|a| a.frames).unwrap_or(0);
+                    (
+                        format!(
+                            "does not reach the threshold up to budget {} (at {} it breaks it at frame {})",
+                            sw.max_budget, sw.max_budget, last
+                        ),
+                        "–".into(),
+                        None,
+                    )
+                }
+            };
+            let (ab, ams, at) = cell(&sw.searches[0]);
+            let (rb, rms, rt) = cell(&sw.searches[1]);
+            let ratio = match (at, rt) {
+                (Some(a), Some(r)) => format!("{:.2}", a / r),
+                _ => "–".into(),
+            };
+            let _ = writeln!(
+                s,
+                "| {} | {} < {}{} | {} | {} | {} | {} | {} |",
+                sw.case.label(),
+                sw.metric.name(),
+                sw.threshold,
+                sw.metric.unit(),
+                ab,
+                ams,
+                rb,
+                rms,
+                ratio
+            );
+        }
+        let _ = writeln!(
+            s,
+            "\nAttempts (budget: metric, ✓ held for N frames / ✗ broken at frame N):\n"
+        );
+        for sw in sweeps {
+            for se in &sw.searches {
+                let list: Vec<String> = se
+                    .attempts
+                    .iter()
+                    .map(|a| {
+                        format!(
+                            "{}: {:.4}{}",
+                            a.budget,
+                            a.value,
+                            if a.passed {
+                                format!(" ✓ {}", a.frames)
+                            } else {
+                                format!(" ✗ @{}", a.frames)
+                            }
+                        )
+                    })
+                    .collect();
+                let _ = writeln!(
+                    s,
+                    "- {} {}: {}",
+                    sw.case.label(),
+                    se.engine.name(),
+                    list.join(", ")
+                );
+            }
+        }
+        let _ = sw_frames_note(&mut s, sweeps);
+    }
+    s
+}
+
+fn sw_frames_note(s: &mut String, sweeps: &[SweepResult]) -> std::fmt::Result {
+    if let Some(sw) = sweeps.first()
+        && sw.frames < 600
+    {
+        writeln!(
+            s,
+            "\n(Sweep runs are {} frames here, not the 600 frames (10 s) of the full benchmark.)",
+            sw.frames
+        )?;
+    }
+    Ok(())
+}
+
+fn write_results_csv(path: &Path, rows: &[Row], threads: usize, plan: &Plan) -> Result<(), String> {
+    let mut s = String::from(
+        "scene,params,scaling,engine,bodies,joints,iterations,threads,settle_frames,window_frames,\
+         median_ms,p95_ms,collision_ms,solver_ms,metric,metric_value,max_drift_m,\
+         max_stretch_ratio,max_joint_error_m,max_penetration_m,finite\n",
+    );
+    for r in rows {
+        let q = &r.quality;
+        let _ = writeln!(
+            s,
+            "{},{},{},{},{},{},{},{},{},{},{:.6},{:.6},{:.6},{:.6},{},{},{},{},{},{},{}",
+            r.case.scene,
+            r.case.param_string(),
+            r.case.scaling,
+            r.engine.name(),
+            r.bodies,
+            r.joints,
+            r.iterations,
+            threads,
+            plan.settle,
+            r.timing.frames,
+            r.timing.median,
+            r.timing.p95,
+            r.timing.collision,
+            r.timing.solver,
+            r.metric.name(),
+            q.value(r.metric),
+            q.max_drift,
+            q.max_stretch,
+            q.max_joint_error,
+            q.max_penetration,
+            q.finite
+        );
+    }
+    std::fs::write(path, s).map_err(|e| format!("cannot write {}: {e}", path.display()))
+}
+
+fn write_sweep_csv(path: &Path, sweeps: &[SweepResult]) -> Result<(), String> {
+    let mut s = String::from(
+        "scene,params,engine,metric,threshold,budget,frames,metric_value,passed,median_ms,p95_ms\n",
+    );
+    for sw in sweeps {
+        for se in &sw.searches {
+            for a in &se.attempts {
+                let _ = writeln!(
+                    s,
+                    "{},{},{},{},{},{},{},{},{},{:.6},{:.6}",
+                    sw.case.scene,
+                    sw.case.param_string(),
+                    se.engine.name(),
+                    sw.metric.name(),
+                    sw.threshold,
+                    a.budget,
+                    a.frames,
+                    a.value,
+                    a.passed,
+                    a.timing.median,
+                    a.timing.p95
+                );
+            }
+        }
+    }
+    std::fs::write(path, s).map_err(|e| format!("cannot write {}: {e}", path.display()))
+}

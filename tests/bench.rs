@@ -1,0 +1,180 @@
+//! The benchmark harness itself: `avbd bench` on tiny scenes must produce finite, plausible
+//! numbers for both engines, a CSV per table and a PNG plot. No timing thresholds: timings
+//! belong in the benchmark.
+#![cfg(feature = "bench")]
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::process::Command;
+
+fn out_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("avbd-bench-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
+}
+
+/// Parses a CSV written by the harness (no quoted fields) into maps keyed by header.
+fn read_csv(path: &PathBuf) -> Vec<HashMap<String, String>> {
+    let text = std::fs::read_to_string(path)
+        .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
+    let mut lines = text.lines();
+    let header: Vec<&str> = lines.next().expect("empty CSV").split(',').collect();
+    lines
+        .map(|l| {
+            let cells: Vec<&str> = l.split(',').collect();
+            assert_eq!(cells.len(), header.len(), "ragged CSV line: {l}");
+            header
+                .iter()
+                .zip(cells)
+                .map(|(h, c)| (h.to_string(), c.to_string()))
+                .collect()
+        })
+        .collect()
+}
+
+fn num(row: &HashMap<String, String>, key: &str) -> f64 {
+    row[key]
+        .parse()
+        .unwrap_or_else(|e| panic!("{key} = {:?} is not a number ({e}) in {row:?}", row[key]))
+}
+
+#[test]
+fn bench_quick_tiny_reports_both_engines() {
+    let dir = out_dir("tiny");
+    let o = Command::new(env!("CARGO_BIN_EXE_avbd"))
+        .args([
+            "bench",
+            "--quick",
+            "--tiny",
+            "--scene",
+            "large_pyramid",
+            "--scene",
+            "joint_grid",
+            "--scene",
+            "pendulum",
+            "--threads",
+            "2",
+            "--out",
+        ])
+        .arg(&dir)
+        .output()
+        .expect("failed to run avbd bench");
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "avbd bench failed: {stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+
+    // The Markdown report: the main table, the ratio table and the sweep.
+    assert!(
+        stdout.contains("| scene | bodies | joints | engine |"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("### Equal-quality sweep"), "{stdout}");
+    for engine in ["bevy_avbd", "rapier3d"] {
+        assert!(
+            stdout.contains(&format!("| {engine} |")),
+            "{engine} missing: {stdout}"
+        );
+    }
+
+    let rows = read_csv(&dir.join("results.csv"));
+    for scene in ["large_pyramid", "joint_grid", "pendulum"] {
+        for engine in ["bevy_avbd", "rapier3d"] {
+            let r = rows
+                .iter()
+                .find(|r| r["scene"] == scene && r["engine"] == engine)
+                .unwrap_or_else(|| panic!("no {engine} row for {scene} in {rows:?}"));
+            let (median, p95) = (num(r, "median_ms"), num(r, "p95_ms"));
+            assert!(
+                median.is_finite() && median > 0.0 && p95 >= median,
+                "{scene}/{engine}: median {median}, p95 {p95}"
+            );
+            assert!(num(r, "iterations") >= 1.0);
+            assert!(num(r, "bodies") >= 1.0);
+            assert_eq!(r["finite"], "true", "{scene}/{engine} not finite");
+            let (coll, solver) = (num(r, "collision_ms"), num(r, "solver_ms"));
+            assert!(coll >= 0.0 && solver >= 0.0 && coll.is_finite() && solver.is_finite());
+            for key in [
+                "metric_value",
+                "max_drift_m",
+                "max_stretch_ratio",
+                "max_joint_error_m",
+                "max_penetration_m",
+            ] {
+                let v = num(r, key);
+                assert!(v.is_finite() && v >= 0.0, "{scene}/{engine}: {key} = {v}");
+            }
+            // Plausible: a tiny pyramid at rest does not move by a metre or sink by 10 cm,
+            // and a 4×4 grid's joints hold within 10 cm.
+            match scene {
+                "large_pyramid" => {
+                    assert_eq!(r["metric"], "max_drift");
+                    assert!(num(r, "max_drift_m") < 1.0, "{r:?}");
+                    assert!(num(r, "max_penetration_m") < 0.1, "{r:?}");
+                }
+                "joint_grid" => {
+                    assert_eq!(r["metric"], "max_joint_error");
+                    assert!(num(r, "max_joint_error_m") < 0.1, "{r:?}");
+                    assert_eq!(num(r, "joints"), 4.0 * 3.0 * 2.0 + 4.0);
+                }
+                "pendulum" => assert_eq!(r["metric"], "max_stretch_ratio"),
+                _ => unreachable!(),
+            }
+        }
+        // Both engines ran the same scene.
+        let bodies: Vec<f64> = rows
+            .iter()
+            .filter(|r| r["scene"] == scene && r["scaling"] == "false")
+            .map(|r| num(r, "bodies"))
+            .collect();
+        assert_eq!(bodies.len(), 2, "{scene}: {bodies:?}");
+        assert_eq!(bodies[0], bodies[1], "{scene}: body counts differ");
+    }
+
+    // The sweep: every attempt of both engines, with a passing budget or an honest failure.
+    let sweep = read_csv(&dir.join("sweep.csv"));
+    for scene in ["large_pyramid", "joint_grid", "pendulum"] {
+        for engine in ["bevy_avbd", "rapier3d"] {
+            let attempts: Vec<_> = sweep
+                .iter()
+                .filter(|r| r["scene"] == scene && r["engine"] == engine)
+                .collect();
+            assert!(!attempts.is_empty(), "no sweep for {scene}/{engine}");
+            for a in &attempts {
+                assert!(num(a, "budget") >= 1.0 && num(a, "frames") >= 1.0, "{a:?}");
+                assert!(num(a, "metric_value").is_finite(), "{a:?}");
+            }
+            // Budgets are scanned upwards and stop at the first pass.
+            let passed: Vec<bool> = attempts.iter().map(|a| a["passed"] == "true").collect();
+            assert!(
+                passed.iter().rev().skip(1).all(|p| !p),
+                "{scene}/{engine}: {passed:?}"
+            );
+            if let Some(a) = attempts.iter().find(|a| a["passed"] == "true") {
+                assert!(num(a, "median_ms") > 0.0, "{a:?}");
+                assert!(num(a, "metric_value") < num(a, "threshold"), "{a:?}");
+            }
+        }
+    }
+
+    let png = std::fs::read(dir.join("plot.png")).expect("plot.png not written");
+    assert!(png.len() > 1000, "plot.png is only {} bytes", png.len());
+    assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n", "plot.png is not a PNG");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn bench_rejects_unknown_scene() {
+    let o = Command::new(env!("CARGO_BIN_EXE_avbd"))
+        .args(["bench", "--tiny", "--scene", "nope", "--out"])
+        .arg(out_dir("bad"))
+        .output()
+        .expect("failed to run avbd bench");
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success());
+    assert!(
+        stderr.contains("error") && stderr.contains("nope"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}
