@@ -36,6 +36,12 @@ pub struct SolverConfig {
     /// whose multiplier overshoots separates and bounces, so contacts use a softer floor.
     /// Default 1e-3.
     pub contact_error_scale: f32,
+    /// Cap of the contact rows' load-aware floor, as a multiple of m/h² (m the larger mass
+    /// of the pair). A penalty far above the bodies' inertia makes one Gauss–Seidel sweep
+    /// overshoot the dual update λ ← kC + λ; with an uncapped floor a transient spike of λ
+    /// raised k, which raised the next spike (tall pyramids of base ≥ 50 exploded). The
+    /// β ramp is not capped by this. Not in the paper; see README. Default 3.
+    pub floor_mass_ratio: f32,
     /// A new contact or joint row starts at `k = max(k_start, new_row_mass_ratio · m/h²)`
     /// with m the larger mass of its two bodies: a mass-scaled start. Default 0.3.
     pub new_row_mass_ratio: f32,
@@ -63,6 +69,7 @@ impl Default for SolverConfig {
             k_start: 1e3,
             joint_error_scale: 1e-4,
             contact_error_scale: 1e-3,
+            floor_mass_ratio: 3.0,
             new_row_mass_ratio: 0.3,
             k_max: 1e10,
             lambda_max: 1e10,
@@ -84,6 +91,7 @@ impl SolverConfig {
         "k_start",
         "joint_error_scale",
         "contact_error_scale",
+        "floor_mass_ratio",
         "new_row_mass_ratio",
         "k_max",
         "lambda_max",
@@ -122,6 +130,7 @@ impl SolverConfig {
             "k_start" => self.k_start = v,
             "joint_error_scale" => self.joint_error_scale = v,
             "contact_error_scale" => self.contact_error_scale = v,
+            "floor_mass_ratio" => self.floor_mass_ratio = v,
             "new_row_mass_ratio" => self.new_row_mass_ratio = v,
             "k_max" => self.k_max = v,
             "lambda_max" => self.lambda_max = v,
@@ -149,6 +158,15 @@ impl SolverConfig {
         (self.gamma * k_prev)
             .max(self.k_start)
             .max(lambda.abs() / error_scale)
+            .min(self.k_max)
+    }
+
+    /// Load-aware floor of a contact's normal row: `|λ| / error_scale`, capped at
+    /// `floor_mass_ratio · m/h²` and `k_max`.
+    #[inline]
+    pub fn load_floor(&self, lambda: f32, error_scale: f32, mass: f32) -> f32 {
+        (lambda.abs() / error_scale)
+            .min(self.floor_mass_ratio * mass / (self.dt * self.dt))
             .min(self.k_max)
     }
 
@@ -207,6 +225,7 @@ impl SolverConfig {
             ("k_max", self.k_max),
             ("joint_error_scale", self.joint_error_scale),
             ("contact_error_scale", self.contact_error_scale),
+            ("floor_mass_ratio", self.floor_mass_ratio),
             ("lambda_max", self.lambda_max),
             ("max_angular_speed", self.max_angular_speed),
         ] {

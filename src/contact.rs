@@ -35,7 +35,8 @@ pub struct ContactRecord {
     pub arm_b: [f32; 4],
     /// Regularised start error for rows t, b, n (Eq. 18 applied).
     pub c0: [f32; 4],
-    /// Penalty k for rows t, b, n.
+    /// Penalty k for rows t, b, n; w: the share of the normal row's k that is this step's
+    /// load-aware floor (not carried over to the next step).
     pub k: [f32; 4],
     /// Multiplier λ for rows t, b, n.
     pub lambda: [f32; 4],

@@ -253,7 +253,8 @@ pub fn detect(
             bodies.colliders[b].as_ref().unwrap(),
         );
         let mu_s = (ca.friction * cb.friction).sqrt();
-        let k_new = cfg.initial_penalty(bodies.masses[a].mass.max(bodies.masses[b].mass));
+        let floor_mass = bodies.masses[a].mass.max(bodies.masses[b].mass);
+        let k_new = cfg.initial_penalty(floor_mass);
         let mu_d = (ca.dynamic_friction * cb.dynamic_friction).sqrt();
         let pose_a = &bodies.poses[a];
         let pose_b = &bodies.poses[b];
@@ -292,12 +293,19 @@ pub fn detect(
                         c0_n
                     },
                 ];
+                let mut k_floor = 0.0f32;
                 let (lambda, kk) = if ws.valid {
                     let lambda = ws.lambda.map(|l| l * alpha * cfg.gamma);
                     // Friction rows are bounded on both sides (the cone): like motors, they take no
                     // load-aware floor, which would make their clamped force flip between bounds.
                     let scale = [f32::INFINITY, f32::INFINITY, cfg.contact_error_scale];
-                    let k = [0, 1, 2].map(|r| cfg.warm_penalty(ws.k[r], lambda[r], scale[r]));
+                    let mut k = [0, 1, 2].map(|r| cfg.warm_penalty(ws.k[r], 0.0, scale[r]));
+                    // The floor is recomputed from the warm λ every step and kept in `k[3]`
+                    // so it is not carried into the next step's γ·k: a transient spike of λ
+                    // must not ratchet the penalty up for the following hundred steps.
+                    let floor = cfg.load_floor(lambda[2], scale[2], floor_mass);
+                    k_floor = (floor - k[2]).max(0.0);
+                    k[2] += k_floor;
                     (lambda, k)
                 } else {
                     ([0.0; 3], [k_new; 3])
@@ -316,7 +324,7 @@ pub fn detect(
                     arm_a: (wa - pa).extend(0.0).to_array(),
                     arm_b: (wb - pb).extend(0.0).to_array(),
                     c0: [c0[0], c0[1], c0[2], 0.0],
-                    k: [kk[0], kk[1], kk[2], 0.0],
+                    k: [kk[0], kk[1], kk[2], k_floor],
                     lambda: [lambda[0], lambda[1], lambda[2], 0.0],
                 });
                 state.sources.push(Source {
@@ -352,7 +360,7 @@ pub fn store_warm_start(contacts: &[ContactRecord], state: &mut CollisionState) 
             // Sticks next step if the last dual update left friction inside its cone.
             stick: c.flags & flags::INSIDE_CONE != 0,
             lambda: [c.lambda[0], c.lambda[1], c.lambda[2]],
-            k: [c.k[0], c.k[1], c.k[2]],
+            k: [c.k[0], c.k[1], c.k[2] - c.k[3]],
             anchor_a,
             anchor_b,
         };
