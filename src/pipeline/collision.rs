@@ -33,6 +33,17 @@ pub struct WarmStart {
 
 type Manifold = ContactManifold<(), WarmStart>;
 
+/// A contact point of the previous step, kept to carry warm starts by feature id.
+#[derive(Clone, Copy)]
+struct PrevPoint {
+    subshapes: (u32, u32),
+    fids: (
+        parry3d::shape::PackedFeatureId,
+        parry3d::shape::PackedFeatureId,
+    ),
+    data: WarmStart,
+}
+
 /// Persistent state of one colliding body pair.
 pub struct PairState {
     /// Body handles, `a < b`.
@@ -41,6 +52,8 @@ pub struct PairState {
     b: u32,
     manifolds: Vec<Manifold>,
     workspace: Option<ContactManifoldsWorkspace>,
+    /// Previous step's points: a reused buffer, so no allocation per pair and frame.
+    prev: Vec<PrevPoint>,
 }
 
 /// Where each contact record came from, to write its warm start back.
@@ -190,6 +203,7 @@ pub fn detect(
                 b,
                 manifolds: Vec::new(),
                 workspace: None,
+                prev: Vec::new(),
             }),
         }
     }
@@ -208,7 +222,16 @@ pub fn detect(
             let pa = shape_pose(bodies, a);
             let pb = shape_pose(bodies, b);
             let pos12 = pa.inverse() * pb;
-            let old: Vec<Manifold> = pair.manifolds.clone();
+            pair.prev.clear();
+            for m in &pair.manifolds {
+                for pt in &m.points {
+                    pair.prev.push(PrevPoint {
+                        subshapes: (m.subshape1, m.subshape2),
+                        fids: (pt.fid1, pt.fid2),
+                        data: pt.data,
+                    });
+                }
+            }
             let ok = dispatcher.contact_manifolds(
                 &pos12,
                 ca.shape.as_ref(),
@@ -223,19 +246,14 @@ pub fn detect(
             }
             // Carry warm starts by feature id wherever the dispatcher did not.
             for m in &mut pair.manifolds {
-                if let Some(o) = old
-                    .iter()
-                    .find(|o| o.subshape1 == m.subshape1 && o.subshape2 == m.subshape2)
-                {
-                    for pt in &mut m.points {
-                        if !pt.data.valid
-                            && let Some(op) = o
-                                .points
-                                .iter()
-                                .find(|op| op.fid1 == pt.fid1 && op.fid2 == pt.fid2)
-                        {
-                            pt.data = op.data;
-                        }
+                for pt in &mut m.points {
+                    if !pt.data.valid
+                        && let Some(op) = pair.prev.iter().find(|op| {
+                            op.subshapes == (m.subshape1, m.subshape2)
+                                && op.fids == (pt.fid1, pt.fid2)
+                        })
+                    {
+                        pt.data = op.data;
                     }
                 }
             }
