@@ -1,20 +1,17 @@
 //! Micro-benchmarks of the solver's hot kernels (`cargo bench --bench kernels`), so that a
 //! regression shows up as a number. `cargo test` does not build or run them.
 //!
-//! Only the 6×6 LDLᵀ is public as a function; the other kernels run inside
-//! `PhysicsWorld::step`, so they are timed through small scenes and the step's own
-//! `StepStats` split (collision vs solver):
+//! Each stage kernel runs in isolation through `bevy_avbd::stages` (exactly the code
+//! `PhysicsWorld::step` runs for that stage) on a scene settled for 30 frames and prepared
+//! up to its first iteration:
 //!
 //! - `ldlt/solve_6x6`: `Mat6::solve_ldlt` of one body's block (box mass + 4 contact rows);
-//! - `primal/one_box_step`: a whole step of one box resting on the ground (one body's primal
-//!   update × `iterations`, plus a one-pair collision pass);
-//! - `primal/stack10_solver`: the solver part of a step of a 10-box stack;
-//! - `coloring/joint_grid_30x30_solver_1it`: the solver part of a 1-iteration step of a 30×30
-//!   joint grid (adjacency + colouring of 1,770 joints + one sweep): the nearest public proxy
-//!   for colouring;
-//! - `contacts/pyramid20_collision`: the collision part of a step of the base-20 pyramid
-//!   (broad phase, 2,000+ parry3d manifolds, warm start);
-//! - `step/pyramid20`: the whole step of the base-20 pyramid.
+//! - `primal/one_box_sweep`, `primal/pyramid20_sweep`: one primal sweep (every dynamic
+//!   body's 6×6 assembly and solve, colour by colour) of 1 box and of 210 boxes;
+//! - `dual/pyramid20_update`: one dual update of the pyramid's ~2,400 contact points;
+//! - `coloring/pyramid20`, `coloring/joint_grid_30x30`: adjacency (CSR) and greedy colouring;
+//! - `contacts/pyramid20_collision`: broad phase, parry3d manifolds and warm-started records;
+//! - `step/pyramid20`: the whole step (from `StepStats`, scene rebuilt every 300 frames).
 
 use std::hint::black_box;
 use std::time::Duration;
@@ -23,6 +20,7 @@ use bevy_avbd::SolverConfig;
 use bevy_avbd::glam::{Mat3, Vec3};
 use bevy_avbd::math::{Mat6, Vec6};
 use bevy_avbd::scenes::Scene;
+use bevy_avbd::stages;
 use criterion::{Criterion, criterion_group, criterion_main};
 
 fn scene(name: &str, params: &[(&str, f64)], iterations: u32) -> Scene {
@@ -82,45 +80,64 @@ fn ldlt(c: &mut Criterion) {
     });
 }
 
+/// A scene settled for 30 frames and prepared up to its first iteration.
+fn prepared(name: &str, params: &[(&str, f64)]) -> Scene {
+    let mut s = scene(name, params, 10);
+    for _ in 0..30 {
+        s.world.step().unwrap();
+    }
+    stages::prepare(&mut s.world);
+    s
+}
+
+/// Times `stage` alone, repeated on the same prepared state.
+fn stage(c: &mut Criterion, id: &str, mut s: Scene, stage: fn(&mut bevy_avbd::PhysicsWorld)) {
+    c.bench_function(id, |bench| bench.iter(|| stage(black_box(&mut s.world))));
+}
+
 fn primal(c: &mut Criterion) {
-    c.bench_function("primal/one_box_step", |bench| {
-        bench.iter_custom(step_part(
-            || scene("stack", &[("boxes", 1.0)], 10),
-            30,
-            600,
-            |s| s.total_ms,
-        ))
-    });
-    c.bench_function("primal/stack10_solver", |bench| {
-        bench.iter_custom(step_part(
-            || scene("stack", &[("boxes", 10.0)], 10),
-            30,
-            600,
-            |s| s.solver_ms,
-        ))
-    });
+    stage(
+        c,
+        "primal/one_box_sweep",
+        prepared("stack", &[("boxes", 1.0)]),
+        stages::primal_sweep,
+    );
+    stage(
+        c,
+        "primal/pyramid20_sweep",
+        prepared("pyramid", &[("base", 20.0)]),
+        stages::primal_sweep,
+    );
+    stage(
+        c,
+        "dual/pyramid20_update",
+        prepared("pyramid", &[("base", 20.0)]),
+        stages::dual_update,
+    );
 }
 
 fn coloring(c: &mut Criterion) {
-    c.bench_function("coloring/joint_grid_30x30_solver_1it", |bench| {
-        bench.iter_custom(step_part(
-            || scene("joint_grid", &[("rows", 30.0), ("cols", 30.0)], 1),
-            10,
-            300,
-            |s| s.solver_ms,
-        ))
-    });
+    stage(
+        c,
+        "coloring/pyramid20",
+        prepared("pyramid", &[("base", 20.0)]),
+        stages::coloring,
+    );
+    stage(
+        c,
+        "coloring/joint_grid_30x30",
+        prepared("joint_grid", &[("rows", 30.0), ("cols", 30.0)]),
+        stages::coloring,
+    );
 }
 
 fn contacts(c: &mut Criterion) {
-    c.bench_function("contacts/pyramid20_collision", |bench| {
-        bench.iter_custom(step_part(
-            || scene("pyramid", &[("base", 20.0)], 10),
-            30,
-            300,
-            |s| s.collision_ms,
-        ))
-    });
+    stage(
+        c,
+        "contacts/pyramid20_collision",
+        prepared("pyramid", &[("base", 20.0)]),
+        stages::collision,
+    );
     c.bench_function("step/pyramid20", |bench| {
         bench.iter_custom(step_part(
             || scene("pyramid", &[("base", 20.0)], 10),

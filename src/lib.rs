@@ -34,6 +34,8 @@ pub use error::{BodyHandle, JointHandle, PhysicsError};
 pub use gpu::Backend;
 pub use joint::{JointDesc, JointKind, Motor};
 pub mod scenes;
+#[doc(hidden)]
+pub mod stages;
 pub use world::{BodyState, PhysicsWorld, StepReport, StepStats};
 
 pub use glam;
