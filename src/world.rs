@@ -10,7 +10,7 @@ use crate::collider::Collider;
 use crate::config::SolverConfig;
 use crate::error::{BodyHandle, JointHandle, PhysicsError};
 use crate::joint::{JointDesc, JointKind, JointRecord, JointRowState, WORLD, flags, kind};
-use crate::pipeline::{SolverData, collision, coloring, dual, integration, primal};
+use crate::pipeline::{SolverData, collision, coloring, dual, integration};
 
 /// Dense body storage (structure of arrays); the solver index of a body is its position here.
 #[derive(Default)]
@@ -652,10 +652,7 @@ impl PhysicsWorld {
             gpu.iterate(cfg, &self.bodies, &mut self.joints, &mut self.solver)
                 .map_err(|e| PhysicsError::Gpu(e.to_string()))?;
         } else {
-            for _ in 0..cfg.iterations {
-                primal::sweep(cfg, &self.bodies, &self.joints, &mut self.solver);
-                dual::update(cfg, &self.bodies, &mut self.joints, &mut self.solver);
-            }
+            crate::pipeline::iterate(cfg, &self.bodies, &mut self.joints, &mut self.solver);
         }
         dual::fracture(&self.bodies, &mut self.joints, &self.solver, &mut report);
 
