@@ -44,7 +44,7 @@ fn report(
     for e in &last.errors {
         println!("physics error: {e:?}");
     }
-    if frame.0 % 60 == 0 {
+    if frame.0.is_multiple_of(60) {
         // The pile: crates that have come to rest.
         let resting: Vec<f32> = crates
             .iter()
