@@ -39,6 +39,37 @@ impl Mat6 {
         }
     }
 
+    /// `self += Σ_r k_r J_r J_rᵀ` for the three rows of a contact point, `J_r = ±(d_r, arm × d_r)`,
+    /// in closed form: with `A = Σ k_r d_r d_rᵀ` and `X = [arm]×`, the block is
+    /// `[[A, (X A)ᵀ], [X A, X A Xᵀ]]` (the sign of J cancels). 3 rank-one updates of a 6×6
+    /// cost 63 multiply–adds plus the 3 cross products of the Jacobians; this costs about 50.
+    #[inline]
+    pub fn add_contact_rows(&mut self, dirs: &[Vec3; 3], k: &[f32; 3], arm: Vec3) {
+        // A (symmetric 3×3), columns.
+        let mut a = [Vec3::ZERO; 3];
+        for r in 0..3 {
+            let kd = dirs[r] * k[r];
+            a[0] += kd * dirs[r].x;
+            a[1] += kd * dirs[r].y;
+            a[2] += kd * dirs[r].z;
+        }
+        // X A: column j is arm × A_j.
+        let xa = [arm.cross(a[0]), arm.cross(a[1]), arm.cross(a[2])];
+        // X A Xᵀ = X (X A)ᵀ: column j is arm × (row j of X A).
+        let row = |j: usize| Vec3::new(xa[0][j], xa[1][j], xa[2][j]);
+        let xax = [arm.cross(row(0)), arm.cross(row(1)), arm.cross(row(2))];
+        let m = &mut self.0;
+        for r in 0..3 {
+            for c in 0..=r {
+                m[r][c] += a[c][r];
+                m[3 + r][3 + c] += xax[c][r];
+            }
+            for c in 0..3 {
+                m[3 + r][c] += xa[c][r];
+            }
+        }
+    }
+
     /// Adds `d` to the diagonal of the angular (`ang = true`) or linear block.
     #[inline]
     pub fn add_diag3(&mut self, d: Vec3, ang: bool) {
@@ -162,6 +193,29 @@ pub fn tangent_basis(n: Vec3) -> (Vec3, Vec3) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn contact_rows_match_three_rank_one_updates() {
+        let n = Vec3::new(0.3, 0.9, -0.2).normalize();
+        let (t, b) = tangent_basis(n);
+        let dirs = [t, b, n];
+        let k = [1.5e6, 2.5e6, 7.0e7];
+        let arm = Vec3::new(0.4, -0.5, 0.3);
+        for sign in [1.0f32, -1.0] {
+            let mut slow = Mat6::mass(10.0, glam::Mat3::IDENTITY, 3600.0);
+            let mut fast = slow;
+            for r in 0..3 {
+                slow.add_outer(&vec6(dirs[r] * sign, arm.cross(dirs[r]) * sign), k[r]);
+            }
+            fast.add_contact_rows(&dirs, &k, arm);
+            for i in 0..6 {
+                for j in 0..=i {
+                    let (x, y) = (slow.0[i][j], fast.0[i][j]);
+                    assert!((x - y).abs() <= 1e-5 * x.abs().max(1.0), "[{i}][{j}] {x} vs {y}");
+                }
+            }
+        }
+    }
 
     #[test]
     fn ldlt_solves_spd_system() {

@@ -127,14 +127,20 @@ impl Ctx<'_> {
 
     fn add_contact(&self, me: u32, c: &ContactRecord, f: &mut Vec6, hm: &mut Mat6) {
         let cf = c.forces(&self.delta(c.body_a), &self.delta(c.body_b));
-        let jm = c.jacobians(c.body_a == me);
-        for r in 0..3 {
-            let j = &jm[r];
-            for d in 0..6 {
-                f[d] -= cf.f[r] * j[d];
-            }
-            hm.add_outer(j, cf.k_hessian[r]);
+        let dirs = c.dirs();
+        // J_r = ±(d_r, arm × d_r): the force term is ±(F, arm × F) with F = Σ f_r d_r.
+        let (arm, sign) = if c.body_a == me {
+            (Vec3::from_slice(&c.arm_a[..3]), -1.0)
+        } else {
+            (Vec3::from_slice(&c.arm_b[..3]), 1.0)
+        };
+        let force = (dirs[0] * cf.f[0] + dirs[1] * cf.f[1] + dirs[2] * cf.f[2]) * sign;
+        let torque = arm.cross(force);
+        for d in 0..3 {
+            f[d] -= force[d];
+            f[3 + d] -= torque[d];
         }
+        hm.add_contact_rows(&dirs, &cf.k_hessian, arm);
     }
 
     fn add_joint(&self, me: u32, j: &JointRecord, st: &JointRowState, f: &mut Vec6, hm: &mut Mat6) {
