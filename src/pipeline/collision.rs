@@ -56,10 +56,9 @@ pub struct PairState {
     prev: Vec<PrevPoint>,
 }
 
-/// Where each contact record came from, to write its warm start back.
+/// Where each contact record came from in its pair, to write its warm start back.
 #[derive(Clone, Copy, Debug)]
 struct Source {
-    pair: u32,
     manifold: u32,
     point: u32,
 }
@@ -70,6 +69,8 @@ pub struct CollisionState {
     sources: Vec<Source>,
     /// Body-frame anchors used by each contact record this step.
     anchors: Vec<(Vec3, Vec3)>,
+    /// Records `lo..hi` of each pair this step (same order as `pairs`).
+    pair_records: Vec<(u32, u32)>,
     joint_pairs: HashSet<(BodyHandle, BodyHandle)>,
     joints_dirty: bool,
     /// Deepest penetration found in the last detection (m, ≥ 0).
@@ -85,6 +86,7 @@ impl CollisionState {
     pub(crate) fn forget_body(&mut self, h: BodyHandle) {
         self.pairs.retain(|p| p.key.0 != h && p.key.1 != h);
         self.sources.clear();
+        self.pair_records.clear();
     }
     pub fn pair_count(&self) -> usize {
         self.pairs.len()
@@ -263,8 +265,10 @@ pub fn detect(
     out.clear();
     state.sources.clear();
     state.anchors.clear();
+    state.pair_records.clear();
     let mut max_pen = 0.0f32;
-    for (pi, pair) in state.pairs.iter().enumerate() {
+    for pair in state.pairs.iter() {
+        let lo = out.len() as u32;
         let (a, b) = (pair.a as usize, pair.b as usize);
         let (ca, cb) = (
             bodies.colliders[a].as_ref().unwrap(),
@@ -346,7 +350,6 @@ pub fn detect(
                     lambda: [lambda[0], lambda[1], lambda[2], 0.0],
                 });
                 state.sources.push(Source {
-                    pair: pi as u32,
                     manifold: mi as u32,
                     point: k as u32,
                 });
@@ -356,31 +359,47 @@ pub fn detect(
                     .push((qa.conjugate() * (anc_a - pa), qb.conjugate() * (anc_b - pb)));
             }
         }
+        state.pair_records.push((lo, out.len() as u32));
     }
     state.max_penetration = max_pen;
 }
 
 /// Writes λ, k, the stick flag and the anchors back into the persistent manifolds.
 pub fn store_warm_start(contacts: &[ContactRecord], state: &mut CollisionState) {
-    for ((c, src), &(anchor_a, anchor_b)) in contacts.iter().zip(&state.sources).zip(&state.anchors)
-    {
-        let Some(pair) = state.pairs.get_mut(src.pair as usize) else {
-            continue;
-        };
-        let Some(m) = pair.manifolds.get_mut(src.manifold as usize) else {
-            continue;
-        };
-        let Some(pt) = m.points.get_mut(src.point as usize) else {
-            continue;
-        };
-        pt.data = WarmStart {
-            valid: true,
-            // Sticks next step if the last dual update left friction inside its cone.
-            stick: c.flags & flags::INSIDE_CONE != 0,
-            lambda: [c.lambda[0], c.lambda[1], c.lambda[2]],
-            k: [c.k[0], c.k[1], c.k[2] - c.k[3]],
-            anchor_a,
-            anchor_b,
-        };
-    }
+    let CollisionState {
+        pairs,
+        sources,
+        anchors,
+        pair_records,
+        ..
+    } = state;
+    // In parallel over pairs: each pair owns its manifolds and its range of records.
+    pairs
+        .par_iter_mut()
+        .zip(pair_records.par_iter())
+        .with_min_len(64)
+        .for_each(|(pair, &(lo, hi))| {
+            for r in lo as usize..hi as usize {
+                let (Some(c), Some(src), Some(&(anchor_a, anchor_b))) =
+                    (contacts.get(r), sources.get(r), anchors.get(r))
+                else {
+                    continue;
+                };
+                let Some(m) = pair.manifolds.get_mut(src.manifold as usize) else {
+                    continue;
+                };
+                let Some(pt) = m.points.get_mut(src.point as usize) else {
+                    continue;
+                };
+                pt.data = WarmStart {
+                    valid: true,
+                    // Sticks next step if the last dual update left friction inside its cone.
+                    stick: c.flags & flags::INSIDE_CONE != 0,
+                    lambda: [c.lambda[0], c.lambda[1], c.lambda[2]],
+                    k: [c.k[0], c.k[1], c.k[2] - c.k[3]],
+                    anchor_a,
+                    anchor_b,
+                };
+            }
+        });
 }
