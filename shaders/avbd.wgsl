@@ -13,11 +13,18 @@ struct Params {
     lambda_max: f32,
     n_contacts: u32,
     n_joints: u32,
+    n_bodies: u32,
+    palette: u32,
+    contact_shift: u32, // contacts per chunk = 1 << contact_shift
+    pad1: u32,
 };
 
-struct ColorRange {
-    start: u32,
-    count: u32,
+// Which colour a primal dispatch solves (dynamic-offset slots written when the slot buffer
+// is created: slot c < 64 is colour c, slot 64 + k the k-th body of the serial group; the
+// ranges themselves come from the GPU colouring, shaders/coloring.wgsl).
+struct ColorSlot {
+    index: u32,
+    pad: u32,
 };
 
 struct Pose {
@@ -84,6 +91,8 @@ struct JointState {
 @group(0) @binding(2) var<storage, read> masses: array<Mass>;
 @group(0) @binding(3) var<storage, read_write> iterate: array<Iterate>;
 @group(0) @binding(4) var<storage, read> inertial: array<Inertial>;
+// Contacts are split in up to 8 chunks of 1 << contact_shift records, each its own binding,
+// so that no binding exceeds the adapter's storage binding size (128 MiB on lavapipe).
 @group(0) @binding(5) var<storage, read_write> contacts: array<Contact>;
 @group(0) @binding(6) var<storage, read> joints: array<Joint>;
 @group(0) @binding(7) var<storage, read_write> joint_states: array<JointState>;
@@ -91,7 +100,44 @@ struct JointState {
 @group(0) @binding(9) var<storage, read> adj_items: array<u32>;
 @group(0) @binding(10) var<storage, read> color_bodies: array<u32>;
 @group(0) @binding(11) var<storage, read_write> scratch: array<Iterate>;
-@group(1) @binding(0) var<uniform> color: ColorRange;
+// (start, count) in color_bodies per colour; entry 64 is the serial fallback group.
+@group(0) @binding(12) var<storage, read> ranges: array<vec2<u32>>;
+@group(0) @binding(13) var<storage, read_write> contacts1: array<Contact>;
+@group(0) @binding(14) var<storage, read_write> contacts2: array<Contact>;
+@group(0) @binding(15) var<storage, read_write> contacts3: array<Contact>;
+@group(0) @binding(16) var<storage, read_write> contacts4: array<Contact>;
+@group(0) @binding(17) var<storage, read_write> contacts5: array<Contact>;
+@group(0) @binding(18) var<storage, read_write> contacts6: array<Contact>;
+@group(0) @binding(19) var<storage, read_write> contacts7: array<Contact>;
+@group(1) @binding(0) var<uniform> color: ColorSlot;
+
+fn load_contact(i: u32) -> Contact {
+    let j = i & ((1u << params.contact_shift) - 1u);
+    switch (i >> params.contact_shift) {
+        case 0u: { return contacts[j]; }
+        case 1u: { return contacts1[j]; }
+        case 2u: { return contacts2[j]; }
+        case 3u: { return contacts3[j]; }
+        case 4u: { return contacts4[j]; }
+        case 5u: { return contacts5[j]; }
+        case 6u: { return contacts6[j]; }
+        default: { return contacts7[j]; }
+    }
+}
+
+fn store_contact(i: u32, c: Contact) {
+    let j = i & ((1u << params.contact_shift) - 1u);
+    switch (i >> params.contact_shift) {
+        case 0u: { contacts[j] = c; }
+        case 1u: { contacts1[j] = c; }
+        case 2u: { contacts2[j] = c; }
+        case 3u: { contacts3[j] = c; }
+        case 4u: { contacts4[j] = c; }
+        case 5u: { contacts5[j] = c; }
+        case 6u: { contacts6[j] = c; }
+        default: { contacts7[j] = c; }
+    }
+}
 
 const WORLD: u32 = 0xffffffffu;
 const INF: f32 = 3.4028235e38;
@@ -576,15 +622,9 @@ fn add_joint(me: u32, ji: u32) {
 
 // ------------------------------------------------------------------ entry points
 
-// One body of the current colour: assemble H Δx = f (Eq. 4–6) and write the new iterate
-// into the double buffer.
-@compute @workgroup_size(64)
-fn primal(@builtin(global_invocation_id) gid: vec3<u32>) {
-    if (gid.x >= color.count) {
-        return;
-    }
-    let slot = color.start + gid.x;
-    let i = color_bodies[slot];
+// Assembles H Δx = f (Eq. 4–6) of body i at the current iterates and returns its new
+// iterate (the old one when the solve fails).
+fn solve_body(i: u32) -> Iterate {
     let h = params.dt;
     let inv_h2 = 1.0 / (h * h);
     let it = iterate[i];
@@ -610,36 +650,63 @@ fn primal(@builtin(global_invocation_id) gid: vec3<u32>) {
         if ((item & 1u) != 0u) {
             add_joint(i, idx);
         } else {
-            add_contact(i, contacts[idx]);
+            add_contact(i, load_contact(idx));
         }
     }
     if (!solve_ldlt()) {
-        scratch[slot] = it;
-        return;
+        return it;
     }
     let dp = it.dp.xyz + vec3<f32>(F[0], F[1], F[2]);
     let qn = quat_add(q, vec3<f32>(F[3], F[4], F[5]));
     let q0 = poses[i].q;
-    scratch[slot] = Iterate(vec4<f32>(dp, 0.0), vec4<f32>(quat_sub(qn, q0), 0.0), qn);
+    return Iterate(vec4<f32>(dp, 0.0), vec4<f32>(quat_sub(qn, q0), 0.0), qn);
+}
+
+// One body of the current colour: its new iterate goes into the double buffer.
+@compute @workgroup_size(64)
+fn primal(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let range = ranges[color.index];
+    if (gid.x >= range.y) {
+        return;
+    }
+    let slot = range.x + gid.x;
+    scratch[slot] = solve_body(color_bodies[slot]);
+}
+
+// One body of the serial fallback group of the colouring: slot 64 + k solves its k-th
+// member in place (one dispatch per member, in body-index order: Gauss–Seidel). One body per
+// invocation keeps every invocation short (llvmpipe caps loop iterations per invocation).
+@compute @workgroup_size(1)
+fn primal_serial() {
+    let range = ranges[64];
+    let k = color.index - 64u;
+    if (k >= range.y) {
+        return;
+    }
+    let i = color_bodies[range.x + k];
+    iterate[i] = solve_body(i);
 }
 
 // Copies the colour's double buffer back into the iterates.
 @compute @workgroup_size(64)
 fn copy_back(@builtin(global_invocation_id) gid: vec3<u32>) {
-    if (gid.x >= color.count) {
+    let range = ranges[color.index];
+    if (gid.x >= range.y) {
         return;
     }
-    let slot = color.start + gid.x;
+    let slot = range.x + gid.x;
     iterate[color_bodies[slot]] = scratch[slot];
 }
 
 // Dual update of one contact (λ = clamped force; k ramps while inside the bounds).
 @compute @workgroup_size(64)
-fn dual_contacts(@builtin(global_invocation_id) gid: vec3<u32>) {
-    if (gid.x >= params.n_contacts) {
+fn dual_contacts(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    // 2-D grid: one dispatch dimension holds at most 65,535 workgroups.
+    let ci = gid.x + gid.y * nwg.x * 64u;
+    if (ci >= params.n_contacts) {
         return;
     }
-    var c = contacts[gid.x];
+    var c = load_contact(ci);
     let cf = contact_forces(c);
     for (var r = 0u; r < 3u; r++) {
         c.lambda[r] = clamp(cf.f[r], -params.lambda_max, params.lambda_max);
@@ -656,20 +723,21 @@ fn dual_contacts(@builtin(global_invocation_id) gid: vec3<u32>) {
     } else {
         c.flags &= ~(STICK | INSIDE_CONE);
     }
-    contacts[gid.x] = c;
+    store_contact(ci, c);
 }
 
 // Dual update of one joint's rows.
 @compute @workgroup_size(64)
-fn dual_joints(@builtin(global_invocation_id) gid: vec3<u32>) {
-    if (gid.x >= params.n_joints) {
+fn dual_joints(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    let ji = gid.x + gid.y * nwg.x * 64u;
+    if (ji >= params.n_joints) {
         return;
     }
-    let j = joints[gid.x];
+    let j = joints[ji];
     if ((j.flags & BROKEN) != 0u) {
         return;
     }
-    var st = joint_states[gid.x];
+    var st = joint_states[ji];
     evaluate_joint(j, body_pose(j.body_a), body_pose(j.body_b));
     for (var r = 0u; r < n_rows; r++) {
         let c = row_error(r, st, j);
@@ -681,5 +749,5 @@ fn dual_joints(@builtin(global_invocation_id) gid: vec3<u32>) {
             st.k[r] = min(st.k[r] + beta * abs(c), params.k_max);
         }
     }
-    joint_states[gid.x] = st;
+    joint_states[ji] = st;
 }

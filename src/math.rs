@@ -211,7 +211,10 @@ mod tests {
             for i in 0..6 {
                 for j in 0..=i {
                     let (x, y) = (slow.0[i][j], fast.0[i][j]);
-                    assert!((x - y).abs() <= 1e-5 * x.abs().max(1.0), "[{i}][{j}] {x} vs {y}");
+                    assert!(
+                        (x - y).abs() <= 1e-5 * x.abs().max(1.0),
+                        "[{i}][{j}] {x} vs {y}"
+                    );
                 }
             }
         }

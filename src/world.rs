@@ -169,6 +169,56 @@ impl PhysicsWorld {
         self.gpu.as_ref().map(|g| g.reallocations)
     }
 
+    /// GPU memory per body, contact and joint and in total, when on the GPU backend.
+    pub fn gpu_memory(&self) -> Option<crate::gpu::GpuMemory> {
+        self.gpu.as_ref().map(|g| g.memory())
+    }
+
+    /// Per-kernel GPU times of the last step (timestamp queries), when on the GPU backend.
+    pub fn gpu_timings(&self) -> Option<crate::gpu::GpuTimings> {
+        self.gpu.as_ref().map(|g| g.timings())
+    }
+
+    /// Bytes uploaded to the GPU in the last step, when on the GPU backend.
+    pub fn gpu_upload_bytes(&self) -> Option<u64> {
+        self.gpu.as_ref().map(|g| g.upload_bytes())
+    }
+
+    /// Bodies solved in the serial fallback group of the GPU colouring in the last step.
+    pub fn gpu_serial_bodies(&self) -> Option<usize> {
+        self.gpu.as_ref().map(|g| g.serial_bodies())
+    }
+
+    /// Test hook: split GPU contacts in chunks of `1 << shift` records and cap dual
+    /// dispatches at `max_groups` workgroups per dimension (as if the scene were huge).
+    #[doc(hidden)]
+    pub fn gpu_limit_for_tests(&mut self, shift: u32, max_groups: u32) {
+        if let Some(g) = self.gpu.as_mut() {
+            g.limit_contact_chunk(shift);
+            g.limit_dispatch(max_groups);
+        }
+    }
+
+    /// The last step's GPU colouring (a blocking readback), when on the GPU backend.
+    pub fn gpu_coloring(&self) -> Option<Result<crate::gpu::GpuColoring, PhysicsError>> {
+        self.gpu
+            .as_ref()
+            .map(|g| g.coloring().map_err(|e| PhysicsError::Gpu(e.to_string())))
+    }
+
+    /// Solver indices of the two bodies of every contact of the last step and every
+    /// unbroken joint (`u32::MAX` for the world), e.g. to check a colouring.
+    pub fn constraint_pairs(&self) -> Vec<(u32, u32)> {
+        let contacts = self.solver.contacts.iter().map(|c| (c.body_a, c.body_b));
+        let joints = self
+            .joints
+            .records
+            .iter()
+            .filter(|j| !j.broken())
+            .map(|j| (j.body_a, j.body_b));
+        contacts.chain(joints).collect()
+    }
+
     // ---------------------------------------------------------------- bodies
 
     /// Adds a body; the description is validated first and nothing changes on error.
@@ -643,8 +693,11 @@ impl PhysicsWorld {
         integration::begin_step(cfg, &self.bodies, &mut self.solver);
         // 3. joints: start error C*(xᵗ), warm start of k and λ
         dual::warm_start_joints(cfg, &self.bodies, &mut self.joints);
-        // 4. adjacency and colouring over all constraints
-        coloring::build(&self.bodies, &self.joints, &mut self.solver);
+        // 4. adjacency and colouring over all constraints (the GPU backend builds the
+        //    adjacency in `GpuSolver::iterate` and colours on the device)
+        if self.gpu.is_none() {
+            coloring::build(&self.bodies, &self.joints, &mut self.solver);
+        }
 
         // 5. the fixed iteration budget, then fracture of overloaded joints
         let mut report = StepReport::default();
@@ -666,7 +719,10 @@ impl PhysicsWorld {
             solver_ms: (total - t_collision).as_secs_f64() * 1e3,
             total_ms: total.as_secs_f64() * 1e3,
             contacts: self.solver.contacts.len(),
-            colors: self.solver.colors.count(),
+            colors: match &self.gpu {
+                Some(gpu) => gpu.colors_used(),
+                None => self.solver.colors.count(),
+            },
             max_penetration: self.collision.max_penetration,
         };
         if !report.broken.is_empty() {

@@ -38,18 +38,43 @@ fn run_gpu(name: &str, params: &[(&str, f64)], config: SolverConfig, frames: u32
 /// naga (wgpu's shader compiler) parses and validates the WGSL with no adapter at all.
 #[test]
 fn shader_validates() {
-    let module = naga::front::wgsl::parse_str(bevy_avbd::gpu::SHADER).expect("WGSL parses");
-    naga::valid::Validator::new(
-        naga::valid::ValidationFlags::all(),
-        naga::valid::Capabilities::default(),
-    )
-    .validate(&module)
-    .expect("WGSL validates");
-    for entry in ["primal", "copy_back", "dual_contacts", "dual_joints"] {
-        assert!(
-            module.entry_points.iter().any(|e| e.name == entry),
-            "missing entry point {entry}"
-        );
+    let shaders: [(&str, &[&str]); 2] = [
+        (
+            bevy_avbd::gpu::SHADER,
+            &[
+                "primal",
+                "primal_serial",
+                "copy_back",
+                "dual_contacts",
+                "dual_joints",
+            ],
+        ),
+        (
+            bevy_avbd::gpu::COLORING_SHADER,
+            &[
+                "color_init",
+                "color_select",
+                "color_assign",
+                "color_count",
+                "color_scan",
+                "color_scatter",
+            ],
+        ),
+    ];
+    for (source, entries) in shaders {
+        let module = naga::front::wgsl::parse_str(source).expect("WGSL parses");
+        naga::valid::Validator::new(
+            naga::valid::ValidationFlags::all(),
+            naga::valid::Capabilities::default(),
+        )
+        .validate(&module)
+        .expect("WGSL validates");
+        for entry in entries {
+            assert!(
+                module.entry_points.iter().any(|e| e.name == *entry),
+                "missing entry point {entry}"
+            );
+        }
     }
 }
 
@@ -67,16 +92,30 @@ fn small(name: &str) -> Vec<(&'static str, f64)> {
     }
 }
 
-/// Every scene, 120 frames on both backends. The kernels are the CPU's formulas in f32, so
-/// the backends differ only by rounding (fused multiply-adds, transcendental functions):
-/// metrics agree within 1e-3 relative + 1e-4 absolute. Rounding differences grow in
-/// sensitive motion: the swinging chains and the settling arch (stick/slip transitions of
-/// its voussoirs flip on rounding) get 5%; after a projectile hits (pile, wall, card
-/// tower) the motion is chaotic, so only the pre-impact `max_drift` and finiteness are
-/// compared. Scenes without such motion must also end with every body within 1 mm of its
-/// CPU position.
+/// Every scene, 120 frames on both backends.
+///
+/// Tolerances. The kernels are the CPU's formulas in f32, but the GPU colours the bodies
+/// itself (Jones–Plassmann–Luby with hashed priorities) while the CPU colours greedily in
+/// index order, so in multi-body scenes the Gauss–Seidel order of the colours differs and
+/// the iterates after the fixed budget of 10 iterations differ by more than rounding:
+/// * residual metrics (`max_*`, `*_error`, `*_drift`: drift, penetration, stretch, joint
+///   and limit errors, momentum errors) measure how far the fixed budget is from converged,
+///   which depends on the sweep order: they must agree within a factor of 2 (+1e-4
+///   absolute). Measured: pendulum stretch 0.0026 vs 0.0048 (1.85×, a 12-link chain that
+///   the CPU colours 0/1 and the GPU with 3 colours), everything else within 1.7×
+///   (many_pyramids drift and penetration, at the 0.1 mm level);
+/// * outcome metrics (accelerations, stop distances, speeds) must agree within 1e-3
+///   relative + 1e-4 absolute (5% for the swinging chains and the settling arch, whose
+///   stick/slip transitions flip on small differences);
+/// * after a projectile hits (pile, wall, card tower) the motion is chaotic, so only the
+///   pre-impact `max_drift` and finiteness are compared;
+/// * scenes without chaotic motion must end with every body within 1 mm of its CPU
+///   position (measured: at most 0.28 mm, pyramid).
+///
+/// The GPU must in addition pass the CPU's physical acceptance thresholds (tests below).
 #[test]
 fn every_scene_matches_the_cpu() {
+    let mut failures = Vec::new();
     for spec in SCENES {
         let params = small(spec.name);
         let Some(mut gpu) = gpu_scene(spec.name, &params, SolverConfig::default()) else {
@@ -97,14 +136,29 @@ fn every_scene_matches_the_cpu() {
                         continue;
                     }
                     let swing = matches!(spec.name, "pendulum" | "two_heavy_balls" | "arch");
-                    let rel = if swing { 0.05 } else { 1e-3 };
-                    assert!(
-                        (a - b).abs() <= rel * a.abs().max(b.abs()) + 1e-4,
-                        "{}: {k} cpu {a} gpu {b}",
-                        spec.name
+                    let residual =
+                        k.starts_with("max_") || k.ends_with("_error") || k.ends_with("_drift");
+                    let rel = match (residual, swing) {
+                        (true, _) => 0.5,
+                        (false, true) => 0.05,
+                        (false, false) => 1e-3,
+                    };
+                    let ok = (a - b).abs() <= rel * a.abs().max(b.abs()) + 1e-4;
+                    eprintln!(
+                        "{:>16} {k:>24} cpu {a:<12.6e} gpu {b:<12.6e} rel {:.3e} {}",
+                        spec.name,
+                        (a - b).abs() / a.abs().max(b.abs()).max(1e-30),
+                        if ok { "" } else { "FAIL" }
                     );
+                    if !ok {
+                        failures.push(format!("{}: {k} cpu {a} gpu {b}", spec.name));
+                    }
                 }
-                _ => assert_eq!(vc, vg, "{}: {k}", spec.name),
+                _ => {
+                    if vc != vg {
+                        failures.push(format!("{}: {k} cpu {vc} gpu {vg}", spec.name));
+                    }
+                }
             }
         }
         let chaotic = matches!(
@@ -117,20 +171,20 @@ fn every_scene_matches_the_cpu() {
                 | "two_heavy_balls"
                 | "arch"
         );
-        if !chaotic {
-            for &h in cpu.world.body_handles() {
-                let (a, b) = (
-                    cpu.world.body(h).unwrap().position,
-                    gpu.world.body(h).unwrap().position,
-                );
-                assert!(
-                    (a - b).length() < 1e-3,
-                    "{}: body {h:?} cpu {a} gpu {b}",
-                    spec.name
-                );
-            }
+        let mut worst = 0.0f32;
+        for &h in cpu.world.body_handles() {
+            let (a, b) = (
+                cpu.world.body(h).unwrap().position,
+                gpu.world.body(h).unwrap().position,
+            );
+            worst = worst.max((a - b).length());
+        }
+        eprintln!("{:>16} worst position difference {worst:.3e} m", spec.name);
+        if !chaotic && worst >= 1e-3 {
+            failures.push(format!("{}: bodies differ by {worst} m", spec.name));
         }
     }
+    assert!(failures.is_empty(), "{failures:#?}");
 }
 
 #[test]
@@ -268,9 +322,18 @@ fn gpu_runtime_edits_and_steady_buffers() {
                 .with_collider(Collider::cuboid(Vec3::splat(0.5)).unwrap()),
         )
         .unwrap();
-    for _ in 0..30 {
+    w.step().unwrap();
+    let first_upload = w.gpu_upload_bytes().unwrap();
+    for _ in 0..29 {
         w.step().unwrap();
     }
+    // Masses, joint records and body flags did not change: only per-step data goes up
+    // (the first step also uploaded 2 mass records and 2 flags: 2 × (48 + 4) bytes).
+    let steady_upload = w.gpu_upload_bytes().unwrap();
+    assert!(
+        steady_upload + 2 * 52 <= first_upload,
+        "steady upload {steady_upload} vs first {first_upload}"
+    );
     let steady = w.gpu_reallocations().unwrap();
     for _ in 0..30 {
         w.step().unwrap();
@@ -307,4 +370,381 @@ fn gpu_runtime_edits_and_steady_buffers() {
         (vb + 9.81 * 0.5).abs() < 0.05 * 9.81 * 0.5,
         "released body falls freely: {vb}"
     );
+}
+
+/// Checks the last step's GPU colouring of `w`: bodies sharing a constraint never share a
+/// colour, every solved body is coloured (or in the serial group), and static, kinematic
+/// and frozen bodies never are. Returns (colours, serial bodies).
+fn check_coloring(w: &bevy_avbd::PhysicsWorld, what: &str) -> (u32, usize) {
+    use bevy_avbd::BodyKind;
+    use bevy_avbd::gpu::{MAX_COLORS, NOT_SOLVED, SERIAL_GROUP};
+    let col = w
+        .gpu_coloring()
+        .expect("GPU world")
+        .expect("colouring readback");
+    assert_eq!(col.color_of.len(), w.body_count(), "{what}");
+    assert!(
+        col.palette <= MAX_COLORS && col.colors <= col.palette,
+        "{what}"
+    );
+    for (a, b) in w.constraint_pairs() {
+        if a == u32::MAX || b == u32::MAX {
+            continue;
+        }
+        let (ca, cb) = (col.color_of[a as usize], col.color_of[b as usize]);
+        if ca < MAX_COLORS && cb < MAX_COLORS {
+            assert_ne!(ca, cb, "{what}: bodies {a} and {b} share colour {ca}");
+        }
+    }
+    for (i, &c) in col.color_of.iter().enumerate() {
+        let state = w.body(w.handle_of_index(i as u32).unwrap()).unwrap();
+        let solved = state.kind == BodyKind::Dynamic && !state.frozen;
+        if solved {
+            assert!(
+                c < col.colors || c == SERIAL_GROUP,
+                "{what}: body {i} colour {c}"
+            );
+        } else {
+            assert_eq!(c, NOT_SOLVED, "{what}: unsolved body {i} coloured {c}");
+        }
+        assert_eq!(
+            c == SERIAL_GROUP,
+            col.serial.contains(&(i as u32)),
+            "{what}"
+        );
+    }
+    assert!(
+        col.serial.windows(2).all(|p| p[0] < p[1]),
+        "{what}: serial group not sorted"
+    );
+    (col.colors, col.serial.len())
+}
+
+/// The GPU (Jones–Plassmann–Luby) colouring is a valid colouring on contact-, joint- and
+/// mixed scenes, frame after frame, with a kinematic body in the mix.
+#[test]
+fn gpu_coloring_is_valid() {
+    for (name, params) in [
+        ("pile", vec![("count", 60.0)]),
+        ("pyramid", vec![("base", 8.0)]),
+        ("joint_grid", vec![("rows", 5.0), ("cols", 5.0)]),
+        ("breakable_wall", vec![("rows", 4.0), ("cols", 4.0)]),
+        ("card_tower", vec![("levels", 2.0)]),
+        ("pendulum", vec![("links", 12.0)]),
+    ] {
+        let Some(mut s) = gpu_scene(name, &params, SolverConfig::default()) else {
+            return;
+        };
+        let mut max_colors = 0;
+        for frame in 0..40 {
+            s.world.step().unwrap();
+            if frame % 8 == 7 {
+                let (colors, serial) = check_coloring(&s.world, name);
+                max_colors = max_colors.max(colors);
+                assert_eq!(serial, 0, "{name}: serial fallback used");
+            }
+        }
+        eprintln!("{name}: up to {max_colors} GPU colours");
+    }
+}
+
+/// A 70-body clique of distance joints needs 70 colours, more than the palette of 64 and
+/// more than the JPL rounds colour: the rest goes to the serial group (solved one after
+/// another), the colouring stays valid, and the motion still matches the CPU backend.
+#[test]
+fn gpu_coloring_falls_back_past_the_palette() {
+    use bevy_avbd::glam::Vec3;
+    use bevy_avbd::{BodyDesc, JointDesc, JointKind, PhysicsWorld};
+    let build = |backend| {
+        let mut w = PhysicsWorld::with_backend(SolverConfig::default(), backend)?;
+        let n = 70;
+        let pos = |i: usize| {
+            let a = i as f32 * std::f32::consts::TAU / n as f32;
+            Vec3::new(3.0 * a.cos(), 5.0, 3.0 * a.sin())
+        };
+        let bodies: Vec<_> = (0..n)
+            .map(|i| {
+                w.add_body(BodyDesc::dynamic().with_mass(1.0).at(pos(i)))
+                    .unwrap()
+            })
+            .collect();
+        for i in 0..n {
+            for j in i + 1..n {
+                let length = (pos(i) - pos(j)).length();
+                w.add_joint(
+                    JointDesc::new(JointKind::Distance { length }, bodies[i], Some(bodies[j]))
+                        .anchors(Vec3::ZERO, Vec3::ZERO),
+                )
+                .unwrap();
+            }
+        }
+        // One body hangs from the world, so the clique swings instead of falling freely.
+        w.add_joint(JointDesc::new(JointKind::Ball, bodies[0], None).anchors(Vec3::ZERO, pos(0)))
+            .unwrap();
+        Ok::<_, bevy_avbd::PhysicsError>(w)
+    };
+    let mut w = match build(Backend::Gpu) {
+        Ok(w) => w,
+        Err(e) => {
+            assert!(!require_gpu(), "{e}");
+            return;
+        }
+    };
+    let mut cpu = build(Backend::Cpu).unwrap();
+    for _ in 0..30 {
+        w.step().unwrap();
+        cpu.step().unwrap();
+    }
+    let (colors, serial) = check_coloring(&w, "clique");
+    // A clique colours one body per JPL round, so the rounds (not only the palette) run out.
+    assert_eq!(colors as usize + serial, 70);
+    assert!(serial >= 70 - 64 && colors <= 64);
+    assert_eq!(w.gpu_serial_bodies(), Some(serial));
+    let mut worst = 0.0f32;
+    for &h in w.body_handles() {
+        let (a, b) = (cpu.body(h).unwrap(), w.body(h).unwrap());
+        assert!(!b.frozen && b.position.is_finite());
+        worst = worst.max((a.position - b.position).length());
+    }
+    let max_error = |w: &PhysicsWorld| {
+        w.joint_handles()
+            .iter()
+            .map(|&j| w.joint_error(j).unwrap())
+            .fold(0.0f32, f32::max)
+    };
+    let (ec, eg) = (max_error(&cpu), max_error(&w));
+    eprintln!("clique: worst CPU/GPU position difference {worst} m, joint error cpu {ec} gpu {eg}");
+    // about 2,400 hard rows on 420 DoF: the over-determined system converges differently under a
+    // different Gauss–Seidel order, so the comparison is physical: the joints hold as well
+    // as on the CPU and the bodies swing the same way (within 10 cm after 0.5 s on a 3 m
+    // radius).
+    assert!(
+        eg <= 2.0 * ec + 1e-3,
+        "clique: joint error cpu {ec} gpu {eg}"
+    );
+    assert!(worst < 0.1, "clique: CPU and GPU differ by {worst} m");
+}
+
+/// Contacts split over several storage bindings (as on lavapipe past 1,048,576 contacts),
+/// and dual updates on 2-D dispatch grids (past 65,535 × 64 contacts), give the same bits
+/// as one binding and 1-D grids.
+#[test]
+fn gpu_contact_chunks_give_the_same_bits() {
+    let run = |shift: Option<u32>| {
+        let mut s = gpu_scene("pile", &[("count", 30.0)], SolverConfig::default())?;
+        if let Some(shift) = shift {
+            s.world.gpu_limit_for_tests(shift, 2);
+        }
+        s.run(20).unwrap();
+        let contacts = s.world.contact_count();
+        let bits: Vec<u32> = s
+            .world
+            .body_handles()
+            .iter()
+            .flat_map(|&h| {
+                let b = s.world.body(h).unwrap();
+                b.position
+                    .to_array()
+                    .into_iter()
+                    .chain(b.rotation.to_array())
+            })
+            .map(f32::to_bits)
+            .collect();
+        Some((contacts, bits))
+    };
+    let (Some((n, a)), Some((_, b))) = (run(None), run(Some(7))) else {
+        return;
+    };
+    assert!(
+        n > 3 * 128,
+        "the pile must span several chunks: {n} contacts"
+    );
+    assert_eq!(a, b);
+}
+
+/// Same input, same bits: a pile run twice on the GPU backend.
+#[test]
+fn gpu_is_deterministic() {
+    let run = || {
+        let s = run_gpu("pile", &[("count", 60.0)], SolverConfig::default(), 90)?;
+        Some(
+            s.world
+                .body_handles()
+                .iter()
+                .map(|&h| {
+                    let b = s.world.body(h).unwrap();
+                    (b.position.to_array(), b.rotation.to_array())
+                })
+                .collect::<Vec<_>>(),
+        )
+    };
+    let (Some(a), Some(b)) = (run(), run()) else {
+        return;
+    };
+    let bits = |v: &Vec<([f32; 3], [f32; 4])>| {
+        v.iter()
+            .flat_map(|(p, q)| p.iter().chain(q).map(|x| x.to_bits()).collect::<Vec<_>>())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(bits(&a), bits(&b));
+}
+
+/// Bodies and joints added and removed at run time give the same motion on the GPU and the
+/// CPU backend (within the non-chaotic parity tolerance of 1 mm), and the colouring stays
+/// valid after every edit.
+#[test]
+fn gpu_runtime_edits_match_the_cpu() {
+    use bevy_avbd::glam::Vec3;
+    use bevy_avbd::{BodyDesc, Collider, JointDesc, JointKind, PhysicsWorld};
+    let Ok(mut gpu) = PhysicsWorld::with_backend(SolverConfig::default(), Backend::Gpu)
+        .map_err(|e| assert!(!require_gpu(), "{e}"))
+    else {
+        return;
+    };
+    let mut cpu = PhysicsWorld::new(SolverConfig::default()).unwrap();
+    let compare = |cpu: &PhysicsWorld, gpu: &PhysicsWorld, what: &str| {
+        assert_eq!(cpu.body_handles(), gpu.body_handles(), "{what}");
+        for &h in cpu.body_handles() {
+            let (a, b) = (cpu.body(h).unwrap(), gpu.body(h).unwrap());
+            assert!(
+                (a.position - b.position).length() < 1e-3,
+                "{what}: {h:?} cpu {} gpu {}",
+                a.position,
+                b.position
+            );
+        }
+        check_coloring(gpu, what);
+    };
+    let boxed = |p: Vec3| {
+        BodyDesc::dynamic()
+            .at(p)
+            .with_collider(Collider::cuboid(Vec3::splat(0.5)).unwrap())
+    };
+    let mut handles = Vec::new();
+    for w in [&mut cpu, &mut gpu] {
+        w.add_body(BodyDesc::fixed().with_collider(Collider::halfspace(Vec3::Y).unwrap()))
+            .unwrap();
+        let a = w.add_body(boxed(Vec3::new(0.0, 0.5, 0.0))).unwrap();
+        let b = w.add_body(boxed(Vec3::new(0.0, 1.5, 0.0))).unwrap();
+        handles.push((a, b));
+    }
+    let step = |cpu: &mut PhysicsWorld, gpu: &mut PhysicsWorld, n: usize| {
+        for _ in 0..n {
+            cpu.step().unwrap();
+            gpu.step().unwrap();
+        }
+    };
+    step(&mut cpu, &mut gpu, 30);
+    compare(&cpu, &gpu, "two boxes");
+    let mut joints = Vec::new();
+    let mut bobs = Vec::new();
+    for w in [&mut cpu, &mut gpu] {
+        let bob = w
+            .add_body(
+                BodyDesc::dynamic()
+                    .with_mass(1.0)
+                    .at(Vec3::new(3.0, 5.0, 0.0)),
+            )
+            .unwrap();
+        let j = w
+            .add_joint(
+                JointDesc::new(JointKind::Ball, bob, None)
+                    .anchors(Vec3::new(0.0, 1.0, 0.0), Vec3::new(3.0, 6.0, 0.0)),
+            )
+            .unwrap();
+        let c = w.add_body(boxed(Vec3::new(-3.0, 0.5, 0.0))).unwrap();
+        let k = w
+            .add_joint(
+                JointDesc::new(JointKind::Fixed, c, Some(handles[0].0))
+                    .anchors(Vec3::new(1.5, 0.0, 0.0), Vec3::new(-1.5, 0.0, 0.0)),
+            )
+            .unwrap();
+        joints.push((j, k));
+        bobs.push(bob);
+    }
+    step(&mut cpu, &mut gpu, 40);
+    compare(&cpu, &gpu, "pendulum and welded box added");
+    // Remove the lower box (its weld goes with it) and the pendulum's joint.
+    for (i, w) in [&mut cpu, &mut gpu].into_iter().enumerate() {
+        w.remove_body(handles[i].0).unwrap();
+        w.remove_joint(joints[i].0).unwrap();
+    }
+    step(&mut cpu, &mut gpu, 40);
+    compare(&cpu, &gpu, "box and joint removed");
+    for (i, w) in [&cpu, &gpu].into_iter().enumerate() {
+        assert!(
+            w.body(bobs[i]).unwrap().linear_velocity.y < -5.0,
+            "bob falls"
+        );
+        assert!(
+            w.body(handles[i].1).unwrap().position.y < 0.6,
+            "upper box fell"
+        );
+    }
+}
+
+/// `avbd run --backend gpu --json` names the adapter and reports GPU memory and per-kernel
+/// times; `avbd bench --backend gpu` runs the two series (tiny sizes here) into gpu.csv.
+#[test]
+fn gpu_cli_reports_memory_timings_and_bench() {
+    use std::process::Command;
+    if gpu_scene("stack", &[], SolverConfig::default()).is_none() {
+        return;
+    }
+    let exe = env!("CARGO_BIN_EXE_avbd");
+    let o = Command::new(exe)
+        .args([
+            "run",
+            "stack",
+            "--frames",
+            "5",
+            "--backend",
+            "gpu",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["backend"], "gpu");
+    assert!(v["adapter"].is_string());
+    let gpu = &v["gpu"];
+    assert_eq!(gpu["adapter"], v["adapter"]);
+    assert!(gpu["memory"]["bytes_per_body"].as_u64().unwrap() > 0);
+    assert!(gpu["memory"]["bytes_per_contact"].as_u64().unwrap() > 0);
+    assert!(gpu["memory"]["total_bytes"].as_u64().unwrap() > 0);
+    let t = &gpu["timings_ms"];
+    assert!(
+        t == "unsupported" || t["primal"].as_f64().unwrap() > 0.0,
+        "{t}"
+    );
+    assert_eq!(gpu["serial_bodies"], 0);
+
+    let out = std::env::temp_dir().join(format!("avbd-gpu-bench-{}", std::process::id()));
+    let o = Command::new(exe)
+        .args([
+            "bench",
+            "--backend",
+            "gpu",
+            "--pile-counts",
+            "20",
+            "--pyramid-bases",
+            "4",
+            "--gpu-settle",
+            "0",
+            "--gpu-frames",
+            "1",
+            "--out",
+        ])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let table = String::from_utf8_lossy(&o.stdout);
+    assert!(table.contains("GPU series on "), "{table}");
+    let csv = std::fs::read_to_string(out.join("gpu.csv")).unwrap();
+    let rows: Vec<&str> = csv.lines().collect();
+    assert_eq!(rows.len(), 3, "{csv}");
+    assert!(rows[1].starts_with("pile,count=20,") && rows[2].starts_with("large_pyramid,base=4,"));
+    let _ = std::fs::remove_dir_all(&out);
 }

@@ -69,6 +69,27 @@ pub struct BenchArgs {
     /// body every frame).
     #[arg(long)]
     pub rapier_sleep: bool,
+    /// Solver backend. `cpu` (default): the comparison with rapier above. `gpu` (error
+    /// without an adapter) or `auto` (GPU, else CPU): the GPU scaling series instead, no
+    /// rapier: `pile` (`--pile-counts`) and `large_pyramid` (`--pyramid-bases`), solver and
+    /// total ms per frame, per-kernel GPU times, GPU memory, adapter; writes gpu.csv.
+    #[arg(long, value_enum, default_value_t = crate::BackendArg::Cpu)]
+    pub backend: crate::BackendArg,
+    /// GPU series: pile sizes (`count`), comma-separated.
+    #[arg(long, value_delimiter = ',', default_values_t = [1000.0, 10000.0, 110000.0])]
+    pub pile_counts: Vec<f64>,
+    /// GPU series: large_pyramid bases, comma-separated (base 469 = 110,215 boxes).
+    #[arg(long, value_delimiter = ',', default_values_t = [45.0, 141.0, 469.0])]
+    pub pyramid_bases: Vec<f64>,
+    /// GPU series: untimed frames before the timed ones.
+    #[arg(long, default_value_t = 1)]
+    pub gpu_settle: u32,
+    /// GPU series: timed frames per size.
+    #[arg(long, default_value_t = 3)]
+    pub gpu_frames: u32,
+    /// GPU series: iteration budget.
+    #[arg(long, default_value_t = 10)]
+    pub gpu_iterations: u32,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -729,6 +750,9 @@ fn fmt_metric(m: Metric, v: f32) -> String {
 
 /// Runs the benchmark; the report goes to `out`, progress to stderr.
 pub fn bench(args: BenchArgs, out: &mut impl Write) -> Result<(), String> {
+    if args.backend != crate::BackendArg::Cpu {
+        return gpu_series(&args, out);
+    }
     let mode = if args.tiny {
         Mode::Tiny
     } else if args.quick {
@@ -1165,4 +1189,206 @@ fn write_sweep_csv(path: &Path, sweeps: &[SweepResult]) -> Result<(), String> {
         }
     }
     std::fs::write(path, s).map_err(|e| format!("cannot write {}: {e}", path.display()))
+}
+
+/// One row of the GPU scaling series.
+struct GpuRow {
+    scene: &'static str,
+    param: String,
+    bodies: usize,
+    contacts: usize,
+    colors: usize,
+    serial: usize,
+    build_s: f64,
+    collision_ms: f64,
+    solver_ms: f64,
+    total_ms: f64,
+    /// Colouring, primal, dual (ms per frame, timestamp queries), when supported.
+    kernels: Option<[f64; 3]>,
+    memory: Option<bevy_avbd::gpu::GpuMemory>,
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    if v.is_empty() {
+        return 0.0;
+    }
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// `avbd bench --backend gpu|auto`: the pile and large_pyramid scaling series on the GPU
+/// backend (medians over `--gpu-frames` frames after `--gpu-settle` untimed frames).
+fn gpu_series(args: &BenchArgs, out: &mut impl Write) -> Result<(), String> {
+    let backend: bevy_avbd::Backend = args.backend.into();
+    if args.gpu_frames == 0 || args.gpu_iterations == 0 {
+        return Err("--gpu-frames and --gpu-iterations must be at least 1".into());
+    }
+    let wanted = |s: &str| args.scenes.is_empty() || args.scenes.iter().any(|x| x == s);
+    for s in &args.scenes {
+        if s != "pile" && s != "large_pyramid" {
+            return Err(format!(
+                "the GPU series runs `pile` and `large_pyramid`, not `{s}`"
+            ));
+        }
+    }
+    let mut cases: Vec<(&'static str, &'static str, f64)> = Vec::new();
+    if wanted("pile") {
+        cases.extend(args.pile_counts.iter().map(|&c| ("pile", "count", c)));
+    }
+    if wanted("large_pyramid") {
+        cases.extend(
+            args.pyramid_bases
+                .iter()
+                .map(|&b| ("large_pyramid", "base", b)),
+        );
+    }
+    let out_dir = args
+        .out
+        .clone()
+        .unwrap_or_else(|| PathBuf::from("bench/gpu"));
+    std::fs::create_dir_all(&out_dir)
+        .map_err(|e| format!("cannot create {}: {e}", out_dir.display()))?;
+    let config = SolverConfig {
+        iterations: args.gpu_iterations,
+        ..SolverConfig::default()
+    };
+    let mut rows = Vec::new();
+    let mut adapter = None;
+    let io = |e: std::io::Error| e.to_string();
+    let mut failed = Vec::new();
+    for (scene, key, value) in cases {
+        let run = |adapter: &mut Option<String>| -> Result<GpuRow, String> {
+            let t0 = Instant::now();
+            let mut sc =
+                Scene::build_on(scene, &[(key.to_string(), value)], config.clone(), backend)
+                    .map_err(|e| e.to_string())?;
+            let build_s = t0.elapsed().as_secs_f64();
+            if adapter.is_none() {
+                *adapter = sc.world.adapter();
+            }
+            for _ in 0..args.gpu_settle {
+                sc.step().map_err(|e| e.to_string())?;
+            }
+            let (mut col, mut sol, mut tot) = (Vec::new(), Vec::new(), Vec::new());
+            let mut kern: [Vec<f64>; 3] = Default::default();
+            for _ in 0..args.gpu_frames {
+                sc.step().map_err(|e| e.to_string())?;
+                let st = sc.world.stats();
+                col.push(st.collision_ms);
+                sol.push(st.solver_ms);
+                tot.push(st.total_ms);
+                if let Some(t) = sc.world.gpu_timings().filter(|t| t.supported) {
+                    kern[0].push(t.coloring_ms);
+                    kern[1].push(t.primal_ms);
+                    kern[2].push(t.dual_ms);
+                }
+            }
+            let w = &sc.world;
+            let kernels = (!kern[0].is_empty()).then(|| kern.map(median));
+            Ok(GpuRow {
+                scene,
+                param: format!("{key}={value}"),
+                bodies: w.body_count(),
+                contacts: w.contact_count(),
+                colors: w.stats().colors,
+                serial: w.gpu_serial_bodies().unwrap_or(0),
+                build_s,
+                collision_ms: median(col),
+                solver_ms: median(sol),
+                total_ms: median(tot),
+                kernels,
+                memory: w.gpu_memory(),
+            })
+        };
+        match run(&mut adapter) {
+            Ok(row) => {
+                writeln!(
+                    out,
+                    "{scene} {key}={value}: {} bodies, {} contacts, solver {:.1} ms, total {:.1} ms",
+                    row.bodies, row.contacts, row.solver_ms, row.total_ms
+                )
+                .map_err(io)?;
+                rows.push(row);
+            }
+            // A size that does not fit the adapter is reported, and the series goes on.
+            Err(e) => {
+                writeln!(out, "{scene} {key}={value}: error: {e}").map_err(io)?;
+                failed.push(format!("{scene} {key}={value}: {e}"));
+            }
+        }
+    }
+    let adapter = adapter.unwrap_or_else(|| "none (CPU backend)".into());
+    let mut md = String::new();
+    let _ = writeln!(
+        md,
+        "\nGPU series on {adapter}, {} iterations, median of {} frames after {} untimed\n",
+        args.gpu_iterations, args.gpu_frames, args.gpu_settle
+    );
+    let _ = writeln!(
+        md,
+        "| scene | size | bodies | contacts | colours | collision ms | solver ms | total ms | GPU colouring / primal / dual ms | B/body | B/contact | GPU MiB |"
+    );
+    let _ = writeln!(md, "|---|---|---|---|---|---|---|---|---|---|---|---|");
+    let mut csv = String::from(
+        "scene,param,adapter,iterations,bodies,contacts,colors,serial,build_s,collision_ms,solver_ms,total_ms,gpu_coloring_ms,gpu_primal_ms,gpu_dual_ms,bytes_per_body,bytes_per_contact,bytes_per_joint,gpu_total_bytes\n",
+    );
+    for r in &rows {
+        let k = r
+            .kernels
+            .map(|k| format!("{:.1} / {:.1} / {:.1}", k[0], k[1], k[2]))
+            .unwrap_or_else(|| "unsupported".into());
+        let m = r.memory.unwrap_or_default();
+        let _ = writeln!(
+            md,
+            "| {} | {} | {} | {} | {}{} | {:.1} | {:.1} | {:.1} | {k} | {} | {} | {:.1} |",
+            r.scene,
+            r.param,
+            r.bodies,
+            r.contacts,
+            r.colors,
+            if r.serial > 0 {
+                format!(" (+{} serial)", r.serial)
+            } else {
+                String::new()
+            },
+            r.collision_ms,
+            r.solver_ms,
+            r.total_ms,
+            m.bytes_per_body,
+            m.bytes_per_contact,
+            m.total_bytes as f64 / (1024.0 * 1024.0)
+        );
+        let kc = r
+            .kernels
+            .map(|k| format!("{},{},{}", k[0], k[1], k[2]))
+            .unwrap_or_else(|| ",,".into());
+        let _ = writeln!(
+            csv,
+            "{},{},\"{}\",{},{},{},{},{},{:.3},{:.3},{:.3},{:.3},{kc},{},{},{},{}",
+            r.scene,
+            r.param,
+            adapter,
+            args.gpu_iterations,
+            r.bodies,
+            r.contacts,
+            r.colors,
+            r.serial,
+            r.build_s,
+            r.collision_ms,
+            r.solver_ms,
+            r.total_ms,
+            m.bytes_per_body,
+            m.bytes_per_contact,
+            m.bytes_per_joint,
+            m.total_bytes
+        );
+    }
+    for f in &failed {
+        let _ = writeln!(md, "\nnot run: {f}");
+    }
+    write!(out, "{md}").map_err(io)?;
+    let path = out_dir.join("gpu.csv");
+    std::fs::write(&path, csv).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    writeln!(out, "\nwrote {}", path.display()).map_err(io)?;
+    Ok(())
 }

@@ -59,8 +59,8 @@ enum Command {
     Bench(bench::BenchArgs),
 }
 
-#[derive(Clone, Copy, Debug, clap::ValueEnum)]
-enum BackendArg {
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum BackendArg {
     Cpu,
     Gpu,
     Auto,
@@ -74,6 +74,33 @@ impl From<BackendArg> for Backend {
             BackendArg::Auto => Backend::Auto,
         }
     }
+}
+
+/// The `gpu` object of `avbd run --json` (null on the CPU backend): adapter, memory per
+/// body/contact/joint, per-kernel times of the last frame from timestamp queries (or
+/// `"unsupported"`), serial-fallback bodies and bytes uploaded in the last frame.
+pub(crate) fn gpu_report(w: &bevy_avbd::PhysicsWorld) -> serde_json::Value {
+    let (Some(m), Some(t)) = (w.gpu_memory(), w.gpu_timings()) else {
+        return serde_json::Value::Null;
+    };
+    json!({
+        "adapter": w.adapter(),
+        "memory": {
+            "bytes_per_body": m.bytes_per_body,
+            "bytes_per_contact": m.bytes_per_contact,
+            "bytes_per_joint": m.bytes_per_joint,
+            "fixed_bytes": m.fixed_bytes,
+            "total_bytes": m.total_bytes,
+        },
+        "timings_ms": if t.supported {
+            json!({"coloring": t.coloring_ms, "primal": t.primal_ms, "dual": t.dual_ms})
+        } else {
+            json!("unsupported")
+        },
+        "serial_bodies": w.gpu_serial_bodies(),
+        "upload_bytes": w.gpu_upload_bytes(),
+        "reallocations": w.gpu_reallocations(),
+    })
 }
 
 pub(crate) fn parse_kv(s: &str) -> Result<(String, f64), String> {
@@ -195,6 +222,7 @@ fn run(cli: Cli, out: &mut impl Write) -> std::io::Result<ExitCode> {
                     "frames": frames,
                     "timing_ms": {"median": median, "p95": p95, "max": max},
                     "metrics": metrics,
+                    "gpu": gpu_report(w),
                 });
                 writeln!(out, "{report}")?;
             } else {
@@ -227,6 +255,28 @@ fn run(cli: Cli, out: &mut impl Write) -> std::io::Result<ExitCode> {
                     out,
                     "ms/frame     median {median:.3}   p95 {p95:.3}   max {max:.3}"
                 )?;
+                if let (Some(m), Some(t)) = (w.gpu_memory(), w.gpu_timings()) {
+                    writeln!(
+                        out,
+                        "gpu memory   {} B/body, {} B/contact, {} B/joint, {:.2} MiB allocated",
+                        m.bytes_per_body,
+                        m.bytes_per_contact,
+                        m.bytes_per_joint,
+                        m.total_bytes as f64 / (1024.0 * 1024.0)
+                    )?;
+                    if t.supported {
+                        writeln!(
+                            out,
+                            "gpu ms       colouring {:.3}   primal {:.3}   dual {:.3} (last frame, timestamps)",
+                            t.coloring_ms, t.primal_ms, t.dual_ms
+                        )?;
+                    } else {
+                        writeln!(
+                            out,
+                            "gpu ms       unsupported (no TIMESTAMP_QUERY on this adapter)"
+                        )?;
+                    }
+                }
                 writeln!(out, "metrics:")?;
                 for (k, v) in &metrics {
                     writeln!(out, "  {k:<24} {v}")?;

@@ -1,0 +1,277 @@
+// Per-step body colouring on the GPU: Jones–Plassmann–Luby parallel greedy colouring over
+// the body → constraint adjacency (CSR, built on the CPU), then compaction of the bodies
+// into per-colour ranges and indirect dispatch arguments for the primal sweeps.
+//
+// * Priorities are a fixed integer hash of the body index: the smaller (hash, index)
+//   wins, so the same input gives the same colouring, bit for bit, on any run.
+// * A round is two dispatches: `color_select` marks every uncoloured body whose priority
+//   beats all its uncoloured neighbours (an independent set: two neighbours cannot both be
+//   local maxima), then `color_assign` gives each marked body the smallest colour below
+//   `palette` (≤ 64) that no neighbour holds. Neighbours of a marked body are never marked,
+//   so nothing a body reads changes during the dispatch that reads it.
+// * Fallback: a body that finds every palette colour taken by its neighbours, or that is
+//   still uncoloured after the fixed number of rounds, joins the *serial group*: it is not
+//   a colour; the primal solves those bodies one dispatch each, one after another
+//   (Gauss–Seidel, sorted by body index), so two adjacent bodies are never solved at once.
+//   The group is empty in practice; it exists so that no input can break the invariant.
+// * Static, kinematic and frozen bodies (`body_flags` bit 0 clear) are never coloured.
+//
+// Within a colour the order of the bodies (atomic scatter) is not deterministic, but it
+// does not matter: bodies of a colour are solved from the same iterates into their own
+// double-buffer slot.
+
+struct Params {
+    dt: f32,
+    alpha: f32,
+    beta_linear: f32,
+    beta_angular: f32,
+    k_max: f32,
+    lambda_max: f32,
+    n_contacts: u32,
+    n_joints: u32,
+    n_bodies: u32,
+    palette: u32,
+    contact_shift: u32,
+    pad1: u32,
+};
+
+// Only the body indices of the records are read; the rest keeps the stride.
+struct ContactHead {
+    body_a: u32,
+    body_b: u32,
+    flags: u32,
+    pad: u32,
+    rest: array<vec4<f32>, 7>,
+};
+
+struct JointHead {
+    body_a: u32,
+    body_b: u32,
+    kind: u32,
+    flags: u32,
+    rest: array<vec4<f32>, 6>,
+};
+
+@group(0) @binding(0) var<uniform> params: Params;
+@group(0) @binding(1) var<storage, read> contacts: array<ContactHead>;
+@group(0) @binding(2) var<storage, read> joints: array<JointHead>;
+@group(0) @binding(3) var<storage, read> adj_offsets: array<u32>;
+@group(0) @binding(4) var<storage, read> adj_items: array<u32>;
+@group(0) @binding(5) var<storage, read> body_flags: array<u32>;
+@group(0) @binding(6) var<storage, read_write> color_of: array<u32>;
+// [0, n): bodies grouped by colour, then the serial group; [n, 2n): serial scratch
+// (unordered, from atomics).
+@group(0) @binding(7) var<storage, read_write> color_bodies: array<u32>;
+// ranges[c] = (start, count) for c < 64, ranges[64] = serial group,
+// ranges[65] = (colours used, bodies left uncoloured after the rounds).
+@group(0) @binding(8) var<storage, read_write> ranges: array<vec2<u32>>;
+// (x, y, z) workgroup counts per colour, colour 64 = serial group (0 or 1 workgroup).
+@group(0) @binding(9) var<storage, read_write> indirect: array<u32>;
+// [0, 64): members per colour; [64, 128): scatter cursors; 128: serial count;
+// 129: max colour + 1; 130: bodies left uncoloured after the rounds.
+@group(0) @binding(10) var<storage, read_write> counters: array<atomic<u32>>;
+// Further contact chunks (see avbd.wgsl).
+@group(0) @binding(11) var<storage, read> contacts1: array<ContactHead>;
+@group(0) @binding(12) var<storage, read> contacts2: array<ContactHead>;
+@group(0) @binding(13) var<storage, read> contacts3: array<ContactHead>;
+@group(0) @binding(14) var<storage, read> contacts4: array<ContactHead>;
+@group(0) @binding(15) var<storage, read> contacts5: array<ContactHead>;
+@group(0) @binding(16) var<storage, read> contacts6: array<ContactHead>;
+@group(0) @binding(17) var<storage, read> contacts7: array<ContactHead>;
+
+fn contact_bodies(i: u32) -> vec2<u32> {
+    let j = i & ((1u << params.contact_shift) - 1u);
+    switch (i >> params.contact_shift) {
+        case 0u: { return vec2<u32>(contacts[j].body_a, contacts[j].body_b); }
+        case 1u: { return vec2<u32>(contacts1[j].body_a, contacts1[j].body_b); }
+        case 2u: { return vec2<u32>(contacts2[j].body_a, contacts2[j].body_b); }
+        case 3u: { return vec2<u32>(contacts3[j].body_a, contacts3[j].body_b); }
+        case 4u: { return vec2<u32>(contacts4[j].body_a, contacts4[j].body_b); }
+        case 5u: { return vec2<u32>(contacts5[j].body_a, contacts5[j].body_b); }
+        case 6u: { return vec2<u32>(contacts6[j].body_a, contacts6[j].body_b); }
+        default: { return vec2<u32>(contacts7[j].body_a, contacts7[j].body_b); }
+    }
+}
+
+const WORLD: u32 = 0xffffffffu;
+const NONE: u32 = 0xffffffffu;       // not solved: never coloured
+const UNCOLORED: u32 = 0xfffffffeu;
+const CANDIDATE: u32 = 0xfffffffdu;  // local maximum of this round
+const OVERFLOW: u32 = 0xfffffffcu;   // no palette colour free: serial group
+const MAX_COLORS: u32 = 64u;
+const SERIAL: u32 = 64u;
+const WG: u32 = 64u;
+const N_COUNTERS: u32 = 131u;
+
+// Fixed 32-bit integer hash (lowbias32); the smaller (hash, index) has priority.
+fn hash(x: u32) -> u32 {
+    var h = x;
+    h ^= h >> 16u;
+    h *= 0x7feb352du;
+    h ^= h >> 15u;
+    h *= 0x846ca68bu;
+    h ^= h >> 16u;
+    return h;
+}
+
+fn beats(a: u32, ha: u32, b: u32, hb: u32) -> bool {
+    return ha < hb || (ha == hb && a < b);
+}
+
+fn other_body(item: u32, me: u32) -> u32 {
+    let idx = item >> 1u;
+    var a: u32;
+    var b: u32;
+    if ((item & 1u) != 0u) {
+        a = joints[idx].body_a;
+        b = joints[idx].body_b;
+    } else {
+        let ab = contact_bodies(idx);
+        a = ab.x;
+        b = ab.y;
+    }
+    return select(a, b, a == me);
+}
+
+fn is_open(c: u32) -> bool {
+    return c == UNCOLORED || c == CANDIDATE;
+}
+
+@compute @workgroup_size(64)
+fn color_init(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let i = gid.x;
+    if (i < N_COUNTERS) {
+        atomicStore(&counters[i], 0u);
+    }
+    if (i >= params.n_bodies) {
+        return;
+    }
+    color_of[i] = select(NONE, UNCOLORED, (body_flags[i] & 1u) != 0u);
+}
+
+@compute @workgroup_size(64)
+fn color_select(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let i = gid.x;
+    if (i >= params.n_bodies || color_of[i] != UNCOLORED) {
+        return;
+    }
+    let hi = hash(i);
+    for (var a = adj_offsets[i]; a < adj_offsets[i + 1u]; a++) {
+        let o = other_body(adj_items[a], i);
+        if (o == WORLD || o == i) {
+            continue;
+        }
+        // CANDIDATE is written concurrently by other bodies of this round; it reads the
+        // same as UNCOLORED here, so the race cannot change the outcome.
+        if (is_open(color_of[o]) && beats(o, hash(o), i, hi)) {
+            return;
+        }
+    }
+    color_of[i] = CANDIDATE;
+}
+
+@compute @workgroup_size(64)
+fn color_assign(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let i = gid.x;
+    if (i >= params.n_bodies || color_of[i] != CANDIDATE) {
+        return;
+    }
+    var used = vec2<u32>(0u, 0u);
+    for (var a = adj_offsets[i]; a < adj_offsets[i + 1u]; a++) {
+        let o = other_body(adj_items[a], i);
+        if (o == WORLD || o == i) {
+            continue;
+        }
+        let c = color_of[o];
+        if (c < 32u) {
+            used.x |= 1u << c;
+        } else if (c < MAX_COLORS) {
+            used.y |= 1u << (c - 32u);
+        }
+    }
+    var pick = OVERFLOW;
+    if (~used.x != 0u) {
+        pick = countTrailingZeros(~used.x);
+    } else if (~used.y != 0u) {
+        pick = 32u + countTrailingZeros(~used.y);
+    }
+    if (pick >= params.palette) {
+        pick = OVERFLOW;
+    }
+    color_of[i] = pick;
+}
+
+@compute @workgroup_size(64)
+fn color_count(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let i = gid.x;
+    if (i >= params.n_bodies) {
+        return;
+    }
+    let c = color_of[i];
+    if (c == NONE) {
+        return;
+    }
+    if (c < MAX_COLORS) {
+        atomicAdd(&counters[c], 1u);
+        atomicMax(&counters[129], c + 1u);
+    } else {
+        if (c != OVERFLOW) {
+            atomicAdd(&counters[130], 1u);
+        }
+        let k = atomicAdd(&counters[128], 1u);
+        color_bodies[params.n_bodies + k] = i;
+    }
+}
+
+// One invocation: prefix sum of the colour sizes and the dispatch arguments (loops are
+// kept short: llvmpipe/lavapipe caps the loop iterations of one invocation at 65535).
+@compute @workgroup_size(1)
+fn color_scan() {
+    var start = 0u;
+    for (var c = 0u; c < MAX_COLORS; c++) {
+        let n = atomicLoad(&counters[c]);
+        ranges[c] = vec2<u32>(start, n);
+        atomicStore(&counters[MAX_COLORS + c], start);
+        indirect[c * 3u] = (n + WG - 1u) / WG;
+        indirect[c * 3u + 1u] = 1u;
+        indirect[c * 3u + 2u] = 1u;
+        start += n;
+    }
+    let n_serial = atomicLoad(&counters[128]);
+    ranges[SERIAL] = vec2<u32>(start, n_serial);
+    indirect[SERIAL * 3u] = min(n_serial, 1u);
+    indirect[SERIAL * 3u + 1u] = 1u;
+    indirect[SERIAL * 3u + 2u] = 1u;
+    ranges[65] = vec2<u32>(atomicLoad(&counters[129]), atomicLoad(&counters[130]));
+}
+
+// Places the serial group after the colours, sorted by body index: the rank of a member is
+// the number of members with a smaller index (the group is empty or tiny in practice).
+@compute @workgroup_size(64)
+fn color_serial_rank(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let r = ranges[SERIAL];
+    let t = gid.x;
+    if (t >= r.y) {
+        return;
+    }
+    let base = params.n_bodies;
+    let v = color_bodies[base + t];
+    var rank = 0u;
+    for (var u = 0u; u < r.y; u++) {
+        rank += select(0u, 1u, color_bodies[base + u] < v);
+    }
+    color_bodies[r.x + rank] = v;
+}
+
+@compute @workgroup_size(64)
+fn color_scatter(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let i = gid.x;
+    if (i >= params.n_bodies) {
+        return;
+    }
+    let c = color_of[i];
+    if (c < MAX_COLORS) {
+        let slot = atomicAdd(&counters[MAX_COLORS + c], 1u);
+        color_bodies[slot] = i;
+    }
+}
