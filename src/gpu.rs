@@ -7,7 +7,7 @@
 //!
 //! 1. CPU: collision detection (parry3d), inertial targets and initial guess, joint warm
 //!    start (the same code as the CPU backend), and the body → constraint adjacency (CSR,
-//!    [`build_adjacency`]); the CPU's greedy colouring is skipped.
+//!    [`crate::pipeline::coloring::build_adjacency`]); the CPU's greedy colouring is skipped.
 //! 2. Upload: the per-step data (iterates, inertial targets, contacts, joint row states,
 //!    adjacency, poses) every step; masses, joint records and the solved-body flags only
 //!    when their bytes changed since the last upload ([`GpuSolver::upload_bytes`]). Buffers
@@ -55,8 +55,7 @@ use bytemuck::{Pod, Zeroable};
 use crate::body::{MassRecord, PoseRecord};
 use crate::config::SolverConfig;
 use crate::contact::ContactRecord;
-use crate::joint::{JointRecord, JointRowState, WORLD};
-use crate::pipeline::coloring::{Adjacency, ITEM_JOINT};
+use crate::joint::{JointRecord, JointRowState};
 use crate::pipeline::{InertialRecord, IterateRecord, SolverData};
 use crate::world::{BodySet, JointSet};
 
@@ -402,54 +401,6 @@ fn grid(groups: u32, max: u32) -> (u32, u32) {
 
 fn params_size() -> u64 {
     std::mem::size_of::<Params>() as u64
-}
-
-/// Builds the body → constraint adjacency (CSR) of this step's contacts and unbroken
-/// joints, in the layout of [`crate::pipeline::coloring::build`] (which the CPU backend
-/// runs together with its own greedy colouring; the GPU backend colours on the device).
-pub fn build_adjacency(
-    n: usize,
-    contacts: &[ContactRecord],
-    joints: &JointSet,
-    adj: &mut Adjacency,
-    cursor: &mut Vec<u32>,
-) {
-    let visit = |f: &mut dyn FnMut(u32, u32)| {
-        for (ci, c) in contacts.iter().enumerate() {
-            let item = (ci as u32) << 1;
-            f(c.body_a, item);
-            f(c.body_b, item);
-        }
-        for (ji, j) in joints.records.iter().enumerate() {
-            if j.broken() {
-                continue;
-            }
-            let item = ((ji as u32) << 1) | ITEM_JOINT;
-            f(j.body_a, item);
-            f(j.body_b, item);
-        }
-    };
-    adj.offsets.clear();
-    adj.offsets.resize(n + 1, 0);
-    visit(&mut |b, _| {
-        if b != WORLD {
-            adj.offsets[b as usize + 1] += 1;
-        }
-    });
-    for i in 0..n {
-        adj.offsets[i + 1] += adj.offsets[i];
-    }
-    adj.items.clear();
-    adj.items.resize(adj.offsets[n] as usize, 0);
-    cursor.clear();
-    cursor.extend_from_slice(&adj.offsets[..n]);
-    visit(&mut |b, item| {
-        if b != WORLD {
-            let c = &mut cursor[b as usize];
-            adj.items[*c as usize] = item;
-            *c += 1;
-        }
-    });
 }
 
 impl GpuSolver {
@@ -920,7 +871,13 @@ impl GpuSolver {
     ) -> Result<(), GpuError> {
         let n = bodies.len();
         let mut cursor = std::mem::take(&mut self.flags);
-        build_adjacency(n, &s.contacts, joints, &mut s.adjacency, &mut cursor);
+        crate::pipeline::coloring::build_adjacency(
+            n,
+            &s.contacts,
+            joints,
+            &mut s.adjacency,
+            &mut cursor,
+        );
         // Palette: greedy colouring needs at most (distinct neighbours + 1) colours, and a
         // body has no more neighbours than adjacency items.
         let mut flags = cursor;

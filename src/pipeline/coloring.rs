@@ -49,26 +49,38 @@ impl Colors {
 
 /// Builds the adjacency of this step's constraints and colours the dynamic bodies.
 pub fn build(bodies: &BodySet, joints: &JointSet, s: &mut SolverData) {
-    let n = bodies.len();
     let SolverData {
         contacts,
         adjacency: adj,
         colors,
         ..
     } = s;
-    // Edges (a, b, item), visited twice: count, then fill.
-    let active_joints = joints
-        .records
-        .iter()
-        .enumerate()
-        .filter(|(_, j)| !j.broken());
+    let mut cursor = std::mem::take(&mut colors.mark);
+    build_adjacency(bodies.len(), contacts, joints, adj, &mut cursor);
+    colors.mark = cursor;
+    color_greedy(bodies, joints, contacts, adj, colors);
+}
+
+/// Builds the body → constraint adjacency (CSR) of this step's contacts and unbroken
+/// joints, visited twice (count, then fill); `cursor` is a reused scratch buffer. Both
+/// backends use it; the CPU then colours greedily ([`build`]), the GPU on the device.
+pub fn build_adjacency(
+    n: usize,
+    contacts: &[crate::contact::ContactRecord],
+    joints: &JointSet,
+    adj: &mut Adjacency,
+    cursor: &mut Vec<u32>,
+) {
     let visit = |f: &mut dyn FnMut(u32, u32)| {
         for (ci, c) in contacts.iter().enumerate() {
             let item = (ci as u32) << 1;
             f(c.body_a, item);
             f(c.body_b, item);
         }
-        for (ji, j) in active_joints.clone() {
+        for (ji, j) in joints.records.iter().enumerate() {
+            if j.broken() {
+                continue;
+            }
             let item = ((ji as u32) << 1) | ITEM_JOINT;
             f(j.body_a, item);
             f(j.body_b, item);
@@ -86,7 +98,8 @@ pub fn build(bodies: &BodySet, joints: &JointSet, s: &mut SolverData) {
     }
     adj.items.clear();
     adj.items.resize(adj.offsets[n] as usize, 0);
-    let mut cursor: Vec<u32> = adj.offsets[..n].to_vec();
+    cursor.clear();
+    cursor.extend_from_slice(&adj.offsets[..n]);
     visit(&mut |b, item| {
         if b != WORLD {
             let c = &mut cursor[b as usize];
@@ -94,8 +107,6 @@ pub fn build(bodies: &BodySet, joints: &JointSet, s: &mut SolverData) {
             *c += 1;
         }
     });
-
-    color_greedy(bodies, joints, contacts, adj, colors);
 }
 
 /// The body on the other side of adjacency item `item` of body `i`.
