@@ -111,20 +111,27 @@ fn stack(s: &mut Scene) -> Result<(), SceneError> {
 fn pyramid(s: &mut Scene) -> Result<(), SceneError> {
     let base = count(s, "base", 1.0, 1000.0)?;
     ground(&mut s.world, 0.5)?;
+    pyramid_at(&mut s.world, 0.0, 0.0, base)?;
+    track_drift(s);
+    Ok(())
+}
+
+/// A 2D pyramid of unit boxes (μ = 0.5) in the x–y plane, `base` boxes in the bottom row,
+/// centred on x = `cx` at depth z = `cz`, resting on y = 0.
+fn pyramid_at(w: &mut PhysicsWorld, cx: f32, cz: f32, base: usize) -> Result<(), SceneError> {
     for row in 0..base {
         let n = base - row;
         for i in 0..n {
-            let x = i as f32 - (n as f32 - 1.0) / 2.0;
+            let x = cx + i as f32 - (n as f32 - 1.0) / 2.0;
             cuboid(
-                &mut s.world,
-                Vec3::new(x, 0.5 + row as f32, 0.0),
+                w,
+                Vec3::new(x, 0.5 + row as f32, cz),
                 Quat::IDENTITY,
                 Vec3::splat(0.5),
                 0.5,
             )?;
         }
     }
-    track_drift(s);
     Ok(())
 }
 
@@ -140,19 +147,7 @@ fn many_pyramids(s: &mut Scene) -> Result<(), SceneError> {
         for gz in 0..count {
             let cx = (gx as f32 - (count as f32 - 1.0) / 2.0) * pitch_x;
             let cz = (gz as f32 - (count as f32 - 1.0) / 2.0) * pitch_z;
-            for row in 0..base {
-                let n = base - row;
-                for i in 0..n {
-                    let x = cx + i as f32 - (n as f32 - 1.0) / 2.0;
-                    cuboid(
-                        &mut s.world,
-                        Vec3::new(x, 0.5 + row as f32, cz),
-                        Quat::IDENTITY,
-                        Vec3::splat(0.5),
-                        0.5,
-                    )?;
-                }
-            }
+            pyramid_at(&mut s.world, cx, cz, base)?;
         }
     }
     track_drift(s);
