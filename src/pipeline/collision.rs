@@ -64,6 +64,15 @@ struct Source {
 }
 
 #[derive(Default)]
+struct BroadPhaseScratch {
+    leaves: Vec<Aabb>,
+    leaf_body: Vec<u32>,
+    planes: Vec<u32>,
+    candidates: Vec<(BodyHandle, BodyHandle)>,
+    old_pairs: Vec<PairState>,
+}
+
+#[derive(Default)]
 pub struct CollisionState {
     pairs: Vec<PairState>,
     sources: Vec<Source>,
@@ -73,6 +82,8 @@ pub struct CollisionState {
     pair_records: Vec<(u32, u32)>,
     joint_pairs: HashSet<(BodyHandle, BodyHandle)>,
     joints_dirty: bool,
+    /// Broad-phase buffers reused from step to step (no per-frame allocation once warm).
+    scratch: BroadPhaseScratch,
     /// Deepest penetration found in the last detection (m, ≥ 0).
     pub max_penetration: f32,
 }
@@ -127,9 +138,18 @@ pub fn detect(
     let margin = cfg.collision_margin;
 
     // Broad phase: BVH over bounded colliders; half-spaces are tested against every leaf.
-    let mut leaves: Vec<Aabb> = Vec::new();
-    let mut leaf_body: Vec<u32> = Vec::new();
-    let mut planes: Vec<u32> = Vec::new();
+    let mut scratch = std::mem::take(&mut state.scratch);
+    let BroadPhaseScratch {
+        leaves,
+        leaf_body,
+        planes,
+        candidates,
+        old_pairs,
+    } = &mut scratch;
+    leaves.clear();
+    leaf_body.clear();
+    planes.clear();
+    candidates.clear();
     for i in 0..bodies.len() {
         let Some(c) = &bodies.colliders[i] else {
             continue;
@@ -148,7 +168,6 @@ pub fn detect(
             leaf_body.push(i as u32);
         }
     }
-    let mut candidates: Vec<(BodyHandle, BodyHandle)> = Vec::new();
     let mut consider = |a: u32, b: u32| {
         let (a, b) = (a as usize, b as usize);
         if !(bodies.is_solved(a) || bodies.is_solved(b)) {
@@ -160,14 +179,14 @@ pub fn detect(
         }
     };
     if leaves.len() > 1 {
-        let bvh = Bvh::from_leaves(BvhBuildStrategy::Binned, &leaves);
+        let bvh = Bvh::from_leaves(BvhBuildStrategy::Binned, leaves);
         for (l1, l2) in bvh.leaf_pairs(&bvh, |n1, n2| n1.intersects(n2)) {
             if l1 < l2 && leaves[l1 as usize].intersects(&leaves[l2 as usize]) {
                 consider(leaf_body[l1 as usize], leaf_body[l2 as usize]);
             }
         }
     }
-    for &p in &planes {
+    for &p in planes.iter() {
         let pose = shape_pose(bodies, p as usize);
         let shape = &bodies.colliders[p as usize].as_ref().unwrap().shape;
         let normal = pose.rotation * shape.as_halfspace().map(|h| h.normal).unwrap_or(Vec3::Y);
@@ -184,10 +203,11 @@ pub fn detect(
     candidates.dedup();
 
     // Keep the persistent state of pairs that are still candidates (both lists sorted).
-    let old = std::mem::take(&mut state.pairs);
-    let mut old_iter = old.into_iter().peekable();
+    std::mem::swap(&mut state.pairs, old_pairs);
+    state.pairs.clear();
+    let mut old_iter = old_pairs.drain(..).peekable();
     let index_of = |h: BodyHandle| bodies.index_of[h.0 as usize];
-    for key in candidates {
+    for &key in candidates.iter() {
         while old_iter.peek().is_some_and(|p| p.key < key) {
             old_iter.next();
         }
@@ -209,6 +229,9 @@ pub fn detect(
             }),
         }
     }
+
+    drop(old_iter);
+    state.scratch = scratch;
 
     // Narrow phase, in parallel over pairs (each pair owns its manifolds).
     let dispatcher = DefaultQueryDispatcher;
