@@ -204,33 +204,78 @@ fn tangent_of(n: vec3<f32>) -> vec3<f32> {
 
 // ------------------------------------------------------------------ 6×6 system
 
-var<private> H: array<f32, 36>;
-var<private> F: array<f32, 6>;
+// The body's system H Δx = F is accumulated in 3×3 blocks and 3-vectors, never in arrays:
+// every access has a constant index, so the accumulators stay in registers (a private
+// array indexed in a loop lives in local memory, and the per-row updates then dominate
+// the primal kernel). Hll: linear rows × linear columns, Hal: angular rows × linear
+// columns, Haa: angular × angular. Element (row r, column c) of a block is `B[c][r]`.
+var<private> Hll: mat3x3<f32>;
+var<private> Hal: mat3x3<f32>;
+var<private> Haa: mat3x3<f32>;
+var<private> Fl: vec3<f32>;
+var<private> Fa: vec3<f32>;
 
+// u vᵀ: element (r, c) = u[r] v[c].
+fn outer(u: vec3<f32>, v: vec3<f32>) -> mat3x3<f32> {
+    return mat3x3<f32>(u * v.x, u * v.y, u * v.z);
+}
+
+// H += k j jᵀ for one row with Jacobian j = (jl, ja).
 fn add_outer(j: array<f32, 6>, k: f32) {
-    for (var r = 0u; r < 6u; r++) {
-        let kr = k * j[r];
-        for (var c = 0u; c <= r; c++) {
-            H[r * 6u + c] += kr * j[c];
-        }
-    }
+    let jl = vec3<f32>(j[0], j[1], j[2]);
+    let ja = vec3<f32>(j[3], j[4], j[5]);
+    let kl = k * jl;
+    let ka = k * ja;
+    Hll += outer(kl, jl);
+    Hal += outer(ka, jl);
+    Haa += outer(ka, ja);
 }
 
 fn add_force(j: array<f32, 6>, f: f32) {
-    for (var d = 0u; d < 6u; d++) {
-        F[d] -= f * j[d];
-    }
+    Fl -= f * vec3<f32>(j[0], j[1], j[2]);
+    Fa -= f * vec3<f32>(j[3], j[4], j[5]);
 }
 
 fn add_diag3(v: vec3<f32>, ang: bool) {
-    let o = select(0u, 3u, ang);
-    H[o * 7u] += v.x;
-    H[(o + 1u) * 7u] += v.y;
-    H[(o + 2u) * 7u] += v.z;
+    let d = mat3x3<f32>(vec3<f32>(v.x, 0.0, 0.0), vec3<f32>(0.0, v.y, 0.0), vec3<f32>(0.0, 0.0, v.z));
+    if (ang) {
+        Haa += d;
+    } else {
+        Hll += d;
+    }
 }
+
+// The three rows of a contact point at once, as the CPU's Mat6::add_contact_rows: with
+// A = Σ k_r d_r d_rᵀ and X = [arm]×, the block is [[A, (X A)ᵀ], [X A, X A Xᵀ]] (the sign of
+// the Jacobian cancels).
+fn add_contact_rows(dirs: mat3x3<f32>, k: vec3<f32>, arm: vec3<f32>) {
+    var a = mat3x3<f32>(vec3<f32>(0.0), vec3<f32>(0.0), vec3<f32>(0.0));
+    for (var r = 0u; r < 3u; r++) {
+        a += outer(dirs[r] * k[r], dirs[r]);
+    }
+    let xa = mat3x3<f32>(cross(arm, a[0]), cross(arm, a[1]), cross(arm, a[2]));
+    let t = transpose(xa);
+    let xax = mat3x3<f32>(cross(arm, t[0]), cross(arm, t[1]), cross(arm, t[2]));
+    Hll += a;
+    Hal += xa;
+    Haa += xax;
+}
+
+// Solution of the last solve_ldlt.
+var<private> F: array<f32, 6>;
 
 // LDLᵀ of the lower triangle with the 1e-6·max-diagonal pivot guard; solves H x = F in F.
 fn solve_ldlt() -> bool {
+    // The lower triangle of the blocks, copied once per body for the factorisation.
+    var H: array<f32, 36>;
+    for (var r = 0u; r < 3u; r++) {
+        for (var c = 0u; c < 3u; c++) {
+            H[r * 6u + c] = Hll[c][r];
+            H[(3u + r) * 6u + c] = Hal[c][r];
+            H[(3u + r) * 6u + 3u + c] = Haa[c][r];
+        }
+    }
+    F = array<f32, 6>(Fl.x, Fl.y, Fl.z, Fa.x, Fa.y, Fa.z);
     var max_diag = 0.0;
     for (var i = 0u; i < 6u; i++) {
         max_diag = max(max_diag, abs(H[i * 7u]));
@@ -365,18 +410,13 @@ fn contact_forces(c: Contact) -> ContactForce {
 fn add_contact(me: u32, c: Contact) {
     let cf = contact_forces(c);
     let dirs = contact_dirs(c);
+    // J_r = ±(d_r, arm × d_r): the force term is ±(F, arm × F) with F = Σ f_r d_r.
     let side_a = c.body_a == me;
-    for (var r = 0u; r < 3u; r++) {
-        let d = dirs[r];
-        var j: array<f32, 6>;
-        if (side_a) {
-            j = vec6(-d, -cross(c.arm_a.xyz, d));
-        } else {
-            j = vec6(d, cross(c.arm_b.xyz, d));
-        }
-        add_force(j, cf.f[r]);
-        add_outer(j, cf.kh[r]);
-    }
+    let arm = select(c.arm_b.xyz, c.arm_a.xyz, side_a);
+    let force = (dirs[0] * cf.f[0] + dirs[1] * cf.f[1] + dirs[2] * cf.f[2]) * select(1.0, -1.0, side_a);
+    Fl -= force;
+    Fa -= cross(arm, force);
+    add_contact_rows(dirs, cf.kh, arm);
 }
 
 // ------------------------------------------------------------------ joints
@@ -634,16 +674,12 @@ fn solve_body(i: u32) -> Iterate {
     let y = inertial[i];
     let f_lin = -(it.dp.xyz - y.y.xyz) * (m.mass * inv_h2);
     let f_ang = -(iw * it.dtheta.xyz - y.hl.xyz) * inv_h2;
-    for (var k = 0u; k < 36u; k++) {
-        H[k] = 0.0;
-    }
-    F = vec6(f_lin, f_ang);
-    for (var r = 0u; r < 3u; r++) {
-        H[r * 7u] = m.mass * inv_h2;
-        for (var c = 0u; c < 3u; c++) {
-            H[(3u + r) * 6u + 3u + c] = iw[c][r] * inv_h2;
-        }
-    }
+    let mh = m.mass * inv_h2;
+    Hll = mat3x3<f32>(vec3<f32>(mh, 0.0, 0.0), vec3<f32>(0.0, mh, 0.0), vec3<f32>(0.0, 0.0, mh));
+    Hal = mat3x3<f32>(vec3<f32>(0.0), vec3<f32>(0.0), vec3<f32>(0.0));
+    Haa = iw * inv_h2;
+    Fl = f_lin;
+    Fa = f_ang;
     for (var a = adj_offsets[i]; a < adj_offsets[i + 1u]; a++) {
         let item = adj_items[a];
         let idx = item >> 1u;

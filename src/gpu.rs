@@ -129,6 +129,22 @@ pub struct GpuTimings {
     pub coloring_ms: f64,
     pub primal_ms: f64,
     pub dual_ms: f64,
+    /// From the first pass's start to the last pass's end: the step's whole GPU time,
+    /// gaps between passes included.
+    pub span_ms: f64,
+    /// Host side of the last step, wall clock (always measured): building the adjacency
+    /// and the upload list, encoding the uploads, submitting and waiting for the mapped
+    /// readback (GPU execution and both transfers), and copying the results out.
+    pub host: GpuHostTimes,
+}
+
+/// Wall-clock phases of [`GpuSolver::iterate`] on the host (ms).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct GpuHostTimes {
+    pub adjacency_ms: f64,
+    pub upload_ms: f64,
+    pub wait_ms: f64,
+    pub unpack_ms: f64,
 }
 
 /// The GPU colouring of the last step (read back on demand, for tests and tools).
@@ -870,6 +886,8 @@ impl GpuSolver {
         s: &mut SolverData,
     ) -> Result<(), GpuError> {
         let n = bodies.len();
+        let t_start = std::time::Instant::now();
+        let mut host = GpuHostTimes::default();
         let mut cursor = std::mem::take(&mut self.flags);
         crate::pipeline::coloring::build_adjacency(
             n,
@@ -936,7 +954,10 @@ impl GpuSolver {
         // A step whose colouring needs more colour or serial dispatches than were recorded
         // is run again with more (rare: the capacities only grow); its results are only
         // copied out once every coloured body was solved.
+        let ms = |t: std::time::Instant| t.elapsed().as_secs_f64() * 1e3;
+        host.adjacency_ms = ms(t_start);
         loop {
+            let t_upload = std::time::Instant::now();
             self.upload_step(cfg, bodies, joints, s, palette);
             let (k, read_bytes, ts_bytes) = self.record_and_submit(&StepShape {
                 iterations,
@@ -947,6 +968,8 @@ impl GpuSolver {
                 n_joints: joints.records.len(),
                 lens: [it_len, ct_len, js_len],
             });
+            host.upload_ms += ms(t_upload);
+            let t_wait = std::time::Instant::now();
             let staging = self.staging[k].buffer.clone();
             let slice = staging.slice(0..read_bytes);
             let (tx, rx) = std::sync::mpsc::channel();
@@ -959,6 +982,8 @@ impl GpuSolver {
             rx.recv()
                 .map_err(|e| GpuError::Readback(e.to_string()))?
                 .map_err(|e| GpuError::Readback(e.to_string()))?;
+            host.wait_ms += ms(t_wait);
+            let t_unpack = std::time::Instant::now();
             let rerun = {
                 let data = slice
                     .get_mapped_range()
@@ -992,6 +1017,7 @@ impl GpuSolver {
                 }
             };
             staging.unmap();
+            host.unpack_ms += ms(t_unpack);
             if !rerun {
                 break;
             }
@@ -1009,6 +1035,7 @@ impl GpuSolver {
             }
         }
         self.counts = (n, s.contacts.len(), joints.records.len());
+        self.last_timings.host = host;
         Ok(())
     }
 
@@ -1020,6 +1047,9 @@ impl GpuSolver {
         let mut timings = GpuTimings {
             supported: true,
             coloring_ms: ms(0),
+            span_ms: ticks[ticks.len() - 1].saturating_sub(ticks[0]) as f64
+                * period_ns as f64
+                * 1e-6,
             ..Default::default()
         };
         for i in 0..iterations as usize {

@@ -1205,6 +1205,11 @@ struct GpuRow {
     total_ms: f64,
     /// Colouring, primal, dual (ms per frame, timestamp queries), when supported.
     kernels: Option<[f64; 3]>,
+    /// Whole GPU span of the step (first pass start to last pass end), when timed.
+    span_ms: Option<f64>,
+    /// Host side of the GPU solve: adjacency, upload encoding, wait (GPU execution and
+    /// transfers), unpack (ms per frame).
+    host: [f64; 4],
     memory: Option<bevy_avbd::gpu::GpuMemory>,
 }
 
@@ -1271,20 +1276,35 @@ fn gpu_series(args: &BenchArgs, out: &mut impl Write) -> Result<(), String> {
             }
             let (mut col, mut sol, mut tot) = (Vec::new(), Vec::new(), Vec::new());
             let mut kern: [Vec<f64>; 3] = Default::default();
+            let mut span = Vec::new();
+            let mut host: [Vec<f64>; 4] = Default::default();
             for _ in 0..args.gpu_frames {
                 sc.step().map_err(|e| e.to_string())?;
                 let st = sc.world.stats();
                 col.push(st.collision_ms);
                 sol.push(st.solver_ms);
                 tot.push(st.total_ms);
-                if let Some(t) = sc.world.gpu_timings().filter(|t| t.supported) {
-                    kern[0].push(t.coloring_ms);
-                    kern[1].push(t.primal_ms);
-                    kern[2].push(t.dual_ms);
+                if let Some(t) = sc.world.gpu_timings() {
+                    let h = t.host;
+                    for (v, x) in host.iter_mut().zip([
+                        h.adjacency_ms,
+                        h.upload_ms,
+                        h.wait_ms,
+                        h.unpack_ms,
+                    ]) {
+                        v.push(x);
+                    }
+                    if t.supported {
+                        kern[0].push(t.coloring_ms);
+                        kern[1].push(t.primal_ms);
+                        kern[2].push(t.dual_ms);
+                        span.push(t.span_ms);
+                    }
                 }
             }
             let w = &sc.world;
             let kernels = (!kern[0].is_empty()).then(|| kern.map(median));
+            let span_ms = (!span.is_empty()).then(|| median(span));
             Ok(GpuRow {
                 scene,
                 param: format!("{key}={value}"),
@@ -1297,6 +1317,8 @@ fn gpu_series(args: &BenchArgs, out: &mut impl Write) -> Result<(), String> {
                 solver_ms: median(sol),
                 total_ms: median(tot),
                 kernels,
+                span_ms,
+                host: host.map(median),
                 memory: w.gpu_memory(),
             })
         };
@@ -1330,7 +1352,7 @@ fn gpu_series(args: &BenchArgs, out: &mut impl Write) -> Result<(), String> {
     );
     let _ = writeln!(md, "|---|---|---|---|---|---|---|---|---|---|---|---|");
     let mut csv = String::from(
-        "scene,param,adapter,iterations,bodies,contacts,colors,serial,build_s,collision_ms,solver_ms,total_ms,gpu_coloring_ms,gpu_primal_ms,gpu_dual_ms,bytes_per_body,bytes_per_contact,bytes_per_joint,gpu_total_bytes\n",
+        "scene,param,adapter,iterations,bodies,contacts,colors,serial,build_s,collision_ms,solver_ms,total_ms,gpu_coloring_ms,gpu_primal_ms,gpu_dual_ms,bytes_per_body,bytes_per_contact,bytes_per_joint,gpu_total_bytes,gpu_span_ms,host_adjacency_ms,host_upload_ms,host_wait_ms,host_unpack_ms\n",
     );
     for r in &rows {
         let k = r
@@ -1364,7 +1386,7 @@ fn gpu_series(args: &BenchArgs, out: &mut impl Write) -> Result<(), String> {
             .unwrap_or_else(|| ",,".into());
         let _ = writeln!(
             csv,
-            "{},{},\"{}\",{},{},{},{},{},{:.3},{:.3},{:.3},{:.3},{kc},{},{},{},{}",
+            "{},{},\"{}\",{},{},{},{},{},{:.3},{:.3},{:.3},{:.3},{kc},{},{},{},{},{},{:.3},{:.3},{:.3},{:.3}",
             r.scene,
             r.param,
             adapter,
@@ -1380,7 +1402,37 @@ fn gpu_series(args: &BenchArgs, out: &mut impl Write) -> Result<(), String> {
             m.bytes_per_body,
             m.bytes_per_contact,
             m.bytes_per_joint,
-            m.total_bytes
+            m.total_bytes,
+            r.span_ms.map(|x| format!("{x:.3}")).unwrap_or_default(),
+            r.host[0],
+            r.host[1],
+            r.host[2],
+            r.host[3],
+        );
+    }
+    // Where the solver's time goes: the GPU solve's host phases, the rest of the step on
+    // the CPU (inertial targets, joint warm start, fracture, end of step, contact warm
+    // start) and the GPU's own span.
+    let _ = writeln!(
+        md,
+        "\n| scene | size | adjacency ms | upload ms | wait (GPU + transfers) ms | unpack ms | other CPU ms | GPU span ms |"
+    );
+    let _ = writeln!(md, "|---|---|---|---|---|---|---|---|");
+    for r in &rows {
+        let gpu_solve: f64 = r.host.iter().sum();
+        let _ = writeln!(
+            md,
+            "| {} | {} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {} |",
+            r.scene,
+            r.param,
+            r.host[0],
+            r.host[1],
+            r.host[2],
+            r.host[3],
+            (r.solver_ms - gpu_solve).max(0.0),
+            r.span_ms
+                .map(|x| format!("{x:.1}"))
+                .unwrap_or_else(|| "unsupported".into()),
         );
     }
     for f in &failed {

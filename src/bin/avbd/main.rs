@@ -93,9 +93,15 @@ pub(crate) fn gpu_report(w: &bevy_avbd::PhysicsWorld) -> serde_json::Value {
             "total_bytes": m.total_bytes,
         },
         "timings_ms": if t.supported {
-            json!({"coloring": t.coloring_ms, "primal": t.primal_ms, "dual": t.dual_ms})
+            json!({"coloring": t.coloring_ms, "primal": t.primal_ms, "dual": t.dual_ms, "span": t.span_ms})
         } else {
             json!("unsupported")
+        },
+        "host_ms": {
+            "adjacency": t.host.adjacency_ms,
+            "upload": t.host.upload_ms,
+            "wait": t.host.wait_ms,
+            "unpack": t.host.unpack_ms,
         },
         "serial_bodies": w.gpu_serial_bodies(),
         "upload_bytes": w.gpu_upload_bytes(),
@@ -264,11 +270,16 @@ fn run(cli: Cli, out: &mut impl Write) -> std::io::Result<ExitCode> {
                         m.bytes_per_joint,
                         m.total_bytes as f64 / (1024.0 * 1024.0)
                     )?;
+                    writeln!(
+                        out,
+                        "gpu host ms  adjacency {:.3}   upload {:.3}   wait {:.3}   unpack {:.3} (last frame)",
+                        t.host.adjacency_ms, t.host.upload_ms, t.host.wait_ms, t.host.unpack_ms
+                    )?;
                     if t.supported {
                         writeln!(
                             out,
-                            "gpu ms       colouring {:.3}   primal {:.3}   dual {:.3} (last frame, timestamps)",
-                            t.coloring_ms, t.primal_ms, t.dual_ms
+                            "gpu ms       colouring {:.3}   primal {:.3}   dual {:.3}   span {:.3} (last frame, timestamps)",
+                            t.coloring_ms, t.primal_ms, t.dual_ms, t.span_ms
                         )?;
                     } else {
                         writeln!(
