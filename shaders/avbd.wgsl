@@ -16,7 +16,7 @@ struct Params {
     n_bodies: u32,
     palette: u32,
     contact_shift: u32, // contacts per chunk = 1 << contact_shift
-    pad1: u32,
+    max_groups: u32,
 };
 
 // Which colour a primal dispatch solves (dynamic-offset slots written when the slot buffer
@@ -662,25 +662,37 @@ fn add_joint(me: u32, ji: u32) {
 
 // ------------------------------------------------------------------ entry points
 
-// Assembles H Δx = f (Eq. 4–6) of body i at the current iterates and returns its new
-// iterate (the old one when the solve fails).
-fn solve_body(i: u32) -> Iterate {
-    let h = params.dt;
-    let inv_h2 = 1.0 / (h * h);
+// The system of body i is H Δx = f (Eq. 4–6) at the current iterates: the inertial part
+// (begin_body), the sum over the body's constraint rows (add_items, split between lanes in
+// the primal sweep) and the 6×6 solve (finish_body).
+
+fn clear_system() {
+    let z = mat3x3<f32>(vec3<f32>(0.0), vec3<f32>(0.0), vec3<f32>(0.0));
+    Hll = z;
+    Hal = z;
+    Haa = z;
+    Fl = vec3<f32>(0.0);
+    Fa = vec3<f32>(0.0);
+}
+
+// Mass blocks m/h², R I Rᵀ/h² and the inertial force toward y.
+fn begin_body(i: u32) {
+    let inv_h2 = 1.0 / (params.dt * params.dt);
     let it = iterate[i];
     let m = masses[i];
-    let q = it.q;
-    let iw = world_inertia(m, q);
+    let iw = world_inertia(m, it.q);
     let y = inertial[i];
-    let f_lin = -(it.dp.xyz - y.y.xyz) * (m.mass * inv_h2);
-    let f_ang = -(iw * it.dtheta.xyz - y.hl.xyz) * inv_h2;
     let mh = m.mass * inv_h2;
     Hll = mat3x3<f32>(vec3<f32>(mh, 0.0, 0.0), vec3<f32>(0.0, mh, 0.0), vec3<f32>(0.0, 0.0, mh));
     Hal = mat3x3<f32>(vec3<f32>(0.0), vec3<f32>(0.0), vec3<f32>(0.0));
     Haa = iw * inv_h2;
-    Fl = f_lin;
-    Fa = f_ang;
-    for (var a = adj_offsets[i]; a < adj_offsets[i + 1u]; a++) {
+    Fl = -(it.dp.xyz - y.y.xyz) * mh;
+    Fa = -(iw * it.dtheta.xyz - y.hl.xyz) * inv_h2;
+}
+
+// Adds the adjacency items first, first + stride, … of body i.
+fn add_items(i: u32, first: u32, stride: u32) {
+    for (var a = adj_offsets[i] + first; a < adj_offsets[i + 1u]; a += stride) {
         let item = adj_items[a];
         let idx = item >> 1u;
         if ((item & 1u) != 0u) {
@@ -689,24 +701,87 @@ fn solve_body(i: u32) -> Iterate {
             add_contact(i, load_contact(idx));
         }
     }
+}
+
+// Solves the assembled system; the new iterate (the old one when the solve fails).
+fn finish_body(i: u32) -> Iterate {
+    let it = iterate[i];
     if (!solve_ldlt()) {
         return it;
     }
     let dp = it.dp.xyz + vec3<f32>(F[0], F[1], F[2]);
-    let qn = quat_add(q, vec3<f32>(F[3], F[4], F[5]));
+    let qn = quat_add(it.q, vec3<f32>(F[3], F[4], F[5]));
     let q0 = poses[i].q;
     return Iterate(vec4<f32>(dp, 0.0), vec4<f32>(quat_sub(qn, q0), 0.0), qn);
 }
 
-// One body of the current colour: its new iterate goes into the double buffer.
-@compute @workgroup_size(64)
-fn primal(@builtin(global_invocation_id) gid: vec3<u32>) {
-    let range = ranges[color.index];
-    if (gid.x >= range.y) {
-        return;
+fn solve_body(i: u32) -> Iterate {
+    begin_body(i);
+    add_items(i, 0u, 1u);
+    return finish_body(i);
+}
+
+// Lanes per body in the primal sweep: a body's constraint rows are split between LANES
+// invocations (item a goes to lane a mod LANES), their partial systems are summed in
+// workgroup memory in a fixed order (deterministic), and one lane solves. One invocation
+// per body would leave each invocation a serial loop over all of its rows (~50 in a
+// pile) with a few thousand bodies per colour: too little parallelism to hide latency.
+const LANES: u32 = 16u;
+const BODIES_PER_GROUP: u32 = 4u; // 64 / LANES; coloring.wgsl sizes the dispatch with it
+const PARTS: u32 = 33u;           // Hll, Hal, Haa (9 each), Fl, Fa (3 each)
+var<workgroup> partial: array<array<f32, 33>, 64>;
+var<workgroup> total: array<array<f32, 33>, 4>;
+
+fn system_part(k: u32) -> f32 {
+    if (k < 9u) {
+        return Hll[k / 3u][k % 3u];
+    } else if (k < 18u) {
+        return Hal[(k - 9u) / 3u][(k - 9u) % 3u];
+    } else if (k < 27u) {
+        return Haa[(k - 18u) / 3u][(k - 18u) % 3u];
+    } else if (k < 30u) {
+        return Fl[k - 27u];
     }
-    let slot = range.x + gid.x;
-    scratch[slot] = solve_body(color_bodies[slot]);
+    return Fa[k - 30u];
+}
+
+// The bodies of the current colour, BODIES_PER_GROUP per workgroup: new iterates go into
+// the double buffer.
+@compute @workgroup_size(64)
+fn primal(@builtin(local_invocation_index) li: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    let range = ranges[color.index];
+    let local_body = li / LANES;
+    let lane = li % LANES;
+    let k = (wid.y * nwg.x + wid.x) * BODIES_PER_GROUP + local_body;
+    let live = k < range.y;
+    var i = 0u;
+    clear_system();
+    if (live) {
+        i = color_bodies[range.x + k];
+        add_items(i, lane, LANES);
+    }
+    for (var p = 0u; p < PARTS; p++) {
+        partial[li][p] = system_part(p);
+    }
+    workgroupBarrier();
+    for (var p = lane; p < PARTS; p += LANES) {
+        var sum = 0.0;
+        for (var l = 0u; l < LANES; l++) {
+            sum += partial[local_body * LANES + l][p];
+        }
+        total[local_body][p] = sum;
+    }
+    workgroupBarrier();
+    if (live && lane == 0u) {
+        begin_body(i);
+        let t = total[local_body];
+        Hll += mat3x3<f32>(vec3<f32>(t[0], t[1], t[2]), vec3<f32>(t[3], t[4], t[5]), vec3<f32>(t[6], t[7], t[8]));
+        Hal += mat3x3<f32>(vec3<f32>(t[9], t[10], t[11]), vec3<f32>(t[12], t[13], t[14]), vec3<f32>(t[15], t[16], t[17]));
+        Haa += mat3x3<f32>(vec3<f32>(t[18], t[19], t[20]), vec3<f32>(t[21], t[22], t[23]), vec3<f32>(t[24], t[25], t[26]));
+        Fl += vec3<f32>(t[27], t[28], t[29]);
+        Fa += vec3<f32>(t[30], t[31], t[32]);
+        scratch[range.x + k] = finish_body(i);
+    }
 }
 
 // One body of the serial fallback group of the colouring: slot 64 + k solves its k-th

@@ -32,7 +32,7 @@ struct Params {
     n_bodies: u32,
     palette: u32,
     contact_shift: u32,
-    pad1: u32,
+    max_groups: u32, // largest workgroup count per grid dimension
 };
 
 // Only the body indices of the records are read; the rest keeps the stride.
@@ -101,6 +101,10 @@ const OVERFLOW: u32 = 0xfffffffcu;   // no palette colour free: serial group
 const MAX_COLORS: u32 = 64u;
 const SERIAL: u32 = 64u;
 const WG: u32 = 64u;
+// Bodies per workgroup of the primal sweep (shaders/avbd.wgsl: 64 / LANES) and where its
+// dispatch arguments start in `indirect` (after the 65 slots of the other dispatches).
+const BODIES_PER_GROUP: u32 = 4u;
+const LANE_ARGS: u32 = 65u * 3u;
 const N_COUNTERS: u32 = 131u;
 
 // Fixed 32-bit integer hash (lowbias32); the smaller (hash, index) has priority.
@@ -235,6 +239,12 @@ fn color_scan() {
         indirect[c * 3u] = (n + WG - 1u) / WG;
         indirect[c * 3u + 1u] = 1u;
         indirect[c * 3u + 2u] = 1u;
+        // The primal sweep's arguments: BODIES_PER_GROUP bodies per workgroup, on a 2-D
+        // grid when a colour needs more than `max_groups` workgroups.
+        let g = (n + BODIES_PER_GROUP - 1u) / BODIES_PER_GROUP;
+        indirect[LANE_ARGS + c * 3u] = min(g, params.max_groups);
+        indirect[LANE_ARGS + c * 3u + 1u] = (g + params.max_groups - 1u) / params.max_groups;
+        indirect[LANE_ARGS + c * 3u + 2u] = 1u;
         start += n;
     }
     let n_serial = atomicLoad(&counters[128]);

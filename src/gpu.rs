@@ -177,7 +177,8 @@ struct Params {
     n_bodies: u32,
     palette: u32,
     contact_shift: u32,
-    pad1: u32,
+    /// Largest workgroup count per grid dimension (the primal sweep's 2-D grid).
+    max_groups: u32,
 }
 
 /// Stride of the per-colour uniform slots (dynamic offsets must be 256-byte aligned).
@@ -189,7 +190,10 @@ const SLOTS: u64 = MAX_COLORS as u64 + 1;
 const SERIAL_SLOT: u64 = MAX_COLORS as u64;
 /// `ranges`: 64 colours, the serial group, then (colours used, bodies out of rounds).
 const RANGES_BYTES: u64 = (SLOTS + 1) * 8;
-const INDIRECT_BYTES: u64 = SLOTS * 12;
+/// Dispatch arguments: one slot per colour and the serial group (64 bodies per workgroup:
+/// copy-back), then the primal sweep's per colour (`LANE_ARGS_AT`, 4 bodies per workgroup).
+const INDIRECT_BYTES: u64 = 2 * SLOTS * 12;
+const LANE_ARGS_AT: u64 = SLOTS * 12;
 const COUNTERS: u64 = 131;
 
 // Device buffers.
@@ -1096,7 +1100,7 @@ impl GpuSolver {
             n_bodies: n as u32,
             palette,
             contact_shift: self.contact_shift,
-            pad1: 0,
+            max_groups: self.max_groups,
         };
         self.queue
             .write_buffer(&self.params, 0, bytemuck::bytes_of(&params));
@@ -1186,7 +1190,7 @@ impl GpuSolver {
                 for c in 0..colors {
                     pass.set_bind_group(1, &self.slot_group, &[(c * COLOR_SLOT) as u32]);
                     pass.set_pipeline(&p.primal);
-                    pass.dispatch_workgroups_indirect(indirect, c * 12);
+                    pass.dispatch_workgroups_indirect(indirect, LANE_ARGS_AT + c * 12);
                     pass.set_pipeline(&p.copy_back);
                     pass.dispatch_workgroups_indirect(indirect, c * 12);
                 }

@@ -526,14 +526,15 @@ fn gpu_coloring_falls_back_past_the_palette() {
 }
 
 /// Contacts split over several storage bindings (as on lavapipe past 1,048,576 contacts),
-/// and dual updates on 2-D dispatch grids (past 65,535 × 64 contacts), give the same bits
-/// as one binding and 1-D grids.
+/// dual updates on 2-D dispatch grids (past 65,535 × 64 contacts) and primal sweeps on 2-D
+/// grids (past 65,535 × 4 bodies of one colour) give the same bits as one binding and 1-D
+/// grids. One workgroup per grid row forces every multi-group dispatch onto a 2-D grid.
 #[test]
 fn gpu_contact_chunks_give_the_same_bits() {
     let run = |shift: Option<u32>| {
         let mut s = gpu_scene("pile", &[("count", 30.0)], SolverConfig::default())?;
         if let Some(shift) = shift {
-            s.world.gpu_limit_for_tests(shift, 2);
+            s.world.gpu_limit_for_tests(shift, 1);
         }
         s.run(20).unwrap();
         let contacts = s.world.contact_count();
