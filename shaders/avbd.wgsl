@@ -125,17 +125,19 @@ fn load_contact(i: u32) -> Contact {
     }
 }
 
-fn store_contact(i: u32, c: Contact) {
+// The fields a dual update changes (flags, penalties, multipliers): writing them alone
+// halves the dual pass's store traffic against writing the whole 128-byte record.
+fn store_contact_dual(i: u32, v: Contact) {
     let j = i & ((1u << params.contact_shift) - 1u);
     switch (i >> params.contact_shift) {
-        case 0u: { contacts[j] = c; }
-        case 1u: { contacts1[j] = c; }
-        case 2u: { contacts2[j] = c; }
-        case 3u: { contacts3[j] = c; }
-        case 4u: { contacts4[j] = c; }
-        case 5u: { contacts5[j] = c; }
-        case 6u: { contacts6[j] = c; }
-        default: { contacts7[j] = c; }
+        case 0u: { contacts[j].flags = v.flags; contacts[j].k = v.k; contacts[j].lambda = v.lambda; }
+        case 1u: { contacts1[j].flags = v.flags; contacts1[j].k = v.k; contacts1[j].lambda = v.lambda; }
+        case 2u: { contacts2[j].flags = v.flags; contacts2[j].k = v.k; contacts2[j].lambda = v.lambda; }
+        case 3u: { contacts3[j].flags = v.flags; contacts3[j].k = v.k; contacts3[j].lambda = v.lambda; }
+        case 4u: { contacts4[j].flags = v.flags; contacts4[j].k = v.k; contacts4[j].lambda = v.lambda; }
+        case 5u: { contacts5[j].flags = v.flags; contacts5[j].k = v.k; contacts5[j].lambda = v.lambda; }
+        case 6u: { contacts6[j].flags = v.flags; contacts6[j].k = v.k; contacts6[j].lambda = v.lambda; }
+        default: { contacts7[j].flags = v.flags; contacts7[j].k = v.k; contacts7[j].lambda = v.lambda; }
     }
 }
 
@@ -249,10 +251,7 @@ fn add_diag3(v: vec3<f32>, ang: bool) {
 // A = Σ k_r d_r d_rᵀ and X = [arm]×, the block is [[A, (X A)ᵀ], [X A, X A Xᵀ]] (the sign of
 // the Jacobian cancels).
 fn add_contact_rows(dirs: mat3x3<f32>, k: vec3<f32>, arm: vec3<f32>) {
-    var a = mat3x3<f32>(vec3<f32>(0.0), vec3<f32>(0.0), vec3<f32>(0.0));
-    for (var r = 0u; r < 3u; r++) {
-        a += outer(dirs[r] * k[r], dirs[r]);
-    }
+    let a = outer(dirs[0] * k.x, dirs[0]) + outer(dirs[1] * k.y, dirs[1]) + outer(dirs[2] * k.z, dirs[2]);
     let xa = mat3x3<f32>(cross(arm, a[0]), cross(arm, a[1]), cross(arm, a[2]));
     let t = transpose(xa);
     let xax = mat3x3<f32>(cross(arm, t[0]), cross(arm, t[1]), cross(arm, t[2]));
@@ -373,12 +372,9 @@ fn contact_forces(c: Contact) -> ContactForce {
     let delta = point_b - point_a;
     let dirs = contact_dirs(c);
     var out: ContactForce;
-    var cc = vec3<f32>(0.0);
-    var f = vec3<f32>(0.0);
-    for (var r = 0u; r < 3u; r++) {
-        cc[r] = c.c0[r] + dot(dirs[r], delta);
-        f[r] = c.k[r] * cc[r] + c.lambda[r];
-    }
+    // Rows written out (no loop index into the vectors: keeps them in registers).
+    let cc = c.c0.xyz + vec3<f32>(dot(dirs[0], delta), dot(dirs[1], delta), dot(dirs[2], delta));
+    var f = c.k.xyz * cc + c.lambda.xyz;
     var kh = c.k.xyz;
     out.normal_active = f.z < 0.0;
     if (!out.normal_active) {
@@ -394,11 +390,13 @@ fn contact_forces(c: Contact) -> ContactForce {
     if (!out.inside_cone) {
         let ft = sqrt(ft2);
         let s = select(0.0, limit / ft, ft > 0.0);
-        for (var r = 0u; r < 2u; r++) {
-            f[r] *= s;
-            if (cc[r] != 0.0) {
-                kh[r] = abs((f[r] - c.lambda[r]) / cc[r]);
-            }
+        f.x *= s;
+        f.y *= s;
+        if (cc.x != 0.0) {
+            kh.x = abs((f.x - c.lambda.x) / cc.x);
+        }
+        if (cc.y != 0.0) {
+            kh.y = abs((f.y - c.lambda.y) / cc.y);
         }
     }
     out.c = cc;
@@ -732,17 +730,27 @@ const PARTS: u32 = 33u;           // Hll, Hal, Haa (9 each), Fl, Fa (3 each)
 var<workgroup> partial: array<array<f32, 33>, 64>;
 var<workgroup> total: array<array<f32, 33>, 4>;
 
-fn system_part(k: u32) -> f32 {
-    if (k < 9u) {
-        return Hll[k / 3u][k % 3u];
-    } else if (k < 18u) {
-        return Hal[(k - 9u) / 3u][(k - 9u) % 3u];
-    } else if (k < 27u) {
-        return Haa[(k - 18u) / 3u][(k - 18u) % 3u];
-    } else if (k < 30u) {
-        return Fl[k - 27u];
-    }
-    return Fa[k - 30u];
+// Writes this invocation's partial system to workgroup memory. Every index into the
+// private blocks is a constant: a loop over them would push the blocks into local memory
+// for the whole kernel.
+fn put3(li: u32, o: u32, v: vec3<f32>) {
+    partial[li][o] = v.x;
+    partial[li][o + 1u] = v.y;
+    partial[li][o + 2u] = v.z;
+}
+
+fn store_partial(li: u32) {
+    put3(li, 0u, Hll[0]);
+    put3(li, 3u, Hll[1]);
+    put3(li, 6u, Hll[2]);
+    put3(li, 9u, Hal[0]);
+    put3(li, 12u, Hal[1]);
+    put3(li, 15u, Hal[2]);
+    put3(li, 18u, Haa[0]);
+    put3(li, 21u, Haa[1]);
+    put3(li, 24u, Haa[2]);
+    put3(li, 27u, Fl);
+    put3(li, 30u, Fa);
 }
 
 // The bodies of the current colour, BODIES_PER_GROUP per workgroup: new iterates go into
@@ -760,9 +768,7 @@ fn primal(@builtin(local_invocation_index) li: u32, @builtin(workgroup_id) wid: 
         i = color_bodies[range.x + k];
         add_items(i, lane, LANES);
     }
-    for (var p = 0u; p < PARTS; p++) {
-        partial[li][p] = system_part(p);
-    }
+    store_partial(li);
     workgroupBarrier();
     for (var p = lane; p < PARTS; p += LANES) {
         var sum = 0.0;
@@ -819,22 +825,19 @@ fn dual_contacts(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_wor
     }
     var c = load_contact(ci);
     let cf = contact_forces(c);
-    for (var r = 0u; r < 3u; r++) {
-        c.lambda[r] = clamp(cf.f[r], -params.lambda_max, params.lambda_max);
-    }
+    c.lambda = vec4<f32>(clamp(cf.f, vec3<f32>(-params.lambda_max), vec3<f32>(params.lambda_max)), c.lambda.w);
     let beta = params.beta_linear;
     if (cf.normal_active) {
         c.k.z = min(c.k.z + beta * abs(cf.c.z), params.k_max);
     }
     if (cf.inside_cone) {
         c.flags |= INSIDE_CONE;
-        for (var r = 0u; r < 2u; r++) {
-            c.k[r] = min(c.k[r] + beta * abs(cf.c[r]), params.k_max);
-        }
+        c.k.x = min(c.k.x + beta * abs(cf.c.x), params.k_max);
+        c.k.y = min(c.k.y + beta * abs(cf.c.y), params.k_max);
     } else {
         c.flags &= ~(STICK | INSIDE_CONE);
     }
-    store_contact(ci, c);
+    store_contact_dual(ci, c);
 }
 
 // Dual update of one joint's rows.
