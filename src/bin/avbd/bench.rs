@@ -1286,12 +1286,10 @@ fn gpu_series(args: &BenchArgs, out: &mut impl Write) -> Result<(), String> {
                 tot.push(st.total_ms);
                 if let Some(t) = sc.world.gpu_timings() {
                     let h = t.host;
-                    for (v, x) in host.iter_mut().zip([
-                        h.adjacency_ms,
-                        h.upload_ms,
-                        h.wait_ms,
-                        h.unpack_ms,
-                    ]) {
+                    for (v, x) in
+                        host.iter_mut()
+                            .zip([h.adjacency_ms, h.upload_ms, h.wait_ms, h.unpack_ms])
+                    {
                         v.push(x);
                     }
                     if t.supported {
