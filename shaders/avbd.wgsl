@@ -724,11 +724,12 @@ fn solve_body(i: u32) -> Iterate {
 // workgroup memory in a fixed order (deterministic), and one lane solves. One invocation
 // per body would leave each invocation a serial loop over all of its rows (~50 in a
 // pile) with a few thousand bodies per colour: too little parallelism to hide latency.
+const PRIMAL_WG: u32 = 64u;
 const LANES: u32 = 16u;
-const BODIES_PER_GROUP: u32 = 4u; // 64 / LANES; coloring.wgsl sizes the dispatch with it
+const BODIES_PER_GROUP: u32 = 4u; // PRIMAL_WG / LANES; coloring.wgsl sizes the dispatch with it
 const PARTS: u32 = 33u;           // Hll, Hal, Haa (9 each), Fl, Fa (3 each)
-var<workgroup> partial: array<array<f32, 33>, 64>;
-var<workgroup> total: array<array<f32, 33>, 4>;
+var<workgroup> partial: array<array<f32, PARTS>, PRIMAL_WG>;
+var<workgroup> total: array<array<f32, PARTS>, BODIES_PER_GROUP>;
 
 // Writes this invocation's partial system to workgroup memory. Every index into the
 // private blocks is a constant: a loop over them would push the blocks into local memory
@@ -755,7 +756,7 @@ fn store_partial(li: u32) {
 
 // The bodies of the current colour, BODIES_PER_GROUP per workgroup: new iterates go into
 // the double buffer.
-@compute @workgroup_size(64)
+@compute @workgroup_size(PRIMAL_WG)
 fn primal(@builtin(local_invocation_index) li: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
     let range = ranges[color.index];
     let local_body = li / LANES;
