@@ -5,7 +5,8 @@
 //! 3. [`dual::warm_start_joints`]: joint rows' start error, k and λ decay (Eq. 19);
 //! 4. [`coloring::build`]: body→constraint adjacency (CSR) and greedy body colouring;
 //! 5. [`iterate`]: `iterations` × ([`primal::sweep`] per colour, then [`dual::update`]);
-//! 6. [`integration::end_step`]: velocities, poses, frozen non-finite bodies.
+//! 6. [`integration::end_step`]: velocities, poses, frozen non-finite bodies, momentum of
+//!    isolated islands.
 
 pub mod collision;
 pub mod coloring;
@@ -101,4 +102,6 @@ pub struct SolverData {
     pub colors: coloring::Colors,
     /// Double buffer of one colour's new iterates.
     pub scratch: Vec<IterateRecord>,
+    /// Scratch of the end-of-step momentum projection.
+    pub islands: integration::IslandMomentum,
 }
