@@ -57,7 +57,7 @@ pub struct PairState {
 }
 
 /// Where each contact record came from in its pair, to write its warm start back.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, Default)]
 struct Source {
     manifold: u32,
     point: u32,
@@ -284,107 +284,190 @@ pub fn detect(
             }
         });
 
-    // Contact records, in pair order (deterministic).
-    out.clear();
-    state.sources.clear();
-    state.anchors.clear();
-    state.pair_records.clear();
-    let mut max_pen = 0.0f32;
-    for pair in state.pairs.iter() {
-        let lo = out.len() as u32;
-        let (a, b) = (pair.a as usize, pair.b as usize);
-        let (ca, cb) = (
-            bodies.colliders[a].as_ref().unwrap(),
-            bodies.colliders[b].as_ref().unwrap(),
-        );
-        let mu_s = (ca.friction * cb.friction).sqrt();
-        let floor_mass = bodies.masses[a].mass.max(bodies.masses[b].mass);
-        let k_new = cfg.initial_penalty(floor_mass);
-        let mu_d = (ca.dynamic_friction * cb.dynamic_friction).sqrt();
-        let pose_a = &bodies.poses[a];
-        let pose_b = &bodies.poses[b];
-        let (pa, qa, pb, qb) = (pose_a.p(), pose_a.q(), pose_b.p(), pose_b.q());
-        let sa = shape_pose(bodies, a);
-        let sb = shape_pose(bodies, b);
-        for (mi, m) in pair.manifolds.iter().enumerate() {
-            let sub_a = m.subshape_pos1().map(|p| sa * *p).unwrap_or(sa);
-            let sub_b = m.subshape_pos2().map(|p| sb * *p).unwrap_or(sb);
-            let n = (sub_a.rotation * m.local_n1).normalize();
-            if !n.is_finite() {
-                continue;
-            }
-            let (t, bt) = tangent_basis(n);
-            for (k, pt) in m.points.iter().enumerate() {
-                let wa = sub_a * pt.local_p1;
-                let wb = sub_b * pt.local_p2;
-                max_pen = max_pen.max(-pt.dist);
-                let ws = &pt.data;
-                let stick = ws.valid && ws.stick;
-                // Sticking contacts keep their anchors: the tangential rows pull back any slip.
-                let (anc_a, anc_b) = if stick {
-                    (pa + qa * ws.anchor_a, pb + qb * ws.anchor_b)
-                } else {
-                    (wa, wb)
-                };
-                let gap = anc_b - anc_a;
-                let alpha = cfg.alpha;
-                let c0_n = pt.dist;
-                let c0 = [
-                    (1.0 - alpha) * t.dot(gap),
-                    (1.0 - alpha) * bt.dot(gap),
-                    if c0_n < 0.0 {
-                        (1.0 - alpha) * c0_n
-                    } else {
-                        c0_n
-                    },
-                ];
-                let mut k_floor = 0.0f32;
-                let (lambda, kk) = if ws.valid {
-                    let lambda = ws.lambda.map(|l| l * alpha * cfg.gamma);
-                    // Friction rows are bounded on both sides (the cone): like motors, they take no
-                    // load-aware floor, which would make their clamped force flip between bounds.
-                    let scale = [f32::INFINITY, f32::INFINITY, cfg.contact_error_scale];
-                    let mut k = [0, 1, 2].map(|r| cfg.warm_penalty(ws.k[r], 0.0, scale[r]));
-                    // The floor is recomputed from the warm λ every step and kept in `k[3]`
-                    // so it is not carried into the next step's γ·k: a transient spike of λ
-                    // must not ratchet the penalty up for the following hundred steps.
-                    let floor = cfg.load_floor(lambda[2], scale[2], floor_mass);
-                    k_floor = (floor - k[2]).max(0.0);
-                    k[2] += k_floor;
-                    (lambda, k)
-                } else {
-                    ([0.0; 3], [k_new; 3])
-                };
-                out.push(ContactRecord {
-                    body_a: a as u32,
-                    body_b: b as u32,
-                    flags: if !ws.valid || ws.stick {
-                        flags::STICK
-                    } else {
-                        0
-                    },
-                    _pad: 0,
-                    normal: n.extend(mu_s).to_array(),
-                    tangent: t.extend(mu_d).to_array(),
-                    arm_a: (wa - pa).extend(0.0).to_array(),
-                    arm_b: (wb - pb).extend(0.0).to_array(),
-                    c0: [c0[0], c0[1], c0[2], 0.0],
-                    k: [kk[0], kk[1], kk[2], k_floor],
-                    lambda: [lambda[0], lambda[1], lambda[2], 0.0],
-                });
-                state.sources.push(Source {
-                    manifold: mi as u32,
-                    point: k as u32,
-                });
-                // Anchors in body frames, kept for as long as the contact sticks.
-                state
-                    .anchors
-                    .push((qa.conjugate() * (anc_a - pa), qb.conjugate() * (anc_b - pb)));
-            }
-        }
-        state.pair_records.push((lo, out.len() as u32));
+    // Contact records, in pair order: each pair's count, a prefix sum, then blocks of
+    // pairs fill their ranges in parallel. A record depends on its pair only, so the order
+    // and the bits are those of a serial loop. The buffers keep last step's length, so
+    // resizing them only initialises the growth.
+    let CollisionState {
+        pairs,
+        sources,
+        anchors,
+        pair_records,
+        ..
+    } = state;
+    pair_records.clear();
+    pairs
+        .par_iter()
+        .with_min_len(256)
+        .map(|pair| (0, pair_record_count(bodies, pair) as u32))
+        .collect_into_vec(pair_records);
+    let mut total = 0u32;
+    for range in pair_records.iter_mut() {
+        *range = (total, total + range.1);
+        total = range.1;
     }
-    state.max_penetration = max_pen;
+    let total = total as usize;
+    out.resize(total, ContactRecord::default());
+    sources.resize(total, Source::default());
+    anchors.resize(total, (Vec3::ZERO, Vec3::ZERO));
+    let mut blocks = Vec::with_capacity(pairs.len().div_ceil(RECORD_BLOCK));
+    let (mut out_rest, mut src_rest, mut anc_rest) =
+        (&mut out[..], &mut sources[..], &mut anchors[..]);
+    for (block, ranges) in pairs
+        .chunks(RECORD_BLOCK)
+        .zip(pair_records.chunks(RECORD_BLOCK))
+    {
+        let len = (ranges[ranges.len() - 1].1 - ranges[0].0) as usize;
+        let (o, o_rest) = std::mem::take(&mut out_rest).split_at_mut(len);
+        let (s, s_rest) = std::mem::take(&mut src_rest).split_at_mut(len);
+        let (a, a_rest) = std::mem::take(&mut anc_rest).split_at_mut(len);
+        (out_rest, src_rest, anc_rest) = (o_rest, s_rest, a_rest);
+        blocks.push((block, ranges, o, s, a));
+    }
+    state.max_penetration = blocks
+        .into_par_iter()
+        .map(|(block, ranges, out, sources, anchors)| {
+            let base = ranges[0].0;
+            let mut max_pen = 0.0f32;
+            for (pair, &(lo, hi)) in block.iter().zip(ranges) {
+                let r = (lo - base) as usize..(hi - base) as usize;
+                max_pen = max_pen.max(write_pair_records(
+                    cfg,
+                    bodies,
+                    pair,
+                    &mut out[r.clone()],
+                    &mut sources[r.clone()],
+                    &mut anchors[r],
+                ));
+            }
+            max_pen
+        })
+        .reduce(|| 0.0, f32::max);
+}
+
+/// Pairs per parallel job of the record stage.
+const RECORD_BLOCK: usize = 64;
+
+/// World pose of manifold `m`'s first sub-shape and its world normal, or `None` for a
+/// degenerate normal (the manifold then makes no records).
+#[inline]
+fn manifold_frame(sa: &Pose, m: &Manifold) -> Option<(Pose, Vec3)> {
+    let sub_a = m.subshape_pos1().map(|p| *sa * *p).unwrap_or(*sa);
+    let n = (sub_a.rotation * m.local_n1).normalize();
+    n.is_finite().then_some((sub_a, n))
+}
+
+/// Number of contact records of a pair this step.
+fn pair_record_count(bodies: &BodySet, pair: &PairState) -> usize {
+    let sa = shape_pose(bodies, pair.a as usize);
+    pair.manifolds
+        .iter()
+        .filter(|m| manifold_frame(&sa, m).is_some())
+        .map(|m| m.points.len())
+        .sum()
+}
+
+/// Writes a pair's warm-started contact records (and where each came from, and its
+/// body-frame anchors) into slices of exactly [`pair_record_count`] entries; returns the
+/// pair's deepest penetration.
+fn write_pair_records(
+    cfg: &SolverConfig,
+    bodies: &BodySet,
+    pair: &PairState,
+    out: &mut [ContactRecord],
+    sources: &mut [Source],
+    anchors: &mut [(Vec3, Vec3)],
+) -> f32 {
+    let mut max_pen = 0.0f32;
+    let mut slot = 0usize;
+    let (a, b) = (pair.a as usize, pair.b as usize);
+    let (ca, cb) = (
+        bodies.colliders[a].as_ref().unwrap(),
+        bodies.colliders[b].as_ref().unwrap(),
+    );
+    let mu_s = (ca.friction * cb.friction).sqrt();
+    let floor_mass = bodies.masses[a].mass.max(bodies.masses[b].mass);
+    let k_new = cfg.initial_penalty(floor_mass);
+    let mu_d = (ca.dynamic_friction * cb.dynamic_friction).sqrt();
+    let pose_a = &bodies.poses[a];
+    let pose_b = &bodies.poses[b];
+    let (pa, qa, pb, qb) = (pose_a.p(), pose_a.q(), pose_b.p(), pose_b.q());
+    let sa = shape_pose(bodies, a);
+    let sb = shape_pose(bodies, b);
+    for (mi, m) in pair.manifolds.iter().enumerate() {
+        let Some((sub_a, n)) = manifold_frame(&sa, m) else {
+            continue;
+        };
+        let sub_b = m.subshape_pos2().map(|p| sb * *p).unwrap_or(sb);
+        let (t, bt) = tangent_basis(n);
+        for (k, pt) in m.points.iter().enumerate() {
+            let wa = sub_a * pt.local_p1;
+            let wb = sub_b * pt.local_p2;
+            max_pen = max_pen.max(-pt.dist);
+            let ws = &pt.data;
+            let stick = ws.valid && ws.stick;
+            // Sticking contacts keep their anchors: the tangential rows pull back any slip.
+            let (anc_a, anc_b) = if stick {
+                (pa + qa * ws.anchor_a, pb + qb * ws.anchor_b)
+            } else {
+                (wa, wb)
+            };
+            let gap = anc_b - anc_a;
+            let alpha = cfg.alpha;
+            let c0_n = pt.dist;
+            let c0 = [
+                (1.0 - alpha) * t.dot(gap),
+                (1.0 - alpha) * bt.dot(gap),
+                if c0_n < 0.0 {
+                    (1.0 - alpha) * c0_n
+                } else {
+                    c0_n
+                },
+            ];
+            let mut k_floor = 0.0f32;
+            let (lambda, kk) = if ws.valid {
+                let lambda = ws.lambda.map(|l| l * alpha * cfg.gamma);
+                // Friction rows are bounded on both sides (the cone): like motors, they take no
+                // load-aware floor, which would make their clamped force flip between bounds.
+                let scale = [f32::INFINITY, f32::INFINITY, cfg.contact_error_scale];
+                let mut k = [0, 1, 2].map(|r| cfg.warm_penalty(ws.k[r], 0.0, scale[r]));
+                // The floor is recomputed from the warm λ every step and kept in `k[3]`
+                // so it is not carried into the next step's γ·k: a transient spike of λ
+                // must not ratchet the penalty up for the following hundred steps.
+                let floor = cfg.load_floor(lambda[2], scale[2], floor_mass);
+                k_floor = (floor - k[2]).max(0.0);
+                k[2] += k_floor;
+                (lambda, k)
+            } else {
+                ([0.0; 3], [k_new; 3])
+            };
+            out[slot] = ContactRecord {
+                body_a: a as u32,
+                body_b: b as u32,
+                flags: if !ws.valid || ws.stick {
+                    flags::STICK
+                } else {
+                    0
+                },
+                _pad: 0,
+                normal: n.extend(mu_s).to_array(),
+                tangent: t.extend(mu_d).to_array(),
+                arm_a: (wa - pa).extend(0.0).to_array(),
+                arm_b: (wb - pb).extend(0.0).to_array(),
+                c0: [c0[0], c0[1], c0[2], 0.0],
+                k: [kk[0], kk[1], kk[2], k_floor],
+                lambda: [lambda[0], lambda[1], lambda[2], 0.0],
+            };
+            sources[slot] = Source {
+                manifold: mi as u32,
+                point: k as u32,
+            };
+            // Anchors in body frames, kept for as long as the contact sticks.
+            anchors[slot] = (qa.conjugate() * (anc_a - pa), qb.conjugate() * (anc_b - pb));
+            slot += 1;
+        }
+    }
+    max_pen
 }
 
 /// Writes λ, k, the stick flag and the anchors back into the persistent manifolds.
