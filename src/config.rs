@@ -58,7 +58,7 @@ pub struct SolverConfig {
     /// by contacts and joints, none of them touching a static or kinematic body or the
     /// world) at the end of the step. A fixed budget stops Gauss–Seidel before the
     /// pairwise forces are equal and opposite (a 1e-3 relative momentum error per collision
-    /// at 10 iterations); the smallest-kinetic-energy rigid velocity correction of each
+    /// at 10 iterations); the smallest velocity correction (kinetic-energy norm) of each
     /// island removes it. Positions are not touched; islands that touch the ground are
     /// never changed. Not in the paper; see README. Default true.
     pub conserve_momentum: bool,

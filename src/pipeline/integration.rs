@@ -130,7 +130,7 @@ pub fn end_step(
 /// known exactly: `P* = Σ m vᵗ + h (m g + F)` and `L* = Σ xᵗ × (m vᵗ + h(m g + F)) +
 /// I(qᵗ) ωᵗ + h τ` about the origin (implicit Euler with `xᵗ⁺¹ = xᵗ + h vᵗ⁺¹`). The
 /// island's velocities get the rigid correction `Δv = a + b × (x − c)`, `Δω = b` that
-/// removes both errors with the least kinetic energy (`a = −ΔP/M`, `b = I_c⁻¹(−ΔL − M c × a)`
+/// removes both errors and is the smallest in the kinetic-energy norm (`a = −ΔP/M`, `b = I_c⁻¹(−ΔL − M c × a)`
 /// with `c` and `I_c` the island's centre of mass and inertia). Positions are not touched,
 /// so the solver's constraint satisfaction is unchanged; islands resting on anything fixed
 /// are left alone, since the fixed body legitimately takes momentum.
