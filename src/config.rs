@@ -27,20 +27,25 @@ pub struct SolverConfig {
     /// k_start of Eq. 10/19: the smallest penalty of a hard row, N/m (or N·m/rad). Default 1e3.
     pub k_start: f32,
     /// Load-aware penalty floor of joint rows (m, or rad for angular rows): a hard row's
-    /// penalty is kept at least `|λ| / joint_error_scale`, so an error of this size changes
-    /// the row's force by 100%. Heavily loaded joints (above a 50,000:1 mass) then regain
-    /// their warm-started force with sub-millimetre errors instead of waiting for the β
-    /// ramp. Not in the paper; see README. Default 1e-4.
+    /// penalty is kept at least `|λ| / joint_error_scale` (up to the `floor_mass_ratio`
+    /// cap), so an error of this size changes the row's force by 100%. Heavily loaded
+    /// joints (above a 50,000:1 mass) then regain their warm-started force with
+    /// sub-millimetre errors instead of waiting for the β ramp. Not in the paper; see
+    /// README. Default 1e-4.
     pub joint_error_scale: f32,
     /// The same floor for contact rows (m). Larger than the joints': a unilateral contact
     /// whose multiplier overshoots separates and bounces, so contacts use a softer floor.
     /// Default 1e-3.
     pub contact_error_scale: f32,
-    /// Cap of the contact rows' load-aware floor, as a multiple of m/h² (m the larger mass
-    /// of the pair). A penalty far above the bodies' inertia makes one Gauss–Seidel sweep
-    /// overshoot the dual update λ ← kC + λ; with an uncapped floor a transient spike of λ
-    /// raised k, which raised the next spike (tall pyramids of base ≥ 50 exploded). The
-    /// β ramp is not capped by this. Not in the paper; see README. Default 3.
+    /// Cap of the load-aware floors, as a multiple of m/h². For a contact, m is the larger
+    /// mass of the pair; for a joint, the mass (or, for angular rows, the largest principal
+    /// moment) of the heaviest body in the joint's island (bodies linked by joints), which
+    /// is the inertia its rows must hold: a chain carrying a 50,000:1 ball may be that stiff,
+    /// a wall of equal bricks may not. A penalty far above the inertia the bodies bring
+    /// makes the dual update λ ← kC + λ amplify what one Gauss–Seidel sweep leaves
+    /// unresolved; with an uncapped floor a spike of λ raised k, which raised the next
+    /// spike (tall pyramids of base ≥ 50, welded walls and hanging chains of equal boxes
+    /// exploded). The β ramp is not capped by this. Not in the paper; see README. Default 3.
     pub floor_mass_ratio: f32,
     /// A new contact or joint row starts at `k = max(k_start, new_row_mass_ratio · m/h²)`
     /// with m the larger mass of its two bodies: a mass-scaled start. Default 0.3.
@@ -171,17 +176,18 @@ impl SolverConfig {
             .min(self.k_max)
     }
 
-    /// Warm-started penalty of a hard row (Eq. 19 plus the load-aware floor).
+    /// Warm-started penalty of a hard row: Eq. 19, raised to `floor` (a [`Self::load_floor`]).
     #[inline]
-    pub fn warm_penalty(&self, k_prev: f32, lambda: f32, error_scale: f32) -> f32 {
+    pub fn warm_penalty(&self, k_prev: f32, floor: f32) -> f32 {
         (self.gamma * k_prev)
             .max(self.k_start)
-            .max(lambda.abs() / error_scale)
+            .max(floor)
             .min(self.k_max)
     }
 
-    /// Load-aware floor of a contact's normal row: `|λ| / error_scale`, capped at
-    /// `floor_mass_ratio · m/h²` and `k_max`.
+    /// Load-aware floor of a row's penalty: `|λ| / error_scale`, capped at
+    /// `floor_mass_ratio · m/h²` (m a mass, or a moment of inertia for angular rows) and
+    /// `k_max`. An infinite `error_scale` gives no floor.
     #[inline]
     pub fn load_floor(&self, lambda: f32, error_scale: f32, mass: f32) -> f32 {
         (lambda.abs() / error_scale)

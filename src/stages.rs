@@ -20,7 +20,12 @@ pub fn collision(world: &mut PhysicsWorld) {
 /// the iterations start from.
 pub fn begin(world: &mut PhysicsWorld) {
     integration::begin_step(&world.config, &world.bodies, &mut world.solver);
-    dual::warm_start_joints(&world.config, &world.bodies, &mut world.joints);
+    dual::warm_start_joints(
+        &world.config,
+        &world.bodies,
+        &mut world.joints,
+        &mut world.solver.joint_islands,
+    );
 }
 
 /// Body→constraint adjacency (CSR) and greedy colouring of this step's constraints.

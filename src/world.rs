@@ -692,7 +692,12 @@ impl PhysicsWorld {
         // 2. inertial targets y and the initial guess
         integration::begin_step(cfg, &self.bodies, &mut self.solver);
         // 3. joints: start error C*(xᵗ), warm start of k and λ
-        dual::warm_start_joints(cfg, &self.bodies, &mut self.joints);
+        dual::warm_start_joints(
+            cfg,
+            &self.bodies,
+            &mut self.joints,
+            &mut self.solver.joint_islands,
+        );
         // 4. adjacency and colouring over all constraints (the GPU backend builds the
         //    adjacency in `GpuSolver::iterate` and colours on the device)
         if self.gpu.is_none() {

@@ -430,7 +430,7 @@ fn write_pair_records(
                 // Friction rows are bounded on both sides (the cone): like motors, they take no
                 // load-aware floor, which would make their clamped force flip between bounds.
                 let scale = [f32::INFINITY, f32::INFINITY, cfg.contact_error_scale];
-                let mut k = [0, 1, 2].map(|r| cfg.warm_penalty(ws.k[r], 0.0, scale[r]));
+                let mut k = [0, 1, 2].map(|r| cfg.warm_penalty(ws.k[r], 0.0));
                 // The floor is recomputed from the warm λ every step and kept in `k[3]`
                 // so it is not carried into the next step's γ·k: a transient spike of λ
                 // must not ratchet the penalty up for the following hundred steps.

@@ -4,6 +4,7 @@
 use rayon::prelude::*;
 
 use super::SolverData;
+use super::islands::Forest;
 use super::primal::{row_error, row_force};
 use crate::body::PoseRecord;
 use crate::config::SolverConfig;
@@ -14,10 +15,6 @@ use crate::world::{BodySet, JointSet, StepReport};
 
 const CHUNK: usize = 64;
 
-/// Start-of-step joint state: error C*(xᵗ) of every row, hinge angle, and the warm
-/// start of Eq. 19: `k = max(γ k, k_start)` (plus the load-aware floor) and `λ = α γ λ`.
-/// Finite-stiffness rows are compliant augmented-Lagrangian rows (see `row_force`): their λ
-/// is the spring force and decays by γ only.
 /// Load-aware penalty floor scale of a joint row. Springs take none (a large penalty would
 /// bring back the stiffness-ratio problem), nor do rows bounded on both sides (motors): a
 /// penalty far above the body's inertia makes their clamped force flip between its bounds.
@@ -29,8 +26,64 @@ fn scale(cfg: &SolverConfig, row: &crate::joint::Row) -> f32 {
     }
 }
 
-pub fn warm_start_joints(cfg: &SolverConfig, bodies: &BodySet, joints: &mut JointSet) {
+/// The inertia that caps a joint row's load-aware floor: per body, the mass and the largest
+/// principal moment of the heaviest body of its joint island (dynamic bodies linked by
+/// unbroken joints). Rebuilt every step; the allocations are kept.
+#[derive(Default)]
+pub struct JointIslands {
+    forest: Forest,
+    /// Per island root: `[mass, largest principal moment]` of its heaviest body.
+    heaviest: Vec<[f32; 2]>,
+}
+
+impl JointIslands {
+    fn build(&mut self, bodies: &BodySet, joints: &JointSet) {
+        let n = bodies.len();
+        self.forest.reset(n);
+        for rec in joints
+            .records
+            .iter()
+            .filter(|r| !r.broken() && r.body_b != WORLD)
+        {
+            let (a, b) = (rec.body_a, rec.body_b);
+            if bodies.is_solved(a as usize) && bodies.is_solved(b as usize) {
+                self.forest.union(a, b);
+            }
+        }
+        self.heaviest.clear();
+        self.heaviest.resize(n, [0.0; 2]);
+        for i in (0..n).filter(|&i| bodies.is_solved(i)) {
+            let m = &bodies.masses[i];
+            let moment = m.inertia.iter().fold(0.0f32, |a, &b| a.max(b));
+            let root = self.forest.find(i as u32) as usize;
+            let h = &mut self.heaviest[root];
+            *h = [h[0].max(m.mass), h[1].max(moment)];
+        }
+    }
+
+    /// `[mass, moment]` of the heaviest body in the island of `b` (zero for the world and
+    /// for bodies that are not solved).
+    fn of(&mut self, b: u32) -> [f32; 2] {
+        if b == WORLD {
+            return [0.0; 2];
+        }
+        self.heaviest[self.forest.find(b) as usize]
+    }
+}
+
+/// Start-of-step joint state: error C*(xᵗ) of every row, hinge angle, and the warm
+/// start of Eq. 19: `k = max(γ k, k_start)` (plus the load-aware floor, capped by the
+/// heaviest body of the joint's island) and `λ = α γ λ`.
+/// Finite-stiffness rows are compliant augmented-Lagrangian rows (see `row_force`): their λ
+/// is the spring force and decays by γ only.
+pub fn warm_start_joints(
+    cfg: &SolverConfig,
+    bodies: &BodySet,
+    joints: &mut JointSet,
+    islands: &mut JointIslands,
+) {
     let ident = PoseRecord::new(glam::Vec3::ZERO, glam::Quat::IDENTITY);
+    islands.build(bodies, joints);
     for (rec, st) in joints.records.iter().zip(joints.states.iter_mut()) {
         if rec.broken() {
             continue;
@@ -53,6 +106,8 @@ pub fn warm_start_joints(cfg: &SolverConfig, bodies: &BodySet, joints: &mut Join
             }
         };
         let (ma, mb) = (mass_of(rec.body_a), mass_of(rec.body_b));
+        let (ha, hb) = (islands.of(rec.body_a), islands.of(rec.body_b));
+        let heaviest = [ha[0].max(hb[0]), ha[1].max(hb[1])];
         let lin_mass = ma.mass.max(mb.mass);
         let ang_mass = ma
             .inertia
@@ -72,7 +127,12 @@ pub fn warm_start_joints(cfg: &SolverConfig, bodies: &BodySet, joints: &mut Join
                 cfg.alpha * cfg.gamma
             };
             st.lambda[r] *= decay;
-            st.k[r] = cfg.warm_penalty(st.k[r], st.lambda[r], scale(cfg, row));
+            let floor = cfg.load_floor(
+                st.lambda[r],
+                scale(cfg, row),
+                heaviest[row.angular as usize],
+            );
+            st.k[r] = cfg.warm_penalty(st.k[r], floor);
         }
     }
 }

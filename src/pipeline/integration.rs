@@ -3,6 +3,7 @@
 
 use glam::{DMat3, DVec3, Vec3};
 
+use super::islands::Forest;
 use super::{InertialRecord, IterateRecord, SolverData};
 use crate::body::{BodyKind, PoseRecord, VelocityRecord};
 use crate::config::SolverConfig;
@@ -138,8 +139,7 @@ pub fn end_step(
 pub struct IslandMomentum {
     /// Per body: `[P*, L*]` (f64 so that island sums do not cancel).
     target: Vec<[DVec3; 2]>,
-    /// Union–find forest over bodies.
-    parent: Vec<u32>,
+    forest: Forest,
     /// Per body: touches a static or kinematic body or the world through a constraint.
     anchored: Vec<bool>,
     /// Per body: island index into `sums` (`u32::MAX` for bodies that are not solved).
@@ -201,25 +201,11 @@ impl IslandMomentum {
         }));
     }
 
-    fn find(&mut self, mut i: u32) -> u32 {
-        while self.parent[i as usize] != i {
-            let up = self.parent[self.parent[i as usize] as usize];
-            self.parent[i as usize] = up;
-            i = up;
-        }
-        i
-    }
-
     /// Joins the islands of `a` and `b`, or anchors the solved one if the other is fixed.
     fn link(&mut self, bodies: &BodySet, a: u32, b: u32) {
         let solved = |x: u32| x != WORLD && bodies.is_solved(x as usize);
         match (solved(a), solved(b)) {
-            (true, true) => {
-                let (ra, rb) = (self.find(a), self.find(b));
-                // The smaller index becomes the root: deterministic whatever the order.
-                let (lo, hi) = (ra.min(rb), ra.max(rb));
-                self.parent[hi as usize] = lo;
-            }
+            (true, true) => self.forest.union(a, b),
             (true, false) => self.anchored[a as usize] = true,
             (false, true) => self.anchored[b as usize] = true,
             (false, false) => {}
@@ -235,8 +221,7 @@ impl IslandMomentum {
         broken_now: &[usize],
     ) {
         let n = bodies.len();
-        self.parent.clear();
-        self.parent.extend(0..n as u32);
+        self.forest.reset(n);
         self.anchored.clear();
         self.anchored.resize(n, false);
         for c in contacts {
@@ -256,7 +241,7 @@ impl IslandMomentum {
             if !bodies.is_solved(i) {
                 continue;
             }
-            let root = self.find(i as u32) as usize;
+            let root = self.forest.find(i as u32) as usize;
             if self.island[root] == u32::MAX {
                 self.island[root] = self.sums.len() as u32;
                 self.sums.push(IslandSums::default());

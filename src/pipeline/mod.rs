@@ -12,6 +12,7 @@ pub mod collision;
 pub mod coloring;
 pub mod dual;
 pub mod integration;
+pub mod islands;
 pub mod primal;
 
 use bytemuck::{Pod, Zeroable};
@@ -102,6 +103,8 @@ pub struct SolverData {
     pub colors: coloring::Colors,
     /// Double buffer of one colour's new iterates.
     pub scratch: Vec<IterateRecord>,
+    /// Scratch of the joints' penalty cap.
+    pub joint_islands: dual::JointIslands,
     /// Scratch of the end-of-step momentum projection.
     pub islands: integration::IslandMomentum,
 }
