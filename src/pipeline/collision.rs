@@ -7,7 +7,6 @@ use std::collections::HashSet;
 use glam::Vec3;
 use parry3d::bounding_volume::{Aabb, BoundingVolume};
 use parry3d::math::Pose;
-use parry3d::partitioning::{Bvh, BvhBuildStrategy};
 use parry3d::query::{
     ContactManifold, ContactManifoldsWorkspace, DefaultQueryDispatcher, PersistentQueryDispatcher,
 };
@@ -18,6 +17,9 @@ use crate::contact::{ContactRecord, flags};
 use crate::error::BodyHandle;
 use crate::math::tangent_basis;
 use crate::world::{BodySet, JointSet};
+
+mod broad_phase;
+use broad_phase::BroadPhase;
 
 /// What a contact point carries from one step to the next.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -84,6 +86,8 @@ pub struct CollisionState {
     joints_dirty: bool,
     /// Broad-phase buffers reused from step to step (no per-frame allocation once warm).
     scratch: BroadPhaseScratch,
+    /// The BVH and its overlapping pairs, updated incrementally.
+    broad_phase: BroadPhase,
     /// Deepest penetration found in the last detection (m, ≥ 0).
     pub max_penetration: f32,
 }
@@ -95,6 +99,7 @@ impl CollisionState {
     }
     /// Drops cached pairs of a removed body.
     pub(crate) fn forget_body(&mut self, h: BodyHandle) {
+        self.broad_phase.invalidate();
         self.pairs.retain(|p| p.key.0 != h && p.key.1 != h);
         self.sources.clear();
         self.pair_records.clear();
@@ -178,13 +183,9 @@ pub fn detect(
             candidates.push(key);
         }
     };
-    if leaves.len() > 1 {
-        let bvh = Bvh::from_leaves(BvhBuildStrategy::Binned, leaves);
-        for (l1, l2) in bvh.leaf_pairs(&bvh, |n1, n2| n1.intersects(n2)) {
-            if l1 < l2 && leaves[l1 as usize].intersects(&leaves[l2 as usize]) {
-                consider(leaf_body[l1 as usize], leaf_body[l2 as usize]);
-            }
-        }
+    state.broad_phase.update(leaf_body, leaves);
+    for (l1, l2) in state.broad_phase.overlaps(leaves) {
+        consider(leaf_body[l1 as usize], leaf_body[l2 as usize]);
     }
     for &p in planes.iter() {
         let pose = shape_pose(bodies, p as usize);
