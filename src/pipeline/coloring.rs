@@ -18,6 +18,9 @@ pub const ITEM_JOINT: u32 = 1;
 pub struct Adjacency {
     pub offsets: Vec<u32>,
     pub items: Vec<u32>,
+    /// The body on the other side of each item (`WORLD` for world joints): the colouring
+    /// reads this instead of the 128-byte constraint records.
+    pub other: Vec<u32>,
 }
 
 impl Adjacency {
@@ -58,7 +61,7 @@ pub fn build(bodies: &BodySet, joints: &JointSet, s: &mut SolverData) {
     let mut cursor = std::mem::take(&mut colors.mark);
     build_adjacency(bodies.len(), contacts, joints, adj, &mut cursor);
     colors.mark = cursor;
-    color_greedy(bodies, joints, contacts, adj, colors);
+    color_greedy(bodies, adj, colors);
 }
 
 /// Builds the body → constraint adjacency (CSR) of this step's contacts and unbroken
@@ -71,24 +74,24 @@ pub fn build_adjacency(
     adj: &mut Adjacency,
     cursor: &mut Vec<u32>,
 ) {
-    let visit = |f: &mut dyn FnMut(u32, u32)| {
+    let visit = |f: &mut dyn FnMut(u32, u32, u32)| {
         for (ci, c) in contacts.iter().enumerate() {
             let item = (ci as u32) << 1;
-            f(c.body_a, item);
-            f(c.body_b, item);
+            f(c.body_a, item, c.body_b);
+            f(c.body_b, item, c.body_a);
         }
         for (ji, j) in joints.records.iter().enumerate() {
             if j.broken() {
                 continue;
             }
             let item = ((ji as u32) << 1) | ITEM_JOINT;
-            f(j.body_a, item);
-            f(j.body_b, item);
+            f(j.body_a, item, j.body_b);
+            f(j.body_b, item, j.body_a);
         }
     };
     adj.offsets.clear();
     adj.offsets.resize(n + 1, 0);
-    visit(&mut |b, _| {
+    visit(&mut |b, _, _| {
         if b != WORLD {
             adj.offsets[b as usize + 1] += 1;
         }
@@ -98,43 +101,21 @@ pub fn build_adjacency(
     }
     adj.items.clear();
     adj.items.resize(adj.offsets[n] as usize, 0);
+    adj.other.clear();
+    adj.other.resize(adj.offsets[n] as usize, 0);
     cursor.clear();
     cursor.extend_from_slice(&adj.offsets[..n]);
-    visit(&mut |b, item| {
+    visit(&mut |b, item, other| {
         if b != WORLD {
             let c = &mut cursor[b as usize];
             adj.items[*c as usize] = item;
+            adj.other[*c as usize] = other;
             *c += 1;
         }
     });
 }
 
-/// The body on the other side of adjacency item `item` of body `i`.
-#[inline]
-pub fn other_body(
-    item: u32,
-    i: u32,
-    contacts: &[crate::contact::ContactRecord],
-    joints: &JointSet,
-) -> u32 {
-    let idx = (item >> 1) as usize;
-    let (a, b) = if item & ITEM_JOINT != 0 {
-        let j = &joints.records[idx];
-        (j.body_a, j.body_b)
-    } else {
-        let c = &contacts[idx];
-        (c.body_a, c.body_b)
-    };
-    if a == i { b } else { a }
-}
-
-fn color_greedy(
-    bodies: &BodySet,
-    joints: &JointSet,
-    contacts: &[crate::contact::ContactRecord],
-    adj: &Adjacency,
-    colors: &mut Colors,
-) {
+fn color_greedy(bodies: &BodySet, adj: &Adjacency, colors: &mut Colors) {
     let n = bodies.len();
     colors.of_body.clear();
     colors.of_body.resize(n, u32::MAX);
@@ -145,8 +126,8 @@ fn color_greedy(
             continue;
         }
         // Stamp the colours of already-coloured neighbours with i, then take the first free one.
-        for &item in adj.of(i) {
-            let o = other_body(item, i as u32, contacts, joints);
+        let range = adj.offsets[i] as usize..adj.offsets[i + 1] as usize;
+        for &o in &adj.other[range] {
             if o == WORLD {
                 continue;
             }
@@ -177,7 +158,10 @@ fn color_greedy(
     }
     colors.bodies.clear();
     colors.bodies.resize(colors.offsets[count] as usize, 0);
-    let mut cursor: Vec<u32> = colors.offsets[..count].to_vec();
+    // The stamps are done with: `mark` becomes the fill cursor (no allocation per step).
+    let cursor = &mut colors.mark;
+    cursor.clear();
+    cursor.extend_from_slice(&colors.offsets[..count]);
     for (i, &c) in colors.of_body.iter().enumerate() {
         if c != u32::MAX {
             colors.bodies[cursor[c as usize] as usize] = i as u32;
