@@ -155,6 +155,20 @@ fn bench_quick_tiny_reports_both_engines() {
                 assert!(num(a, "metric_value") < num(a, "threshold"), "{a:?}");
             }
         }
+        // Where both engines pass, both passing budgets are timed again side by side.
+        let passing: Vec<_> = sweep
+            .iter()
+            .filter(|r| r["scene"] == scene && r["passed"] == "true")
+            .collect();
+        for a in &passing {
+            let sbs = &a["side_by_side_median_ms"];
+            if passing.len() == 2 {
+                let ms: f64 = sbs.parse().unwrap_or(f64::NAN);
+                assert!(ms.is_finite() && ms > 0.0, "{a:?}");
+            } else {
+                assert!(sbs.is_empty(), "{a:?}");
+            }
+        }
     }
 
     let png = std::fs::read(dir.join("plot.png")).expect("plot.png not written");

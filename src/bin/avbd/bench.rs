@@ -645,6 +645,10 @@ struct SweepResult {
     frames: u32,
     max_budget: usize,
     searches: Vec<Search>,
+    /// Both engines at their passing budgets, timed again side by side (alternate
+    /// frames, `settle + window`), so the ratio is not skewed by load that changed
+    /// between the two passing runs: `[bevy_avbd, rapier3d]`.
+    side_by_side: Option<[Timing; 2]>,
 }
 
 impl Search {
@@ -718,6 +722,25 @@ fn sweep_case(case: &Case, plan: &Plan, rapier_sleep: bool) -> Result<SweepResul
             }
         }
     }
+    let side_by_side = match (searches[0].passed(), searches[1].passed()) {
+        (Some(a), Some(r)) => {
+            let (mut a, mut r) = build_pair(case, a.budget, r.budget, rapier_sleep)?;
+            for _ in 0..plan.settle + plan.window {
+                a.step()?;
+                r.step()?;
+            }
+            eprintln!(
+                "  sweep {:<34} both at their passing budgets, side by side ({:.0} s)",
+                case.label(),
+                t0.elapsed().as_secs_f64()
+            );
+            Some([
+                a.timing(plan.settle as usize),
+                r.timing(plan.settle as usize),
+            ])
+        }
+        _ => None,
+    };
     Ok(SweepResult {
         case: case.clone(),
         metric,
@@ -725,6 +748,7 @@ fn sweep_case(case: &Case, plan: &Plan, rapier_sleep: bool) -> Result<SweepResul
         frames: plan.sweep_frames,
         max_budget: *budgets.last().unwrap(),
         searches,
+        side_by_side,
     })
 }
 
@@ -1022,8 +1046,9 @@ fn markdown(
             s,
             "\n### Equal-quality sweep\n\nSmallest budget (of {:?}, up to {}) at which the \
              threshold holds for {} frames ({:.0} s), scanning upwards; a run stops at the \
-             first frame that breaks it. ms/frame: median (p95) of that passing run after {} \
-             frames.\n",
+             first frame that breaks it. ms/frame: median (p95) after {} settling frames of \
+             both engines run again at their passing budgets, side by side (alternate frames, \
+             as in the table above), so the ratio compares the same load.\n",
             BUDGETS
                 .iter()
                 .filter(|&&b| b <= plan.max_budget)
@@ -1039,12 +1064,15 @@ fn markdown(
         );
         let _ = writeln!(s, "|---|---|---|---|---|---|---|");
         for sw in sweeps {
-            let cell = |se: &Search| match se.passed() {
-                Some(a) => (
-                    format!("{} ({} {:.4})", a.budget, sw.metric.name(), a.value),
-                    format!("{:.3} ({:.3})", a.timing.median, a.timing.p95),
-                    Some(a.timing.median),
-                ),
+            let cell = |k: usize, se: &Search| match se.passed() {
+                Some(a) => {
+                    let t = sw.side_by_side.map(|t| t[k]).unwrap_or(a.timing);
+                    (
+                        format!("{} ({} {:.4})", a.budget, sw.metric.name(), a.value),
+                        format!("{:.3} ({:.3})", t.median, t.p95),
+                        Some(t.median),
+                    )
+                }
                 None => {
                     let last = se.attempts.last().map(|a| a.frames).unwrap_or(0);
                     (
@@ -1057,8 +1085,8 @@ fn markdown(
                     )
                 }
             };
-            let (ab, ams, at) = cell(&sw.searches[0]);
-            let (rb, rms, rt) = cell(&sw.searches[1]);
+            let (ab, ams, at) = cell(0, &sw.searches[0]);
+            let (rb, rms, rt) = cell(1, &sw.searches[1]);
             let ratio = match (at, rt) {
                 (Some(a), Some(r)) => format!("{:.2}", a / r),
                 _ => "–".into(),
@@ -1165,14 +1193,20 @@ fn write_results_csv(path: &Path, rows: &[Row], threads: usize, plan: &Plan) -> 
 
 fn write_sweep_csv(path: &Path, sweeps: &[SweepResult]) -> Result<(), String> {
     let mut s = String::from(
-        "scene,params,engine,metric,threshold,budget,frames,metric_value,passed,median_ms,p95_ms\n",
+        "scene,params,engine,metric,threshold,budget,frames,metric_value,passed,median_ms,p95_ms,\
+         side_by_side_median_ms,side_by_side_p95_ms\n",
     );
     for sw in sweeps {
-        for se in &sw.searches {
+        for (k, se) in sw.searches.iter().enumerate() {
             for a in &se.attempts {
+                // The passing attempt also gets its side-by-side timing.
+                let sbs = match sw.side_by_side {
+                    Some(t) if a.passed => format!("{:.6},{:.6}", t[k].median, t[k].p95),
+                    _ => ",".into(),
+                };
                 let _ = writeln!(
                     s,
-                    "{},{},{},{},{},{},{},{},{},{:.6},{:.6}",
+                    "{},{},{},{},{},{},{},{},{},{:.6},{:.6},{}",
                     sw.case.scene,
                     sw.case.param_string(),
                     se.engine.name(),
@@ -1183,7 +1217,8 @@ fn write_sweep_csv(path: &Path, sweeps: &[SweepResult]) -> Result<(), String> {
                     a.value,
                     a.passed,
                     a.timing.median,
-                    a.timing.p95
+                    a.timing.p95,
+                    sbs
                 );
             }
         }
