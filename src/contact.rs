@@ -90,7 +90,7 @@ impl ContactRecord {
 
     /// Errors at displacements `dxa`, `dxb`, then forces clamped to the normal bound and
     /// the friction cone, with the rescaled Hessian stiffness of Eq. 14.
-    #[inline]
+    #[inline(always)]
     pub fn forces(&self, dxa: &Vec6, dxb: &Vec6) -> ContactForce {
         // J_A·Δx_A + J_B·Δx_B = d · (relative displacement of the two contact points), so
         // the three rows share one displacement instead of two 6-vector dots each.
