@@ -6,6 +6,8 @@
 //! bodies never take a colour. Bodies of one colour share no constraint, so they can be
 //! solved in parallel.
 
+use rayon::prelude::*;
+
 use super::SolverData;
 use crate::joint::WORLD;
 use crate::world::{BodySet, JointSet};
@@ -21,6 +23,9 @@ pub struct Adjacency {
     /// The body on the other side of each item (`WORLD` for world joints): the colouring
     /// reads this instead of the 128-byte constraint records.
     pub other: Vec<u32>,
+    /// Scratch: `(body_a, body_b, item)` of every constraint, gathered once so the count
+    /// and fill passes read 12 bytes per constraint instead of a 128-byte record twice.
+    ends: Vec<(u32, u32, u32)>,
 }
 
 impl Adjacency {
@@ -74,19 +79,25 @@ pub fn build_adjacency(
     adj: &mut Adjacency,
     cursor: &mut Vec<u32>,
 ) {
+    let mut ends = std::mem::take(&mut adj.ends);
+    contacts
+        .par_iter()
+        .with_min_len(4096)
+        .enumerate()
+        .map(|(ci, c)| (c.body_a, c.body_b, (ci as u32) << 1))
+        .collect_into_vec(&mut ends);
+    ends.extend(
+        joints
+            .records
+            .iter()
+            .enumerate()
+            .filter(|(_, j)| !j.broken())
+            .map(|(ji, j)| (j.body_a, j.body_b, ((ji as u32) << 1) | ITEM_JOINT)),
+    );
     let visit = |f: &mut dyn FnMut(u32, u32, u32)| {
-        for (ci, c) in contacts.iter().enumerate() {
-            let item = (ci as u32) << 1;
-            f(c.body_a, item, c.body_b);
-            f(c.body_b, item, c.body_a);
-        }
-        for (ji, j) in joints.records.iter().enumerate() {
-            if j.broken() {
-                continue;
-            }
-            let item = ((ji as u32) << 1) | ITEM_JOINT;
-            f(j.body_a, item, j.body_b);
-            f(j.body_b, item, j.body_a);
+        for &(a, b, item) in &ends {
+            f(a, item, b);
+            f(b, item, a);
         }
     };
     adj.offsets.clear();
@@ -113,6 +124,7 @@ pub fn build_adjacency(
             *c += 1;
         }
     });
+    adj.ends = ends;
 }
 
 fn color_greedy(bodies: &BodySet, adj: &Adjacency, colors: &mut Colors) {
