@@ -88,10 +88,9 @@ impl ContactRecord {
         }
     }
 
-    /// Errors at displacements `dxa`, `dxb`, then forces clamped to the normal bound and
-    /// the friction cone, with the rescaled Hessian stiffness of Eq. 14.
+    /// Errors `C_r` of rows t, b, n at displacements `dxa`, `dxb` (the Taylor model).
     #[inline(always)]
-    pub fn forces(&self, dxa: &Vec6, dxb: &Vec6) -> ContactForce {
+    pub fn errors(&self, dxa: &Vec6, dxb: &Vec6) -> [f32; 3] {
         // J_A·Δx_A + J_B·Δx_B = d · (relative displacement of the two contact points), so
         // the three rows share one displacement instead of two 6-vector dots each.
         let (aa, ab) = (v3(self.arm_a), v3(self.arm_b));
@@ -99,10 +98,39 @@ impl ContactRecord {
         let point_b = crate::math::lin(dxb) + crate::math::ang(dxb).cross(ab);
         let delta = point_b - point_a;
         let dirs = self.dirs();
-        let mut c = [0.0f32; 3];
+        [0, 1, 2].map(|r| self.c0[r] + dirs[r].dot(delta))
+    }
+
+    /// Whether a contact with errors `c` exerts exactly no force and adds exactly nothing
+    /// to a body's Hessian, so the primal can skip it: no multiplier yet, separated
+    /// (`k C_n > 0` clamps the normal force to 0, rescaled stiffness |0/C_n| = 0), and both
+    /// friction errors non-zero (the zero cone then clamps both rows, each rescaled to
+    /// |0/C_r| = 0; a row with C_r = 0 would keep its k in the Hessian). On `many_pyramids`
+    /// about one contact point in six (the unloaded side contacts) is such.
+    #[inline(always)]
+    pub fn exerts_nothing(&self, c: &[f32; 3]) -> bool {
+        // The friction forces as `forces_at` computes them with λ = 0: their squared norm
+        // must be positive in f32 for the cone to clamp them.
+        let (ft, fb) = (self.k[0] * c[0], self.k[1] * c[1]);
+        self.lambda[..3] == [0.0; 3]
+            && c[2] > 0.0
+            && c[0] != 0.0
+            && c[1] != 0.0
+            && ft * ft + fb * fb > 0.0
+    }
+
+    /// Errors at displacements `dxa`, `dxb`, then forces clamped to the normal bound and
+    /// the friction cone, with the rescaled Hessian stiffness of Eq. 14.
+    #[inline(always)]
+    pub fn forces(&self, dxa: &Vec6, dxb: &Vec6) -> ContactForce {
+        self.forces_at(self.errors(dxa, dxb))
+    }
+
+    /// [`Self::forces`] for errors `c` already computed.
+    #[inline(always)]
+    pub fn forces_at(&self, c: [f32; 3]) -> ContactForce {
         let mut f = [0.0f32; 3];
         for r in 0..3 {
-            c[r] = self.c0[r] + dirs[r].dot(delta);
             f[r] = self.k[r] * c[r] + self.lambda[r];
         }
         let mut k_h = [self.k[0], self.k[1], self.k[2]];
@@ -136,5 +164,47 @@ impl ContactRecord {
             normal_active,
             inside_cone,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::math::tangent_basis;
+
+    /// Every contact the primal skips really has zero force and zero Hessian stiffness in
+    /// `forces_at`, including tiny, huge and sign-flipped errors and both friction modes.
+    #[test]
+    fn skipped_contacts_exert_exactly_nothing() {
+        let n = Vec3::new(0.2, 0.95, -0.1).normalize();
+        let (t, _) = tangent_basis(n);
+        let mut skipped = 0;
+        let values = [-1e-3, -1e-30, 0.0, 1e-30, 1e-12, 2e-3, 0.4];
+        for k in [1e3f32, 3.6e6, 1e10] {
+            for stick in [0, flags::STICK] {
+                for &ct in &values {
+                    for &cb in &values {
+                        for &cn in &values {
+                            let rec = ContactRecord {
+                                flags: stick,
+                                normal: n.extend(0.5).to_array(),
+                                tangent: t.extend(0.4).to_array(),
+                                k: [k, k, k, 0.0],
+                                ..Default::default()
+                            };
+                            let c = [ct, cb, cn];
+                            let cf = rec.forces_at(c);
+                            let nothing = cf.f.iter().all(|&f| f == 0.0)
+                                && cf.k_hessian.iter().all(|&k| k == 0.0);
+                            if rec.exerts_nothing(&c) {
+                                skipped += 1;
+                                assert!(nothing, "c {c:?}, k {k}: {cf:?}");
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        assert!(skipped > 20, "{skipped}");
     }
 }

@@ -126,7 +126,11 @@ impl Ctx<'_> {
     }
 
     fn add_contact(&self, me: u32, c: &ContactRecord, f: &mut Vec6, hm: &mut Mat6) {
-        let cf = c.forces(&self.delta(c.body_a), &self.delta(c.body_b));
+        let errors = c.errors(&self.delta(c.body_a), &self.delta(c.body_b));
+        if c.exerts_nothing(&errors) {
+            return;
+        }
+        let cf = c.forces_at(errors);
         let dirs = c.dirs();
         // J_r = ±(d_r, arm × d_r): the force term is ±(F, arm × F) with F = Σ f_r d_r.
         let (arm, sign) = if c.body_a == me {
