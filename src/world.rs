@@ -715,13 +715,7 @@ impl PhysicsWorld {
         dual::fracture(&self.bodies, &mut self.joints, &self.solver, &mut report);
 
         // 6. velocities and poses; bodies that became non-finite are frozen
-        integration::end_step(
-            cfg,
-            &mut self.bodies,
-            &self.joints,
-            &mut self.solver,
-            &mut report,
-        );
+        integration::end_step(cfg, &mut self.bodies, &mut self.solver, &mut report);
         collision::store_warm_start(&self.solver.contacts, &mut self.collision);
 
         let total = t0.elapsed();

@@ -33,6 +33,11 @@ impl Adjacency {
     pub fn of(&self, body: usize) -> &[u32] {
         &self.items[self.offsets[body] as usize..self.offsets[body + 1] as usize]
     }
+    /// The bodies on the other side of `body`'s items, in the same order.
+    #[inline]
+    pub fn others(&self, body: usize) -> &[u32] {
+        &self.other[self.offsets[body] as usize..self.offsets[body + 1] as usize]
+    }
 }
 
 /// Bodies grouped by colour (CSR): colour c holds `bodies[offsets[c]..offsets[c+1]]`.
@@ -138,8 +143,7 @@ fn color_greedy(bodies: &BodySet, adj: &Adjacency, colors: &mut Colors) {
             continue;
         }
         // Stamp the colours of already-coloured neighbours with i, then take the first free one.
-        let range = adj.offsets[i] as usize..adj.offsets[i + 1] as usize;
-        for &o in &adj.other[range] {
+        for &o in adj.others(i) {
             if o == WORLD {
                 continue;
             }

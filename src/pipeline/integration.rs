@@ -3,14 +3,14 @@
 
 use glam::{DMat3, DVec3, Vec3};
 
+use super::coloring::Adjacency;
 use super::islands::Forest;
 use super::{InertialRecord, IterateRecord, SolverData};
 use crate::body::{BodyKind, PoseRecord, VelocityRecord};
 use crate::config::SolverConfig;
-use crate::contact::ContactRecord;
 use crate::joint::WORLD;
 use crate::math::quat_add;
-use crate::world::{BodySet, JointSet, StepReport};
+use crate::world::{BodySet, StepReport};
 
 /// Computes the inertial targets and the adaptive initial guess of every body.
 ///
@@ -74,7 +74,6 @@ pub fn begin_step(cfg: &SolverConfig, bodies: &BodySet, s: &mut SolverData) {
 pub fn end_step(
     cfg: &SolverConfig,
     bodies: &mut BodySet,
-    joints: &JointSet,
     s: &mut SolverData,
     report: &mut StepReport,
 ) {
@@ -115,8 +114,7 @@ pub fn end_step(
         bodies.poses[i] = PoseRecord::new(pose.p(), pose.q().normalize());
     }
     if cfg.conserve_momentum {
-        let broken_now: Vec<usize> = report.broken.iter().map(|j| j.0 as usize).collect();
-        s.islands.project(bodies, joints, &s.contacts, &broken_now);
+        s.islands.project(bodies, &s.adjacency);
     }
 }
 
@@ -213,24 +211,24 @@ impl IslandMomentum {
     }
 
     /// Applies the correction to every isolated island (after the velocities are written).
-    fn project(
-        &mut self,
-        bodies: &mut BodySet,
-        joints: &JointSet,
-        contacts: &[ContactRecord],
-        broken_now: &[usize],
-    ) {
+    ///
+    /// The islands come from this step's adjacency: every contact and every joint that was
+    /// unbroken when the step began (a joint broken by this step's fracture still acted
+    /// during it), read from compact arrays rather than the constraint records.
+    fn project(&mut self, bodies: &mut BodySet, adjacency: &Adjacency) {
         let n = bodies.len();
         self.forest.reset(n);
         self.anchored.clear();
         self.anchored.resize(n, false);
-        for c in contacts {
-            self.link(bodies, c.body_a, c.body_b);
-        }
-        // Joints broken in this step still acted during it.
-        for (ji, j) in joints.records.iter().enumerate() {
-            if !j.broken() || broken_now.contains(&ji) {
-                self.link(bodies, j.body_a, j.body_b);
+        for i in 0..n {
+            if !bodies.is_solved(i) {
+                continue;
+            }
+            for &o in adjacency.others(i) {
+                // A pair of solved bodies is listed on both sides: link it once.
+                if o == WORLD || !bodies.is_solved(o as usize) || o as usize > i {
+                    self.link(bodies, i as u32, o);
+                }
             }
         }
 
