@@ -4,52 +4,12 @@
 // Every formula mirrors the CPU backend (src/pipeline/primal.rs, dual.rs, src/contact.rs,
 // src/joint.rs); the records are the same bytemuck structs, uploaded unchanged.
 
-struct Params {
-    dt: f32,
-    alpha: f32,
-    beta_linear: f32,
-    beta_angular: f32,
-    k_max: f32,
-    lambda_max: f32,
-    n_contacts: u32,
-    n_joints: u32,
-    n_bodies: u32,
-    palette: u32,
-    contact_shift: u32, // contacts per chunk = 1 << contact_shift
-    max_groups: u32,
-};
-
 // Which colour a primal dispatch solves (dynamic-offset slots written when the slot buffer
 // is created: slot c < 64 is colour c, slot 64 + k the k-th body of the serial group; the
 // ranges themselves come from the GPU colouring, shaders/coloring.wgsl).
 struct ColorSlot {
     index: u32,
     pad: u32,
-};
-
-struct Pose {
-    p: vec4<f32>,
-    q: vec4<f32>, // xyzw
-};
-
-struct Mass {
-    mass: f32,
-    inv_mass: f32,
-    pad0: f32,
-    pad1: f32,
-    inertia: vec4<f32>,
-    frame: vec4<f32>,
-};
-
-struct Iterate {
-    dp: vec4<f32>,
-    dtheta: vec4<f32>,
-    q: vec4<f32>,
-};
-
-struct Inertial {
-    y: vec4<f32>,
-    hl: vec4<f32>,
 };
 
 struct Contact {
@@ -109,6 +69,11 @@ struct JointState {
 @group(0) @binding(17) var<storage, read_write> contacts5: array<Contact>;
 @group(0) @binding(18) var<storage, read_write> contacts6: array<Contact>;
 @group(0) @binding(19) var<storage, read_write> contacts7: array<Contact>;
+// What the CPU reads back of each contact (the fields a dual update changes): k, then
+// (λ_t, λ_b, λ_n, flags), as raw bits; a quarter of the 128-byte record, so two bindings
+// hold the duals of the 8 contact chunks (the first 4 << contact_shift contacts, the rest).
+@group(0) @binding(20) var<storage, read_write> contact_duals: array<vec4<u32>>;
+@group(0) @binding(21) var<storage, read_write> contact_duals1: array<vec4<u32>>;
 @group(1) @binding(0) var<uniform> color: ColorSlot;
 
 fn load_contact(i: u32) -> Contact {
@@ -141,8 +106,6 @@ fn store_contact_dual(i: u32, v: Contact) {
     }
 }
 
-const WORLD: u32 = 0xffffffffu;
-const INF: f32 = 3.4028235e38;
 const STICK: u32 = 1u;
 const INSIDE_CONE: u32 = 2u;
 const HAS_LIMIT: u32 = 2u;
@@ -154,47 +117,6 @@ const K_REVOLUTE: u32 = 2u;
 const K_PRISMATIC: u32 = 3u;
 const K_DISTANCE: u32 = 4u;
 const K_ROPE: u32 = 5u;
-
-// ------------------------------------------------------------------ quaternions
-
-fn qmul(a: vec4<f32>, b: vec4<f32>) -> vec4<f32> {
-    return vec4<f32>(
-        a.w * b.xyz + b.w * a.xyz + cross(a.xyz, b.xyz),
-        a.w * b.w - dot(a.xyz, b.xyz),
-    );
-}
-
-fn qconj(q: vec4<f32>) -> vec4<f32> {
-    return vec4<f32>(-q.xyz, q.w);
-}
-
-fn qrot(q: vec4<f32>, v: vec3<f32>) -> vec3<f32> {
-    let t = 2.0 * cross(q.xyz, v);
-    return v + q.w * t + cross(q.xyz, t);
-}
-
-// Eq. 20: (2 qa qb⁻¹)_v on the short arc.
-fn quat_sub(qa: vec4<f32>, qb: vec4<f32>) -> vec3<f32> {
-    let d = qmul(qa, qconj(qb));
-    let v = d.xyz * 2.0;
-    return select(v, -v, d.w < 0.0);
-}
-
-// Eq. 21: normalize(q + ½ (0, w) q).
-fn quat_add(q: vec4<f32>, w: vec3<f32>) -> vec4<f32> {
-    let dq = qmul(vec4<f32>(w, 0.0), q);
-    return normalize(q + dq * 0.5);
-}
-
-fn mat3_from_quat(q: vec4<f32>) -> mat3x3<f32> {
-    return mat3x3<f32>(qrot(q, vec3<f32>(1.0, 0.0, 0.0)), qrot(q, vec3<f32>(0.0, 1.0, 0.0)), qrot(q, vec3<f32>(0.0, 0.0, 1.0)));
-}
-
-fn world_inertia(m: Mass, q: vec4<f32>) -> mat3x3<f32> {
-    let r = mat3_from_quat(qmul(q, m.frame));
-    let d = mat3x3<f32>(vec3<f32>(m.inertia.x, 0.0, 0.0), vec3<f32>(0.0, m.inertia.y, 0.0), vec3<f32>(0.0, 0.0, m.inertia.z));
-    return r * d * transpose(r);
-}
 
 // glam's any_orthonormal_vector (Pixar ONB), with copysign semantics for the sign.
 fn tangent_of(n: vec3<f32>) -> vec3<f32> {
@@ -865,4 +787,25 @@ fn dual_joints(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workg
         }
     }
     joint_states[ji] = st;
+}
+
+// Packs the multipliers, penalties and flags of every contact for the readback.
+@compute @workgroup_size(64)
+fn pack_contact_duals(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    let ci = gid.x + gid.y * nwg.x * 64u;
+    if (ci >= params.n_contacts) {
+        return;
+    }
+    let c = load_contact(ci);
+    let k = bitcast<vec4<u32>>(c.k);
+    let lambda_flags = vec4<u32>(bitcast<vec3<u32>>(c.lambda.xyz), c.flags);
+    let per_binding = 1u << min(params.contact_shift + 2u, 31u);
+    if (ci < per_binding) {
+        contact_duals[2u * ci] = k;
+        contact_duals[2u * ci + 1u] = lambda_flags;
+    } else {
+        let j = ci - per_binding;
+        contact_duals1[2u * j] = k;
+        contact_duals1[2u * j + 1u] = lambda_flags;
+    }
 }

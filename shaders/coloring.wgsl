@@ -20,21 +20,6 @@
 // does not matter: bodies of a colour are solved from the same iterates into their own
 // double-buffer slot.
 
-struct Params {
-    dt: f32,
-    alpha: f32,
-    beta_linear: f32,
-    beta_angular: f32,
-    k_max: f32,
-    lambda_max: f32,
-    n_contacts: u32,
-    n_joints: u32,
-    n_bodies: u32,
-    palette: u32,
-    contact_shift: u32,
-    max_groups: u32, // largest workgroup count per grid dimension
-};
-
 // Only the body indices of the records are read; the rest keeps the stride.
 struct ContactHead {
     body_a: u32,
@@ -93,7 +78,6 @@ fn contact_bodies(i: u32) -> vec2<u32> {
     }
 }
 
-const WORLD: u32 = 0xffffffffu;
 const NONE: u32 = 0xffffffffu;       // not solved: never coloured
 const UNCOLORED: u32 = 0xfffffffeu;
 const CANDIDATE: u32 = 0xfffffffdu;  // local maximum of this round

@@ -1,32 +1,39 @@
-//! wgpu compute backend: per-step body colouring and the whole iteration loop of a step
-//! (primal sweeps per colour with their double-buffer copy-back, dual updates of contacts
-//! and joints) recorded in one command submission, on the same records the CPU backend
-//! uses (`shaders/coloring.wgsl`, `shaders/avbd.wgsl`).
+//! wgpu compute backend: the whole step after collision detection — inertial targets and
+//! initial guess, per-step body colouring, the iteration loop (primal sweeps per colour
+//! with their double-buffer copy-back, dual updates of contacts and joints), velocities and
+//! poses — recorded in one command submission, on the same records the CPU backend uses
+//! (`shaders/common.wgsl` prepended to `integration.wgsl`, `coloring.wgsl`, `avbd.wgsl`).
 //!
 //! # One step on the GPU backend
 //!
-//! 1. CPU: collision detection (parry3d), inertial targets and initial guess, joint warm
-//!    start (the same code as the CPU backend), and the body → constraint adjacency (CSR,
-//!    [`crate::pipeline::coloring::build_adjacency`]); the CPU's greedy colouring is skipped.
-//! 2. Upload: the per-step data (iterates, inertial targets, contacts, joint row states,
-//!    adjacency, poses) every step; masses, joint records and the solved-body flags only
-//!    when their bytes changed since the last upload ([`GpuSolver::upload_bytes`]). Buffers
-//!    are resident across steps and grow by doubling, so a steady scene never reallocates
-//!    ([`GpuSolver::reallocations`]). Poses go up every step because integration (velocity
-//!    and pose update, `pipeline::integration`) still runs on the CPU.
-//! 3. One submission: Jones–Plassmann–Luby colouring (`coloring.wgsl`: fixed hash
-//!    priorities, a palette of at most [`MAX_COLORS`] colours, [`JPL_ROUNDS`] rounds, a
-//!    serial fallback group, compaction into per-colour ranges and indirect dispatch
-//!    arguments), then `iterations` × (primal per colour through indirect dispatches, the
-//!    serial group one body per dispatch, dual of contacts, dual of joints), then a copy of
-//!    the results into a staging buffer. The number of colour and serial dispatches
-//!    recorded per sweep is a capacity that only grows: a step whose colouring needs more
-//!    is run again from its uploaded inputs with more (the results are identical to a run
-//!    with enough capacity, so determinism holds). Colours beyond the ones used are empty
-//!    indirect dispatches.
+//! 1. CPU: collision detection (parry3d), joint warm start (the same code as the CPU
+//!    backend), and the body → constraint adjacency (CSR,
+//!    [`crate::pipeline::coloring::build_adjacency`]).
+//! 2. Upload. The body state (poses, velocities, last velocities, external forces, masses,
+//!    flags) is resident on the device: it goes up by difference, only the 1 KiB chunks
+//!    whose bytes differ from what the device holds ([`GpuSolver::body_upload_bytes`];
+//!    zero in a step after which the CPU changed no body). What changes every step goes up
+//!    whole: the contacts parry3d found (warm-started on the CPU), the adjacency, the joint
+//!    row states. Buffers grow by doubling, so a steady scene never reallocates
+//!    ([`GpuSolver::reallocations`]).
+//! 3. One submission: `begin_bodies` (inertial targets and the adaptive initial guess,
+//!    `integration::begin_step`); Jones–Plassmann–Luby colouring (`coloring.wgsl`: fixed
+//!    hash priorities, a palette of at most [`MAX_COLORS`] colours, [`JPL_ROUNDS`] rounds,
+//!    a serial fallback group, compaction into per-colour ranges and indirect dispatch
+//!    arguments); `iterations` × (primal per colour through indirect dispatches, the serial
+//!    group one body per dispatch, dual of contacts, dual of joints); `end_bodies`
+//!    (velocities, poses, the non-finite guard and the angular speed cap of
+//!    `integration::end_step`) and the packing of each contact's multipliers, penalties
+//!    and flags (32 of its 128 bytes); then a copy of the results into a staging buffer. The
+//!    number of colour and serial dispatches recorded per sweep is a capacity that only
+//!    grows: a step whose colouring needs more is run again from the CPU's copy of its
+//!    start state with more (the results are identical to a run with enough capacity, so
+//!    determinism holds). Colours beyond the ones used are empty indirect dispatches.
 //! 4. Readback: one map per step of one of two `MAP_READ` staging buffers, used
-//!    alternately; iterates, contact multipliers, joint states and the colouring summary
-//!    come back, and the CPU runs fracture and the velocity/pose update.
+//!    alternately: poses, velocities, non-finite flags, the packed contact multipliers,
+//!    joint states and the colouring summary. The CPU then restores the momentum of isolated islands
+//!    (a union–find, `integration::IslandMomentum`; the bodies it corrects go up by
+//!    difference next step), runs fracture and stores the contacts' warm start.
 //!
 //! # Latency
 //!
@@ -36,8 +43,8 @@
 //! are exactly those of the step (no stale poses). The two staging buffers alternate so
 //! that a step's copy never targets the buffer the CPU read the previous step from, and
 //! no unmap has to be waited for before the next step is recorded; overlapping the CPU
-//! work of step t+1 with the GPU work of step t would need collision detection and
-//! integration on the GPU (not done in this version).
+//! work of step t+1 with the GPU work of step t would need collision detection on the GPU
+//! (not done in this version).
 //!
 //! # llvmpipe / lavapipe
 //!
@@ -51,18 +58,32 @@
 use std::num::NonZeroU64;
 
 use bytemuck::{Pod, Zeroable};
+use rayon::prelude::*;
 
-use crate::body::{MassRecord, PoseRecord};
+use crate::body::BodyKind;
+use crate::body::{MassRecord, PoseRecord, VelocityRecord};
 use crate::config::SolverConfig;
 use crate::contact::ContactRecord;
 use crate::joint::{JointRecord, JointRowState};
 use crate::pipeline::{InertialRecord, IterateRecord, SolverData};
-use crate::world::{BodySet, JointSet};
+use crate::world::{BodySet, JointSet, StepReport};
 
-/// The WGSL source of the solver kernels.
-pub const SHADER: &str = include_str!("../shaders/avbd.wgsl");
+/// The WGSL source of the solver kernels (after the shared records and helpers).
+pub const SHADER: &str = concat!(
+    include_str!("../shaders/common.wgsl"),
+    include_str!("../shaders/avbd.wgsl")
+);
 /// The WGSL source of the colouring kernels.
-pub const COLORING_SHADER: &str = include_str!("../shaders/coloring.wgsl");
+pub const COLORING_SHADER: &str = concat!(
+    include_str!("../shaders/common.wgsl"),
+    include_str!("../shaders/coloring.wgsl")
+);
+/// The WGSL source of the integration kernels (inertial targets and initial guess before
+/// the iterations, velocities and poses after them).
+pub const INTEGRATION_SHADER: &str = concat!(
+    include_str!("../shaders/common.wgsl"),
+    include_str!("../shaders/integration.wgsl")
+);
 
 /// Most colours the GPU colouring uses; bodies that cannot get one go to the serial group.
 pub const MAX_COLORS: u32 = 64;
@@ -119,13 +140,16 @@ pub struct GpuMemory {
 }
 
 /// GPU time of the last step per kernel group, from timestamp queries written at the
-/// beginning and end of each compute pass (one colouring pass, then a primal pass and a
-/// dual pass per iteration). `supported` is false, and the times zero, when the step was
+/// beginning and end of each compute pass (the begin pass, the colouring pass, a primal
+/// pass and a dual pass per iteration, the end pass). `supported` is false, and the times zero, when the step was
 /// not timed: the adapter lacks `Features::TIMESTAMP_QUERY`, or the step has more passes
-/// than one query set holds (over 1,023 iterations).
+/// than one query set holds (over 1,022 iterations).
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct GpuTimings {
     pub supported: bool,
+    /// Inertial targets and initial guess before the iterations, velocities and poses
+    /// after them.
+    pub integration_ms: f64,
     pub coloring_ms: f64,
     pub primal_ms: f64,
     pub dual_ms: f64,
@@ -138,7 +162,7 @@ pub struct GpuTimings {
     pub host: GpuHostTimes,
 }
 
-/// Wall-clock phases of [`GpuSolver::iterate`] on the host (ms).
+/// Wall-clock phases of [`GpuSolver::step`] on the host (ms).
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct GpuHostTimes {
     pub adjacency_ms: f64,
@@ -179,6 +203,9 @@ struct Params {
     contact_shift: u32,
     /// Largest workgroup count per grid dimension (the primal sweep's 2-D grid).
     max_groups: u32,
+    max_angular_speed: f32,
+    pad: [f32; 3],
+    gravity: [f32; 4],
 }
 
 /// Stride of the per-colour uniform slots (dynamic offsets must be 256-byte aligned).
@@ -220,7 +247,16 @@ const CONTACT_CHUNKS: usize = 8;
 const fn contact_chunk(j: usize) -> usize {
     if j == 0 { CONTACTS } else { COUNTER + j }
 }
-const NAMES: [&str; 23] = [
+const VELOCITIES: usize = 23;
+const PREV_VELOCITIES: usize = 24;
+const FORCES: usize = 25;
+const STATUS: usize = 26;
+/// The packed duals of contacts `0..4 << contact_shift`, and of the rest.
+const CONTACT_DUALS: usize = 27;
+const CONTACT_DUALS1: usize = 28;
+/// Bytes read back per contact: k (4 × f32), λ (3 × f32) and the flags.
+const CONTACT_DUAL_BYTES: usize = 32;
+const NAMES: [&str; 29] = [
     "poses",
     "masses",
     "iterate",
@@ -244,9 +280,15 @@ const NAMES: [&str; 23] = [
     "contacts5",
     "contacts6",
     "contacts7",
+    "velocities",
+    "prev_velocities",
+    "forces",
+    "status",
+    "contact_duals",
+    "contact_duals1",
 ];
 /// Bindings 1.. of the solver's group 0 (`avbd.wgsl`): (buffer, read-only).
-const SOLVER_BINDINGS: [(usize, bool); 19] = [
+const SOLVER_BINDINGS: [(usize, bool); 21] = [
     (POSES, true),
     (MASSES, true),
     (ITERATE, false),
@@ -266,6 +308,8 @@ const SOLVER_BINDINGS: [(usize, bool); 19] = [
     (contact_chunk(5), false),
     (contact_chunk(6), false),
     (contact_chunk(7), false),
+    (CONTACT_DUALS, false),
+    (CONTACT_DUALS1, false),
 ];
 /// Bindings 1.. of the colouring's group 0 (`coloring.wgsl`).
 const COLORING_BINDINGS: [(usize, bool); 17] = [
@@ -287,8 +331,47 @@ const COLORING_BINDINGS: [(usize, bool); 17] = [
     (contact_chunk(6), true),
     (contact_chunk(7), true),
 ];
-/// Buffers whose uploads are skipped when their bytes did not change.
-const TRACKED: [usize; 3] = [MASSES, JOINTS, BODY_FLAGS];
+/// Bindings 1.. of the integration's group 0 (`integration.wgsl`).
+const INTEGRATION_BINDINGS: [(usize, bool); 9] = [
+    (POSES, false),
+    (MASSES, true),
+    (VELOCITIES, false),
+    (PREV_VELOCITIES, false),
+    (FORCES, true),
+    (BODY_FLAGS, true),
+    (STATUS, false),
+    (ITERATE, false),
+    (INERTIAL, false),
+];
+/// Buffers uploaded by difference: only the chunks whose bytes differ from what the device
+/// holds go up (the CPU's copy of what the device holds is `GpuSolver::shadow`).
+const TRACKED: [usize; 7] = [
+    MASSES,
+    JOINTS,
+    BODY_FLAGS,
+    POSES,
+    VELOCITIES,
+    PREV_VELOCITIES,
+    FORCES,
+];
+/// The per-body state (resident, uploaded by difference).
+const BODY_STATE: [usize; 6] = [
+    POSES,
+    VELOCITIES,
+    PREV_VELOCITIES,
+    FORCES,
+    MASSES,
+    BODY_FLAGS,
+];
+/// Tracked buffers the device writes (the end-of-step kernel); their shadows are the bytes
+/// read back.
+const DEVICE_WRITTEN: [usize; 3] = [POSES, VELOCITIES, PREV_VELOCITIES];
+/// Granularity of the upload by difference (bytes; a multiple of every record size's
+/// 4-byte alignment that wgpu requires of buffer writes).
+const DIFF_CHUNK: usize = 1024;
+/// `body_flags` bits (`integration.wgsl`, `coloring.wgsl`).
+const FLAG_SOLVED: u32 = 1;
+const FLAG_KINEMATIC: u32 = 2;
 
 /// A growable device buffer (reallocated only when a step needs more room).
 struct DeviceBuffer {
@@ -302,6 +385,7 @@ struct Pipelines {
     copy_back: wgpu::ComputePipeline,
     dual_contacts: wgpu::ComputePipeline,
     dual_joints: wgpu::ComputePipeline,
+    pack_contact_duals: wgpu::ComputePipeline,
     color_init: wgpu::ComputePipeline,
     color_select: wgpu::ComputePipeline,
     color_assign: wgpu::ComputePipeline,
@@ -309,6 +393,8 @@ struct Pipelines {
     color_scan: wgpu::ComputePipeline,
     color_serial_rank: wgpu::ComputePipeline,
     color_scatter: wgpu::ComputePipeline,
+    begin_bodies: wgpu::ComputePipeline,
+    end_bodies: wgpu::ComputePipeline,
 }
 
 /// What one step records: sizes and options.
@@ -320,8 +406,9 @@ struct StepShape {
     n: usize,
     n_contacts: usize,
     n_joints: usize,
-    /// Bytes of the iterates, contacts and joint states read back.
-    lens: [usize; 3],
+    /// Bytes of the poses, velocities (and previous velocities), status, contacts and joint
+    /// states read back.
+    lens: [usize; 5],
 }
 
 /// Timestamp queries: one pair per compute pass.
@@ -340,6 +427,7 @@ pub struct GpuSolver {
     pipelines: Pipelines,
     solver_layout: wgpu::BindGroupLayout,
     coloring_layout: wgpu::BindGroupLayout,
+    integration_layout: wgpu::BindGroupLayout,
     params: wgpu::Buffer,
     /// Dynamic-offset slots: colour c < 64, then serial-group position k at 64 + k.
     slots: wgpu::Buffer,
@@ -353,6 +441,7 @@ pub struct GpuSolver {
     timestamps: Option<Timestamps>,
     solver_group: Option<wgpu::BindGroup>,
     coloring_group: Option<wgpu::BindGroup>,
+    integration_group: Option<wgpu::BindGroup>,
     slot_group: wgpu::BindGroup,
     flags: Vec<u32>,
     last_colors: u32,
@@ -360,6 +449,8 @@ pub struct GpuSolver {
     last_serial: u32,
     last_timings: GpuTimings,
     last_upload_bytes: u64,
+    /// Of `last_upload_bytes`, those of the per-body state ([`BODY_STATE`]).
+    last_body_upload_bytes: u64,
     counts: (usize, usize, usize),
     /// Colour dispatches recorded per sweep: grows to the colours a step used (the step is
     /// then run again), never shrinks.
@@ -473,6 +564,10 @@ impl GpuSolver {
             label: Some("coloring.wgsl"),
             source: wgpu::ShaderSource::Wgsl(COLORING_SHADER.into()),
         });
+        let integration_module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
+            label: Some("integration.wgsl"),
+            source: wgpu::ShaderSource::Wgsl(INTEGRATION_SHADER.into()),
+        });
         let layout_of = |label: &str, bindings: &[(usize, bool)]| {
             let mut entries = vec![uniform_entry(0, false, params_size())];
             for (i, (_, read_only)) in bindings.iter().enumerate() {
@@ -485,6 +580,7 @@ impl GpuSolver {
         };
         let solver_layout = layout_of("avbd solver", &SOLVER_BINDINGS);
         let coloring_layout = layout_of("avbd colouring", &COLORING_BINDINGS);
+        let integration_layout = layout_of("avbd integration", &INTEGRATION_BINDINGS);
         let slot_layout = device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
             label: Some("avbd colour slot"),
             entries: &[uniform_entry(0, true, 8)],
@@ -501,6 +597,12 @@ impl GpuSolver {
                 bind_group_layouts: &[Some(&coloring_layout)],
                 immediate_size: 0,
             });
+        let integration_pipeline_layout =
+            device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
+                label: Some("avbd integration"),
+                bind_group_layouts: &[Some(&integration_layout)],
+                immediate_size: 0,
+            });
         let pipeline = |layout: &wgpu::PipelineLayout, module: &wgpu::ShaderModule, entry: &str| {
             device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
                 label: Some(entry),
@@ -513,12 +615,14 @@ impl GpuSolver {
         };
         let solve = |entry| pipeline(&solver_pipeline_layout, &module, entry);
         let color = |entry| pipeline(&coloring_pipeline_layout, &coloring_module, entry);
+        let integrate = |entry| pipeline(&integration_pipeline_layout, &integration_module, entry);
         let pipelines = Pipelines {
             primal: solve("primal"),
             primal_serial: solve("primal_serial"),
             copy_back: solve("copy_back"),
             dual_contacts: solve("dual_contacts"),
             dual_joints: solve("dual_joints"),
+            pack_contact_duals: solve("pack_contact_duals"),
             color_init: color("color_init"),
             color_select: color("color_select"),
             color_assign: color("color_assign"),
@@ -526,6 +630,8 @@ impl GpuSolver {
             color_scan: color("color_scan"),
             color_serial_rank: color("color_serial_rank"),
             color_scatter: color("color_scatter"),
+            begin_bodies: integrate("begin_bodies"),
+            end_bodies: integrate("end_bodies"),
         };
         let params = device.create_buffer(&wgpu::BufferDescriptor {
             label: Some("params"),
@@ -581,6 +687,7 @@ impl GpuSolver {
             pipelines,
             solver_layout,
             coloring_layout,
+            integration_layout,
             params,
             slots,
             slot_layout,
@@ -592,6 +699,7 @@ impl GpuSolver {
             timestamps,
             solver_group: None,
             coloring_group: None,
+            integration_group: None,
             slot_group,
             flags: Vec::new(),
             last_colors: 0,
@@ -602,6 +710,7 @@ impl GpuSolver {
                 ..Default::default()
             },
             last_upload_bytes: 0,
+            last_body_upload_bytes: 0,
             counts: (0, 0, 0),
             color_capacity: 1,
             serial_capacity: 0,
@@ -648,6 +757,12 @@ impl GpuSolver {
         self.last_upload_bytes
     }
 
+    /// Of [`Self::upload_bytes`], the per-body state (poses, velocities, forces, masses,
+    /// flags): zero in a step after which the CPU changed no body.
+    pub fn body_upload_bytes(&self) -> u64 {
+        self.last_body_upload_bytes
+    }
+
     /// Per-pass GPU times of the last step (zero and `supported: false` without
     /// `Features::TIMESTAMP_QUERY`).
     pub fn timings(&self) -> GpuTimings {
@@ -665,7 +780,11 @@ impl GpuSolver {
         let iterate = sz(std::mem::size_of::<IterateRecord>());
         let contact = sz(std::mem::size_of::<ContactRecord>());
         let state = sz(std::mem::size_of::<JointRowState>());
-        let bytes_per_body = sz(std::mem::size_of::<PoseRecord>())
+        let pose = sz(std::mem::size_of::<PoseRecord>());
+        let velocity = sz(std::mem::size_of::<VelocityRecord>());
+        let bytes_per_body = pose
+            + 2 * velocity // velocity, last velocity
+            + 32 // external force and torque
             + sz(std::mem::size_of::<MassRecord>())
             + iterate // iterate
             + sz(std::mem::size_of::<InertialRecord>())
@@ -673,9 +792,12 @@ impl GpuSolver {
             + 8 // colour lists (grouped + serial scratch)
             + iterate // scratch (double buffer)
             + 4 // body flags
+            + 4 // non-finite status
             + 4 // colour of body
-            + 2 * iterate; // two staging buffers
-        let bytes_per_contact = contact + 2 * 4 + 2 * contact;
+            + 2 * (pose + 2 * velocity + 4); // two staging buffers
+        // Record, two adjacency items, the packed multipliers and their two staging copies.
+        let dual = CONTACT_DUAL_BYTES as u64;
+        let bytes_per_contact = contact + 2 * 4 + dual + 2 * dual;
         let bytes_per_joint = sz(std::mem::size_of::<JointRecord>()) + state + 2 * 4 + 2 * state;
         let mut fixed_bytes = params_size() + self.slots.size();
         let mut total_bytes = fixed_bytes;
@@ -752,6 +874,11 @@ impl GpuSolver {
         }
     }
 
+    /// Contacts whose packed duals the first dual binding holds (`pack_contact_duals`).
+    fn duals_per_binding(&self) -> usize {
+        1usize << (self.contact_shift + 2).min(31)
+    }
+
     /// Makes sure buffer `slot` holds `bytes`; grows it (doubling) if needed.
     fn ensure(&mut self, slot: usize, bytes: u64) -> bool {
         let need = bytes.max(256).next_multiple_of(256);
@@ -790,22 +917,55 @@ impl GpuSolver {
             &COLORING_BINDINGS,
             "avbd colouring",
         ));
+        self.integration_group = Some(group(
+            &self.integration_layout,
+            &INTEGRATION_BINDINGS,
+            "avbd integration",
+        ));
     }
 
-    /// Writes `data` into buffer `slot`; tracked buffers are skipped when unchanged.
+    /// Writes `data` into buffer `slot`. Tracked buffers get only the runs of
+    /// [`DIFF_CHUNK`]-byte chunks that differ from their shadow (all of it after the buffer
+    /// was reallocated, when the shadow is empty).
     fn upload(&mut self, slot: usize, data: &[u8]) {
         if data.is_empty() {
             return;
         }
-        if TRACKED.contains(&slot) {
-            if self.shadow[slot] == data {
-                return;
-            }
-            self.shadow[slot].clear();
-            self.shadow[slot].extend_from_slice(data);
+        if !TRACKED.contains(&slot) {
+            self.queue.write_buffer(&self.buffers[slot].buffer, 0, data);
+            self.last_upload_bytes += data.len() as u64;
+            return;
         }
-        self.queue.write_buffer(&self.buffers[slot].buffer, 0, data);
-        self.last_upload_bytes += data.len() as u64;
+        let shadow = &mut self.shadow[slot];
+        // Bytes past `valid` are not on the device (yet): never clean.
+        let valid = shadow.len().min(data.len());
+        shadow.resize(data.len(), 0);
+        let clean =
+            |at: usize, end: usize, shadow: &[u8]| end <= valid && shadow[at..end] == data[at..end];
+        let mut at = 0;
+        while at < data.len() {
+            let end = (at + DIFF_CHUNK).min(data.len());
+            if clean(at, end, shadow) {
+                at = end;
+                continue;
+            }
+            let start = at;
+            at = end;
+            while at < data.len() {
+                let end = (at + DIFF_CHUNK).min(data.len());
+                if clean(at, end, shadow) {
+                    break;
+                }
+                at = end;
+            }
+            shadow[start..at].copy_from_slice(&data[start..at]);
+            self.queue
+                .write_buffer(&self.buffers[slot].buffer, start as u64, &data[start..at]);
+            self.last_upload_bytes += (at - start) as u64;
+            if BODY_STATE.contains(&slot) {
+                self.last_body_upload_bytes += (at - start) as u64;
+            }
+        }
     }
 
     /// A typed error (instead of a wgpu validation panic) when the step does not fit the
@@ -879,15 +1039,18 @@ impl GpuSolver {
         true
     }
 
-    /// Runs one step's colouring and `cfg.iterations` AVBD iterations on the GPU (one
-    /// submission) and reads the iterates, contact multipliers and joint states back into
-    /// `s` and `joints`. Builds the step's adjacency into `s.adjacency` first.
-    pub fn iterate(
+    /// Runs one step on the GPU in one submission: inertial targets and initial guess,
+    /// colouring, `cfg.iterations` AVBD iterations, velocities and poses. Reads the poses,
+    /// velocities, contact multipliers and joint states back into `bodies`, `s` and
+    /// `joints`; bodies whose result was not finite are frozen and listed in `report`.
+    /// Builds the step's adjacency into `s.adjacency` first.
+    pub fn step(
         &mut self,
         cfg: &SolverConfig,
-        bodies: &BodySet,
+        bodies: &mut BodySet,
         joints: &mut JointSet,
         s: &mut SolverData,
+        report: &mut StepReport,
     ) -> Result<(), GpuError> {
         let n = bodies.len();
         let t_start = std::time::Instant::now();
@@ -907,18 +1070,23 @@ impl GpuSolver {
         let mut max_degree = 0u32;
         for i in 0..n {
             let solved = bodies.is_solved(i);
-            flags.push(solved as u32);
+            let kinematic = bodies.kinds[i] == BodyKind::Kinematic && !bodies.frozen[i];
+            flags.push((solved as u32 * FLAG_SOLVED) | (kinematic as u32 * FLAG_KINEMATIC));
             if solved {
                 max_degree = max_degree.max(s.adjacency.offsets[i + 1] - s.adjacency.offsets[i]);
             }
         }
         let palette = (max_degree + 1).min(MAX_COLORS);
         self.last_upload_bytes = 0;
+        self.last_body_upload_bytes = 0;
 
         let iterations = cfg.iterations;
-        let (it_len, ct_len, js_len) = (
-            n * std::mem::size_of::<IterateRecord>(),
-            std::mem::size_of_val(s.contacts.as_slice()),
+        let it_len = n * std::mem::size_of::<IterateRecord>();
+        let (pose_len, vel_len, status_len, ct_len, js_len) = (
+            std::mem::size_of_val(bodies.poses.as_slice()),
+            std::mem::size_of_val(bodies.velocities.as_slice()),
+            n * 4,
+            s.contacts.len() * CONTACT_DUAL_BYTES,
             std::mem::size_of_val(joints.states.as_slice()),
         );
         let mut grown = false;
@@ -936,11 +1104,19 @@ impl GpuSolver {
             (SCRATCH, it_len),
             (BODY_FLAGS, n * 4),
             (COLOR_OF, n * 4),
+            (VELOCITIES, vel_len),
+            (PREV_VELOCITIES, vel_len),
+            (FORCES, std::mem::size_of_val(bodies.forces.as_slice())),
+            (STATUS, status_len),
         ];
+        let records_len = std::mem::size_of_val(s.contacts.as_slice());
         for j in 0..CONTACT_CHUNKS {
-            let bytes = ct_len.saturating_sub(j * chunk_bytes).min(chunk_bytes);
+            let bytes = records_len.saturating_sub(j * chunk_bytes).min(chunk_bytes);
             sizes.push((contact_chunk(j), bytes));
         }
+        let duals_split = self.duals_per_binding() * CONTACT_DUAL_BYTES;
+        sizes.push((CONTACT_DUALS, ct_len.min(duals_split)));
+        sizes.push((CONTACT_DUALS1, ct_len.saturating_sub(duals_split)));
         self.check_limits(&sizes, n, s.contacts.len())?;
         // wgpu reports validation and out-of-memory errors to these scopes (instead of the
         // default handler, which panics); they come back as typed errors.
@@ -952,8 +1128,9 @@ impl GpuSolver {
         if grown {
             self.rebuild_bind_groups();
         }
-        // Readback layout: iterates | contacts | joint states | ranges | timestamps.
-        let timed = self.ensure_timestamps(2 * (1 + 2 * iterations));
+        // Readback layout: poses | velocities | previous velocities | status | contacts |
+        // joint states | ranges | timestamps.
+        let timed = self.ensure_timestamps(2 * (3 + 2 * iterations));
         self.flags = flags;
         // A step whose colouring needs more colour or serial dispatches than were recorded
         // is run again with more (rare: the capacities only grow); its results are only
@@ -970,7 +1147,7 @@ impl GpuSolver {
                 n,
                 n_contacts: s.contacts.len(),
                 n_joints: joints.records.len(),
-                lens: [it_len, ct_len, js_len],
+                lens: [pose_len, vel_len, status_len, ct_len, js_len],
             });
             host.upload_ms += ms(t_upload);
             let t_wait = std::time::Instant::now();
@@ -992,7 +1169,10 @@ impl GpuSolver {
                 let data = slice
                     .get_mapped_range()
                     .map_err(|e| GpuError::Readback(format!("{e:?}")))?;
-                let (a, rest) = data.split_at(it_len);
+                let (poses, rest) = data.split_at(pose_len);
+                let (velocities, rest) = rest.split_at(vel_len);
+                let (prev, rest) = rest.split_at(vel_len);
+                let (status, rest) = rest.split_at(status_len);
                 let (b, rest) = rest.split_at(ct_len);
                 let (c, rest) = rest.split_at(js_len);
                 let (r, rest) = rest.split_at(RANGES_BYTES as usize);
@@ -1004,8 +1184,39 @@ impl GpuSolver {
                     self.serial_capacity = self.serial_capacity.max(serial.next_power_of_two());
                     true
                 } else {
-                    s.iterate[..n].copy_from_slice(bytemuck::cast_slice(a));
-                    s.contacts.copy_from_slice(bytemuck::cast_slice(b));
+                    for (slot, bytes, mirror) in [
+                        (POSES, poses, bytemuck::cast_slice_mut(&mut bodies.poses)),
+                        (
+                            VELOCITIES,
+                            velocities,
+                            bytemuck::cast_slice_mut(&mut bodies.velocities),
+                        ),
+                        (
+                            PREV_VELOCITIES,
+                            prev,
+                            bytemuck::cast_slice_mut(&mut bodies.prev_velocities),
+                        ),
+                    ] {
+                        mirror.copy_from_slice(bytes);
+                        self.shadow[slot].clear();
+                        self.shadow[slot].extend_from_slice(bytes);
+                    }
+                    let status: &[u32] = bytemuck::cast_slice(status);
+                    for (i, _) in status.iter().enumerate().filter(|(_, s)| **s != 0) {
+                        bodies.frozen[i] = true;
+                        report.frozen.push(bodies.handles[i]);
+                    }
+                    // Only the fields the dual updates change come back.
+                    s.contacts
+                        .par_iter_mut()
+                        .zip(b.par_chunks_exact(CONTACT_DUAL_BYTES))
+                        .with_min_len(4096)
+                        .for_each(|(c, d)| {
+                            let d: [u32; 8] = bytemuck::pod_read_unaligned(d);
+                            c.k = bytemuck::cast([d[0], d[1], d[2], d[3]]);
+                            c.lambda[..3].copy_from_slice(bytemuck::cast_slice(&d[4..7]));
+                            c.flags = d[7];
+                        });
                     joints.states.copy_from_slice(bytemuck::cast_slice(c));
                     self.last_serial = serial;
                     self.last_colors = colors;
@@ -1024,6 +1235,10 @@ impl GpuSolver {
             host.unpack_ms += ms(t_unpack);
             if !rerun {
                 break;
+            }
+            // The end-of-step kernel overwrote the start state: upload it again.
+            for slot in DEVICE_WRITTEN {
+                self.shadow[slot].clear();
             }
             if self.slot_count < SLOTS + self.serial_capacity as u64 {
                 let count = SLOTS + self.serial_capacity as u64;
@@ -1050,15 +1265,16 @@ impl GpuSolver {
         };
         let mut timings = GpuTimings {
             supported: true,
-            coloring_ms: ms(0),
+            integration_ms: ms(0) + ms(2 + 2 * iterations as usize),
+            coloring_ms: ms(1),
             span_ms: ticks[ticks.len() - 1].saturating_sub(ticks[0]) as f64
                 * period_ns as f64
                 * 1e-6,
             ..Default::default()
         };
         for i in 0..iterations as usize {
-            timings.primal_ms += ms(1 + 2 * i);
-            timings.dual_ms += ms(2 + 2 * i);
+            timings.primal_ms += ms(2 + 2 * i);
+            timings.dual_ms += ms(3 + 2 * i);
         }
         timings
     }
@@ -1073,10 +1289,16 @@ impl GpuSolver {
         palette: u32,
     ) {
         let n = bodies.len();
+        // The body state is resident: only what the CPU changed since the last readback
+        // (user edits, the momentum projection, added or removed bodies) goes up.
         self.upload(POSES, bytemuck::cast_slice(&bodies.poses));
+        self.upload(VELOCITIES, bytemuck::cast_slice(&bodies.velocities));
+        self.upload(
+            PREV_VELOCITIES,
+            bytemuck::cast_slice(&bodies.prev_velocities),
+        );
+        self.upload(FORCES, bytemuck::cast_slice(&bodies.forces));
         self.upload(MASSES, bytemuck::cast_slice(&bodies.masses));
-        self.upload(ITERATE, bytemuck::cast_slice(&s.iterate[..n]));
-        self.upload(INERTIAL, bytemuck::cast_slice(&s.inertial[..n]));
         let per_chunk = 1usize << self.contact_shift;
         for (j, chunk) in s.contacts.chunks(per_chunk).enumerate() {
             self.upload(contact_chunk(j), bytemuck::cast_slice(chunk));
@@ -1101,14 +1323,19 @@ impl GpuSolver {
             palette,
             contact_shift: self.contact_shift,
             max_groups: self.max_groups,
+            max_angular_speed: cfg.max_angular_speed,
+            pad: [0.0; 3],
+            gravity: cfg.gravity.extend(0.0).to_array(),
         };
         self.queue
             .write_buffer(&self.params, 0, bytemuck::bytes_of(&params));
         self.last_upload_bytes += params_size();
     }
 
-    /// Records the colouring and the iterations in one command buffer and submits it.
-    /// Returns the staging buffer used, the bytes to read back and the timestamp bytes.
+    /// Records the whole step in one command buffer and submits it: the inertial targets,
+    /// the colouring, the iterations, the velocities and poses, and the copies into a
+    /// staging buffer. Returns the staging buffer used, the bytes to read back and the
+    /// timestamp bytes.
     fn record_and_submit(&mut self, shape: &StepShape) -> (usize, u64, u64) {
         let &StepShape {
             iterations,
@@ -1117,11 +1344,11 @@ impl GpuSolver {
             n,
             n_contacts,
             n_joints,
-            lens: [it_len, ct_len, js_len],
+            lens: [pose_len, vel_len, status_len, ct_len, js_len],
         } = shape;
-        let passes = 1 + 2 * iterations;
+        let passes = 3 + 2 * iterations;
         let ts_bytes = if timed { 2 * passes as u64 * 8 } else { 0 };
-        let ranges_at = (it_len + ct_len + js_len) as u64;
+        let ranges_at = (pose_len + 2 * vel_len + status_len + ct_len + js_len) as u64;
         let read_bytes = ranges_at + RANGES_BYTES + ts_bytes;
         let k = (self.frame % 2) as usize;
         self.frame += 1;
@@ -1154,13 +1381,23 @@ impl GpuSolver {
             w
         };
         let p = &self.pipelines;
+        let all = groups(n).max(1);
+        let (bx, by) = grid(all, self.max_groups);
+        {
+            let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                label: Some("avbd begin"),
+                timestamp_writes: writes(),
+            });
+            pass.set_bind_group(0, self.integration_group.as_ref(), &[]);
+            pass.set_pipeline(&p.begin_bodies);
+            pass.dispatch_workgroups(bx, by, 1);
+        }
         {
             let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
                 label: Some("avbd colouring"),
                 timestamp_writes: writes(),
             });
             pass.set_bind_group(0, self.coloring_group.as_ref(), &[]);
-            let all = groups(n).max(1);
             pass.set_pipeline(&p.color_init);
             pass.dispatch_workgroups(all.max(groups(COUNTERS as usize)), 1, 1);
             for _ in 0..JPL_ROUNDS {
@@ -1218,15 +1455,32 @@ impl GpuSolver {
                 pass.dispatch_workgroups(x, y, 1);
             }
         }
-        let staging = &self.staging[k].buffer;
-        let chunk_bytes = (std::mem::size_of::<ContactRecord>() as u64) << self.contact_shift;
-        let mut copies = vec![(ITERATE, it_len as u64)];
-        for j in 0..CONTACT_CHUNKS as u64 {
-            let len = (ct_len as u64)
-                .saturating_sub(j * chunk_bytes)
-                .min(chunk_bytes);
-            copies.push((contact_chunk(j as usize), len));
+        {
+            let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                label: Some("avbd end"),
+                timestamp_writes: writes(),
+            });
+            pass.set_bind_group(0, self.integration_group.as_ref(), &[]);
+            pass.set_pipeline(&p.end_bodies);
+            pass.dispatch_workgroups(bx, by, 1);
+            if n_contacts > 0 {
+                pass.set_bind_group(0, self.solver_group.as_ref(), &[]);
+                pass.set_bind_group(1, &self.slot_group, &[0]);
+                pass.set_pipeline(&p.pack_contact_duals);
+                let (x, y) = grid(groups(n_contacts), self.max_groups);
+                pass.dispatch_workgroups(x, y, 1);
+            }
         }
+        let staging = &self.staging[k].buffer;
+        let mut copies = vec![
+            (POSES, pose_len as u64),
+            (VELOCITIES, vel_len as u64),
+            (PREV_VELOCITIES, vel_len as u64),
+            (STATUS, status_len as u64),
+        ];
+        let duals_split = self.duals_per_binding() * CONTACT_DUAL_BYTES;
+        copies.push((CONTACT_DUALS, ct_len.min(duals_split) as u64));
+        copies.push((CONTACT_DUALS1, ct_len.saturating_sub(duals_split) as u64));
         copies.push((JOINT_STATES, js_len as u64));
         let mut offset = 0u64;
         for (slot, len) in copies {

@@ -184,6 +184,12 @@ impl PhysicsWorld {
         self.gpu.as_ref().map(|g| g.upload_bytes())
     }
 
+    /// Of [`Self::gpu_upload_bytes`], the per-body state (the GPU backend keeps poses and
+    /// velocities on the device and uploads only the bodies the CPU changed).
+    pub fn gpu_body_upload_bytes(&self) -> Option<u64> {
+        self.gpu.as_ref().map(|g| g.body_upload_bytes())
+    }
+
     /// Bodies solved in the serial fallback group of the GPU colouring in the last step.
     pub fn gpu_serial_bodies(&self) -> Option<usize> {
         self.gpu.as_ref().map(|g| g.serial_bodies())
@@ -689,33 +695,39 @@ impl PhysicsWorld {
         );
         let t_collision = t0.elapsed();
 
-        // 2. inertial targets y and the initial guess
-        integration::begin_step(cfg, &self.bodies, &mut self.solver);
-        // 3. joints: start error C*(xᵗ), warm start of k and λ
+        // 2. joints: start error C*(xᵗ), warm start of k and λ
         dual::warm_start_joints(
             cfg,
             &self.bodies,
             &mut self.joints,
             &mut self.solver.joint_islands,
         );
-        // 4. adjacency and colouring over all constraints (the GPU backend builds the
-        //    adjacency in `GpuSolver::iterate` and colours on the device)
-        if self.gpu.is_none() {
-            coloring::build(&self.bodies, &self.joints, &mut self.solver);
-        }
 
-        // 5. the fixed iteration budget, then fracture of overloaded joints
+        // 3. the step on the chosen backend: inertial targets and initial guess, body→
+        //    constraint adjacency and colouring, the fixed iteration budget, velocities and
+        //    poses (bodies that became non-finite are frozen), momentum of isolated islands
         let mut report = StepReport::default();
+        let s = &mut self.solver;
         if let Some(gpu) = self.gpu.as_mut() {
-            gpu.iterate(cfg, &self.bodies, &mut self.joints, &mut self.solver)
+            // On the device, in one submission; the momentum projection stays on the CPU
+            // (its islands are a union–find), around the step.
+            if cfg.conserve_momentum {
+                s.islands.record_targets(cfg, &self.bodies);
+            }
+            gpu.step(cfg, &mut self.bodies, &mut self.joints, s, &mut report)
                 .map_err(|e| PhysicsError::Gpu(e.to_string()))?;
+            if cfg.conserve_momentum {
+                s.islands.project(&mut self.bodies, &s.adjacency);
+            }
         } else {
-            crate::pipeline::iterate(cfg, &self.bodies, &mut self.joints, &mut self.solver);
+            integration::begin_step(cfg, &self.bodies, s);
+            coloring::build(&self.bodies, &self.joints, s);
+            crate::pipeline::iterate(cfg, &self.bodies, &mut self.joints, s);
+            integration::end_step(cfg, &mut self.bodies, s, &mut report);
         }
-        dual::fracture(&self.bodies, &mut self.joints, &self.solver, &mut report);
 
-        // 6. velocities and poses; bodies that became non-finite are frozen
-        integration::end_step(cfg, &mut self.bodies, &mut self.solver, &mut report);
+        // 4. fracture of overloaded joints, warm start of the next step's contacts
+        dual::fracture(&self.bodies, &mut self.joints, &mut report);
         collision::store_warm_start(&self.solver.contacts, &mut self.collision);
 
         let total = t0.elapsed();

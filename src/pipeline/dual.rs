@@ -171,12 +171,12 @@ pub fn update(cfg: &SolverConfig, bodies: &BodySet, joints: &mut JointSet, s: &m
         });
 }
 
-/// Fracture (Fig. 13), once per step after the iteration budget: a breakable joint whose
+/// Fracture (Fig. 13), once per step after the velocity and pose update (rows evaluated at
+/// the step's final poses, which the GPU backend reads back): a breakable joint whose
 /// positional force (or torque) exceeds its threshold breaks. Testing the final multipliers
 /// rather than every iterate keeps transient overshoot inside a step from breaking a joint
 /// whose sustained load is below its threshold.
-pub fn fracture(bodies: &BodySet, joints: &mut JointSet, s: &SolverData, report: &mut StepReport) {
-    let iterate = &s.iterate;
+pub fn fracture(bodies: &BodySet, joints: &mut JointSet, report: &mut StepReport) {
     for (i, (rec, st)) in joints.records.iter_mut().zip(&joints.states).enumerate() {
         if rec.broken() || rec.flags & (flags::BREAKABLE_FORCE | flags::BREAKABLE_TORQUE) == 0 {
             continue;
@@ -185,7 +185,7 @@ pub fn fracture(bodies: &BodySet, joints: &mut JointSet, s: &SolverData, report:
             if b == WORLD {
                 PoseRecord::new(glam::Vec3::ZERO, glam::Quat::IDENTITY)
             } else {
-                iterate[b as usize].pose(&bodies.poses[b as usize])
+                bodies.poses[b as usize]
             }
         };
         let e = rec.evaluate(&pose(rec.body_a), &pose(rec.body_b));

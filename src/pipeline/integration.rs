@@ -179,7 +179,7 @@ impl Default for IslandSums {
 impl IslandMomentum {
     /// Records `[P*, L*]` of every solved body from its start state (before `end_step`
     /// overwrites it).
-    fn record_targets(&mut self, cfg: &SolverConfig, bodies: &BodySet) {
+    pub(crate) fn record_targets(&mut self, cfg: &SolverConfig, bodies: &BodySet) {
         let h = cfg.dt as f64;
         self.target.clear();
         self.target.extend((0..bodies.len()).map(|i| {
@@ -215,7 +215,7 @@ impl IslandMomentum {
     /// The islands come from this step's adjacency: every contact and every joint that was
     /// unbroken when the step began (a joint broken by this step's fracture still acted
     /// during it), read from compact arrays rather than the constraint records.
-    fn project(&mut self, bodies: &mut BodySet, adjacency: &Adjacency) {
+    pub(crate) fn project(&mut self, bodies: &mut BodySet, adjacency: &Adjacency) {
         let n = bodies.len();
         self.forest.reset(n);
         self.anchored.clear();

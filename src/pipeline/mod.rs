@@ -1,12 +1,15 @@
 //! The stages of one frame, in the order [`crate::PhysicsWorld::step`] runs them:
 //!
-//! 1. [`integration::begin_step`]: inertial targets and the adaptive initial guess;
-//! 2. [`collision::detect`]: broad phase, parry3d manifolds, warm-started contact rows;
-//! 3. [`dual::warm_start_joints`]: joint rows' start error, k and λ decay (Eq. 19);
-//! 4. [`coloring::build`]: body→constraint adjacency (CSR) and greedy body colouring;
-//! 5. [`iterate`]: `iterations` × ([`primal::sweep`] per colour, then [`dual::update`]);
-//! 6. [`integration::end_step`]: velocities, poses, frozen non-finite bodies, momentum of
-//!    isolated islands.
+//! 1. [`collision::detect`]: broad phase, parry3d manifolds, warm-started contact rows;
+//! 2. [`dual::warm_start_joints`]: joint rows' start error, k and λ decay (Eq. 19);
+//! 3. on the CPU backend (the GPU backend runs 3a–3d in one submission, `crate::gpu`):
+//!    a. [`integration::begin_step`]: inertial targets and the adaptive initial guess;
+//!    b. [`coloring::build`]: body→constraint adjacency (CSR) and greedy body colouring;
+//!    c. [`iterate`]: `iterations` × ([`primal::sweep`] per colour, then [`dual::update`]);
+//!    d. [`integration::end_step`]: velocities, poses, frozen non-finite bodies, momentum
+//!    of isolated islands;
+//! 4. [`dual::fracture`] of overloaded joints at the final poses, and
+//!    [`collision::store_warm_start`] for the next step's contacts.
 
 pub mod collision;
 pub mod coloring;

@@ -1238,8 +1238,9 @@ struct GpuRow {
     collision_ms: f64,
     solver_ms: f64,
     total_ms: f64,
-    /// Colouring, primal, dual (ms per frame, timestamp queries), when supported.
-    kernels: Option<[f64; 3]>,
+    /// Integration, colouring, primal, dual (ms per frame, timestamp queries), when
+    /// supported.
+    kernels: Option<[f64; 4]>,
     /// Whole GPU span of the step (first pass start to last pass end), when timed.
     span_ms: Option<f64>,
     /// Host side of the GPU solve: adjacency, upload encoding, wait (GPU execution and
@@ -1310,7 +1311,7 @@ fn gpu_series(args: &BenchArgs, out: &mut impl Write) -> Result<(), String> {
                 sc.step().map_err(|e| e.to_string())?;
             }
             let (mut col, mut sol, mut tot) = (Vec::new(), Vec::new(), Vec::new());
-            let mut kern: [Vec<f64>; 3] = Default::default();
+            let mut kern: [Vec<f64>; 4] = Default::default();
             let mut span = Vec::new();
             let mut host: [Vec<f64>; 4] = Default::default();
             for _ in 0..args.gpu_frames {
@@ -1328,9 +1329,10 @@ fn gpu_series(args: &BenchArgs, out: &mut impl Write) -> Result<(), String> {
                         v.push(x);
                     }
                     if t.supported {
-                        kern[0].push(t.coloring_ms);
-                        kern[1].push(t.primal_ms);
-                        kern[2].push(t.dual_ms);
+                        kern[0].push(t.integration_ms);
+                        kern[1].push(t.coloring_ms);
+                        kern[2].push(t.primal_ms);
+                        kern[3].push(t.dual_ms);
                         span.push(t.span_ms);
                     }
                 }
@@ -1381,16 +1383,16 @@ fn gpu_series(args: &BenchArgs, out: &mut impl Write) -> Result<(), String> {
     );
     let _ = writeln!(
         md,
-        "| scene | size | bodies | contacts | colours | collision ms | solver ms | total ms | GPU colouring / primal / dual ms | B/body | B/contact | GPU MiB |"
+        "| scene | size | bodies | contacts | colours | collision ms | solver ms | total ms | GPU integration / colouring / primal / dual ms | B/body | B/contact | GPU MiB |"
     );
     let _ = writeln!(md, "|---|---|---|---|---|---|---|---|---|---|---|---|");
     let mut csv = String::from(
-        "scene,param,adapter,iterations,bodies,contacts,colors,serial,build_s,collision_ms,solver_ms,total_ms,gpu_coloring_ms,gpu_primal_ms,gpu_dual_ms,bytes_per_body,bytes_per_contact,bytes_per_joint,gpu_total_bytes,gpu_span_ms,host_adjacency_ms,host_upload_ms,host_wait_ms,host_unpack_ms\n",
+        "scene,param,adapter,iterations,bodies,contacts,colors,serial,build_s,collision_ms,solver_ms,total_ms,gpu_integration_ms,gpu_coloring_ms,gpu_primal_ms,gpu_dual_ms,bytes_per_body,bytes_per_contact,bytes_per_joint,gpu_total_bytes,gpu_span_ms,host_adjacency_ms,host_upload_ms,host_wait_ms,host_unpack_ms\n",
     );
     for r in &rows {
         let k = r
             .kernels
-            .map(|k| format!("{:.1} / {:.1} / {:.1}", k[0], k[1], k[2]))
+            .map(|k| format!("{:.1} / {:.1} / {:.1} / {:.1}", k[0], k[1], k[2], k[3]))
             .unwrap_or_else(|| "unsupported".into());
         let m = r.memory.unwrap_or_default();
         let _ = writeln!(
@@ -1415,8 +1417,8 @@ fn gpu_series(args: &BenchArgs, out: &mut impl Write) -> Result<(), String> {
         );
         let kc = r
             .kernels
-            .map(|k| format!("{},{},{}", k[0], k[1], k[2]))
-            .unwrap_or_else(|| ",,".into());
+            .map(|k| format!("{},{},{},{}", k[0], k[1], k[2], k[3]))
+            .unwrap_or_else(|| ",,,".into());
         let _ = writeln!(
             csv,
             "{},{},\"{}\",{},{},{},{},{},{:.3},{:.3},{:.3},{:.3},{kc},{},{},{},{},{},{:.3},{:.3},{:.3},{:.3}",

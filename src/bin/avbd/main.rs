@@ -93,7 +93,7 @@ pub(crate) fn gpu_report(w: &bevy_avbd::PhysicsWorld) -> serde_json::Value {
             "total_bytes": m.total_bytes,
         },
         "timings_ms": if t.supported {
-            json!({"coloring": t.coloring_ms, "primal": t.primal_ms, "dual": t.dual_ms, "span": t.span_ms})
+            json!({"integration": t.integration_ms, "coloring": t.coloring_ms, "primal": t.primal_ms, "dual": t.dual_ms, "span": t.span_ms})
         } else {
             json!("unsupported")
         },
@@ -105,6 +105,7 @@ pub(crate) fn gpu_report(w: &bevy_avbd::PhysicsWorld) -> serde_json::Value {
         },
         "serial_bodies": w.gpu_serial_bodies(),
         "upload_bytes": w.gpu_upload_bytes(),
+        "body_upload_bytes": w.gpu_body_upload_bytes(),
         "reallocations": w.gpu_reallocations(),
     })
 }
@@ -278,8 +279,8 @@ fn run(cli: Cli, out: &mut impl Write) -> std::io::Result<ExitCode> {
                     if t.supported {
                         writeln!(
                             out,
-                            "gpu ms       colouring {:.3}   primal {:.3}   dual {:.3}   span {:.3} (last frame, timestamps)",
-                            t.coloring_ms, t.primal_ms, t.dual_ms, t.span_ms
+                            "gpu ms       integration {:.3}   colouring {:.3}   primal {:.3}   dual {:.3}   span {:.3} (last frame, timestamps)",
+                            t.integration_ms, t.coloring_ms, t.primal_ms, t.dual_ms, t.span_ms
                         )?;
                     } else {
                         writeln!(

@@ -1,0 +1,93 @@
+// Shared by every kernel module (src/gpu.rs prepends this file to avbd.wgsl,
+// coloring.wgsl and integration.wgsl): the step parameters, the per-body records and the
+// quaternion helpers. Every record is the bytemuck struct of the CPU backend, uploaded
+// unchanged; every formula mirrors the CPU's (src/math.rs, src/body.rs).
+
+struct Params {
+    dt: f32,
+    alpha: f32,
+    beta_linear: f32,
+    beta_angular: f32,
+    k_max: f32,
+    lambda_max: f32,
+    n_contacts: u32,
+    n_joints: u32,
+    n_bodies: u32,
+    palette: u32,
+    contact_shift: u32, // contacts per chunk = 1 << contact_shift
+    max_groups: u32,
+    max_angular_speed: f32,
+    pad0: f32,
+    pad1: f32,
+    pad2: f32,
+    gravity: vec4<f32>,
+};
+
+struct Pose {
+    p: vec4<f32>,
+    q: vec4<f32>, // xyzw
+};
+
+struct Mass {
+    mass: f32,
+    inv_mass: f32,
+    pad0: f32,
+    pad1: f32,
+    inertia: vec4<f32>,
+    frame: vec4<f32>,
+};
+
+struct Iterate {
+    dp: vec4<f32>,
+    dtheta: vec4<f32>,
+    q: vec4<f32>,
+};
+
+struct Inertial {
+    y: vec4<f32>,
+    hl: vec4<f32>,
+};
+
+const WORLD: u32 = 0xffffffffu;
+const INF: f32 = 3.4028235e38;
+
+// ------------------------------------------------------------------ quaternions
+
+fn qmul(a: vec4<f32>, b: vec4<f32>) -> vec4<f32> {
+    return vec4<f32>(
+        a.w * b.xyz + b.w * a.xyz + cross(a.xyz, b.xyz),
+        a.w * b.w - dot(a.xyz, b.xyz),
+    );
+}
+
+fn qconj(q: vec4<f32>) -> vec4<f32> {
+    return vec4<f32>(-q.xyz, q.w);
+}
+
+fn qrot(q: vec4<f32>, v: vec3<f32>) -> vec3<f32> {
+    let t = 2.0 * cross(q.xyz, v);
+    return v + q.w * t + cross(q.xyz, t);
+}
+
+// Eq. 20: (2 qa qb⁻¹)_v on the short arc.
+fn quat_sub(qa: vec4<f32>, qb: vec4<f32>) -> vec3<f32> {
+    let d = qmul(qa, qconj(qb));
+    let v = d.xyz * 2.0;
+    return select(v, -v, d.w < 0.0);
+}
+
+// Eq. 21: normalize(q + ½ (0, w) q).
+fn quat_add(q: vec4<f32>, w: vec3<f32>) -> vec4<f32> {
+    let dq = qmul(vec4<f32>(w, 0.0), q);
+    return normalize(q + dq * 0.5);
+}
+
+fn mat3_from_quat(q: vec4<f32>) -> mat3x3<f32> {
+    return mat3x3<f32>(qrot(q, vec3<f32>(1.0, 0.0, 0.0)), qrot(q, vec3<f32>(0.0, 1.0, 0.0)), qrot(q, vec3<f32>(0.0, 0.0, 1.0)));
+}
+
+fn world_inertia(m: Mass, q: vec4<f32>) -> mat3x3<f32> {
+    let r = mat3_from_quat(qmul(q, m.frame));
+    let d = mat3x3<f32>(vec3<f32>(m.inertia.x, 0.0, 0.0), vec3<f32>(0.0, m.inertia.y, 0.0), vec3<f32>(0.0, 0.0, m.inertia.z));
+    return r * d * transpose(r);
+}
