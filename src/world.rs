@@ -705,28 +705,30 @@ impl PhysicsWorld {
 
         // 3. the step on the chosen backend: inertial targets and initial guess, body→
         //    constraint adjacency and colouring, the fixed iteration budget, velocities and
-        //    poses (bodies that became non-finite are frozen), momentum of isolated islands
+        //    poses (bodies that became non-finite are frozen); 4. momentum of isolated
+        //    islands
         let mut report = StepReport::default();
         let s = &mut self.solver;
+        if cfg.conserve_momentum {
+            // From the start state, before the backend overwrites it.
+            s.islands.record_targets(cfg, &self.bodies);
+        }
         if let Some(gpu) = self.gpu.as_mut() {
-            // On the device, in one submission; the momentum projection stays on the CPU
-            // (its islands are a union–find), around the step.
-            if cfg.conserve_momentum {
-                s.islands.record_targets(cfg, &self.bodies);
-            }
+            // On the device, in one submission.
             gpu.step(cfg, &mut self.bodies, &mut self.joints, s, &mut report)
                 .map_err(|e| PhysicsError::Gpu(e.to_string()))?;
-            if cfg.conserve_momentum {
-                s.islands.project(&mut self.bodies, &s.adjacency);
-            }
         } else {
             integration::begin_step(cfg, &self.bodies, s);
             coloring::build(&self.bodies, &self.joints, s);
             crate::pipeline::iterate(cfg, &self.bodies, &mut self.joints, s);
             integration::end_step(cfg, &mut self.bodies, s, &mut report);
         }
+        if cfg.conserve_momentum {
+            // On the CPU for both backends (its islands are a union–find).
+            s.islands.project(&mut self.bodies, &s.adjacency);
+        }
 
-        // 4. fracture of overloaded joints, warm start of the next step's contacts
+        // 5. fracture of overloaded joints, warm start of the next step's contacts
         dual::fracture(&self.bodies, &mut self.joints, &mut report);
         collision::store_warm_start(&self.solver.contacts, &mut self.collision);
 

@@ -69,8 +69,8 @@ pub fn begin_step(cfg: &SolverConfig, bodies: &BodySet, s: &mut SolverData) {
 
 /// Velocities `v = (x − xᵗ)/h` (Eq. 20 for rotation), new poses, and the non-finite guard:
 /// a body whose result is not finite keeps its start pose, loses its velocity and is frozen.
-/// Then, if [`SolverConfig::conserve_momentum`], the momentum of isolated islands is
-/// restored ([`IslandMomentum`]).
+/// (The momentum of isolated islands is restored after this, on either backend, by
+/// [`IslandMomentum`], called from [`crate::PhysicsWorld::step`].)
 pub fn end_step(
     cfg: &SolverConfig,
     bodies: &mut BodySet,
@@ -78,9 +78,6 @@ pub fn end_step(
     report: &mut StepReport,
 ) {
     let h = cfg.dt;
-    if cfg.conserve_momentum {
-        s.islands.record_targets(cfg, bodies);
-    }
     for i in 0..bodies.len() {
         let it = &s.iterate[i];
         let moving =
@@ -112,9 +109,6 @@ pub fn end_step(
         bodies.prev_velocities[i] = bodies.velocities[i];
         bodies.velocities[i] = VelocityRecord::new(v, w);
         bodies.poses[i] = PoseRecord::new(pose.p(), pose.q().normalize());
-    }
-    if cfg.conserve_momentum {
-        s.islands.project(bodies, &s.adjacency);
     }
 }
 

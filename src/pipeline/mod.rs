@@ -6,9 +6,9 @@
 //!    a. [`integration::begin_step`]: inertial targets and the adaptive initial guess;
 //!    b. [`coloring::build`]: body→constraint adjacency (CSR) and greedy body colouring;
 //!    c. [`iterate`]: `iterations` × ([`primal::sweep`] per colour, then [`dual::update`]);
-//!    d. [`integration::end_step`]: velocities, poses, frozen non-finite bodies, momentum
-//!    of isolated islands;
-//! 4. [`dual::fracture`] of overloaded joints at the final poses, and
+//!    d. [`integration::end_step`]: velocities, poses, frozen non-finite bodies;
+//! 4. [`integration::IslandMomentum`]: momentum of isolated islands (both backends);
+//! 5. [`dual::fracture`] of overloaded joints at the final poses, and
 //!    [`collision::store_warm_start`] for the next step's contacts.
 
 pub mod collision;
