@@ -14,8 +14,9 @@
 //!    whose bytes differ from what the device holds ([`GpuSolver::body_upload_bytes`];
 //!    zero in a step after which the CPU changed no body). What changes every step goes up
 //!    whole: the contacts parry3d found (warm-started on the CPU), the adjacency, the joint
-//!    row states. Buffers grow by doubling, so a steady scene never reallocates
-//!    ([`GpuSolver::reallocations`]).
+//!    row states, written in parallel into a persistent mapped staging buffer (the upload
+//!    belt) and copied into place at the start of the step's command buffer. Buffers grow
+//!    by doubling, so a steady scene never reallocates ([`GpuSolver::reallocations`]).
 //! 3. One submission: `begin_bodies` (inertial targets and the adaptive initial guess,
 //!    `integration::begin_step`); Jones–Plassmann–Luby colouring (`coloring.wgsl`: fixed
 //!    hash priorities, a palette of at most [`MAX_COLORS`] colours, [`JPL_ROUNDS`] rounds,
@@ -125,7 +126,8 @@ pub enum GpuError {
 /// GPU memory of the solver's buffers, from their sizes.
 ///
 /// `bytes_per_*` add up the record sizes of every buffer that grows with bodies, contacts or
-/// joints (device buffers, and both readback staging buffers for what is read back);
+/// joints (device buffers, the upload belt for what goes up whole every step, and both
+/// readback staging buffers for what is read back);
 /// `total_bytes` is what is allocated now (capacities, including the doubling slack, the
 /// fixed buffers and the staging buffers).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -379,6 +381,23 @@ struct DeviceBuffer {
     capacity: u64,
 }
 
+/// Persistent `MAP_WRITE` staging for what goes up whole every step (contacts, adjacency,
+/// joint row states): filled in parallel while mapped, copied into the device buffers at
+/// the start of the step's command buffer, mapped again before the next fill (the map
+/// completes once the GPU has read it). `Queue::write_buffer` would allocate fresh staging
+/// memory and fill it on one thread: at 110,000 bodies that is ~450 MB per step.
+#[derive(Default)]
+struct UploadBelt {
+    buffer: Option<wgpu::Buffer>,
+    capacity: u64,
+    mapped: bool,
+    /// This step's copies: (slot, offset in the belt, bytes).
+    copies: Vec<(usize, u64, u64)>,
+}
+
+/// Bytes per parallel copy job of the upload belt.
+const BELT_PIECE: usize = 1 << 20;
+
 struct Pipelines {
     primal: wgpu::ComputePipeline,
     primal_serial: wgpu::ComputePipeline,
@@ -437,6 +456,7 @@ pub struct GpuSolver {
     /// Bytes last uploaded to each tracked buffer.
     shadow: Vec<Vec<u8>>,
     staging: [DeviceBuffer; 2],
+    belt: UploadBelt,
     frame: u64,
     timestamps: Option<Timestamps>,
     solver_group: Option<wgpu::BindGroup>,
@@ -695,6 +715,7 @@ impl GpuSolver {
             buffers,
             shadow: vec![Vec::new(); NAMES.len()],
             staging,
+            belt: UploadBelt::default(),
             frame: 0,
             timestamps,
             solver_group: None,
@@ -794,11 +815,14 @@ impl GpuSolver {
             + 4 // body flags
             + 4 // non-finite status
             + 4 // colour of body
-            + 2 * (pose + 2 * velocity + 4); // two staging buffers
-        // Record, two adjacency items, the packed multipliers and their two staging copies.
+            + 2 * (pose + 2 * velocity + 4) // two readback staging buffers
+            + 4; // adjacency offset in the upload belt
+        // Record and two adjacency items (on the device and in the upload belt), the packed
+        // multipliers and their two readback staging copies.
         let dual = CONTACT_DUAL_BYTES as u64;
-        let bytes_per_contact = contact + 2 * 4 + dual + 2 * dual;
-        let bytes_per_joint = sz(std::mem::size_of::<JointRecord>()) + state + 2 * 4 + 2 * state;
+        let bytes_per_contact = 2 * (contact + 2 * 4) + dual + 2 * dual;
+        let bytes_per_joint =
+            sz(std::mem::size_of::<JointRecord>()) + 2 * (state + 2 * 4) + 2 * state;
         let mut fixed_bytes = params_size() + self.slots.size();
         let mut total_bytes = fixed_bytes;
         for (slot, b) in self.buffers.iter().enumerate() {
@@ -810,6 +834,7 @@ impl GpuSolver {
         for b in &self.staging {
             total_bytes += b.capacity;
         }
+        total_bytes += self.belt.capacity;
         if let Some(t) = &self.timestamps {
             fixed_bytes += t.resolve.size() + 8 * t.count as u64;
             total_bytes += t.resolve.size() + 8 * t.count as u64;
@@ -1139,7 +1164,7 @@ impl GpuSolver {
         host.adjacency_ms = ms(t_start);
         loop {
             let t_upload = std::time::Instant::now();
-            self.upload_step(cfg, bodies, joints, s, palette);
+            self.upload_step(cfg, bodies, joints, s, palette)?;
             let (k, read_bytes, ts_bytes) = self.record_and_submit(&StepShape {
                 iterations,
                 palette,
@@ -1287,7 +1312,7 @@ impl GpuSolver {
         joints: &JointSet,
         s: &SolverData,
         palette: u32,
-    ) {
+    ) -> Result<(), GpuError> {
         let n = bodies.len();
         // The body state is resident: only what the CPU changed since the last readback
         // (user edits, the momentum projection, added or removed bodies) goes up.
@@ -1299,14 +1324,20 @@ impl GpuSolver {
         );
         self.upload(FORCES, bytemuck::cast_slice(&bodies.forces));
         self.upload(MASSES, bytemuck::cast_slice(&bodies.masses));
-        let per_chunk = 1usize << self.contact_shift;
-        for (j, chunk) in s.contacts.chunks(per_chunk).enumerate() {
-            self.upload(contact_chunk(j), bytemuck::cast_slice(chunk));
-        }
         self.upload(JOINTS, bytemuck::cast_slice(&joints.records));
-        self.upload(JOINT_STATES, bytemuck::cast_slice(&joints.states));
-        self.upload(ADJ_OFFSETS, bytemuck::cast_slice(&s.adjacency.offsets));
-        self.upload(ADJ_ITEMS, bytemuck::cast_slice(&s.adjacency.items));
+        let per_chunk = 1usize << self.contact_shift;
+        let mut whole: Vec<(usize, &[u8])> = s
+            .contacts
+            .chunks(per_chunk)
+            .enumerate()
+            .map(|(j, chunk)| (contact_chunk(j), bytemuck::cast_slice(chunk)))
+            .collect();
+        whole.extend([
+            (JOINT_STATES, bytemuck::cast_slice(&joints.states)),
+            (ADJ_OFFSETS, bytemuck::cast_slice(&s.adjacency.offsets)),
+            (ADJ_ITEMS, bytemuck::cast_slice(&s.adjacency.items)),
+        ]);
+        self.upload_whole(&whole)?;
         let flags = std::mem::take(&mut self.flags);
         self.upload(BODY_FLAGS, bytemuck::cast_slice(&flags));
         self.flags = flags;
@@ -1330,6 +1361,78 @@ impl GpuSolver {
         self.queue
             .write_buffer(&self.params, 0, bytemuck::bytes_of(&params));
         self.last_upload_bytes += params_size();
+        Ok(())
+    }
+
+    /// Stages buffers that go up whole every step in the upload belt (copied into place
+    /// by the step's command buffer), or through `Queue::write_buffer` when they exceed
+    /// the largest buffer the device allows.
+    fn upload_whole(&mut self, parts: &[(usize, &[u8])]) -> Result<(), GpuError> {
+        self.belt.copies.clear();
+        // Parts start on 256-byte boundaries (mapped ranges start on multiples of 8).
+        let mut total = 0u64;
+        for &(slot, data) in parts {
+            if !data.is_empty() {
+                self.belt.copies.push((slot, total, data.len() as u64));
+                total = (total + data.len() as u64).next_multiple_of(256);
+            }
+        }
+        let max = self.device.limits().max_buffer_size;
+        if total == 0 || total > max {
+            self.belt.copies.clear();
+            for &(slot, data) in parts {
+                self.upload(slot, data);
+            }
+            return Ok(());
+        }
+        if self.belt.capacity < total {
+            let size = total.max(self.belt.capacity * 2).min(max);
+            self.belt.buffer = Some(self.device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some("upload belt"),
+                size,
+                usage: wgpu::BufferUsages::MAP_WRITE | wgpu::BufferUsages::COPY_SRC,
+                mapped_at_creation: true,
+            }));
+            self.belt.capacity = size;
+            self.belt.mapped = true;
+            self.reallocations += 1;
+        }
+        let belt = self.belt.buffer.clone().expect("sized above");
+        if !self.belt.mapped {
+            // The last step's submission has finished (its results were read back), so
+            // the map completes at once.
+            let (tx, rx) = std::sync::mpsc::channel();
+            belt.map_async(wgpu::MapMode::Write, .., move |r| {
+                let _ = tx.send(r);
+            });
+            self.device
+                .poll(wgpu::PollType::wait_indefinitely())
+                .map_err(|e| GpuError::Step(e.to_string()))?;
+            rx.recv()
+                .map_err(|e| GpuError::Step(e.to_string()))?
+                .map_err(|e| GpuError::Step(e.to_string()))?;
+        }
+        let jobs: Vec<(u64, &[u8])> = parts
+            .iter()
+            .filter(|(_, data)| !data.is_empty())
+            .zip(&self.belt.copies)
+            .flat_map(|(&(_, data), &(_, offset, _))| {
+                data.chunks(BELT_PIECE)
+                    .enumerate()
+                    .map(move |(i, src)| (offset + (i * BELT_PIECE) as u64, src))
+            })
+            .collect();
+        jobs.into_par_iter().try_for_each(|(offset, src)| {
+            let mut view = belt
+                .get_mapped_range_mut(offset..offset + src.len() as u64)
+                .map_err(|e| GpuError::Step(format!("{e:?}")))?;
+            view.slice(..).copy_from_slice(src);
+            Ok::<(), GpuError>(())
+        })?;
+        belt.unmap();
+        self.belt.mapped = false;
+        self.last_upload_bytes += parts.iter().map(|(_, d)| d.len() as u64).sum::<u64>();
+        Ok(())
     }
 
     /// Records the whole step in one command buffer and submits it: the inertial targets,
@@ -1368,6 +1471,11 @@ impl GpuSolver {
             .create_command_encoder(&wgpu::CommandEncoderDescriptor {
                 label: Some("avbd step"),
             });
+        if let Some(belt) = &self.belt.buffer {
+            for &(slot, offset, bytes) in &self.belt.copies {
+                encoder.copy_buffer_to_buffer(belt, offset, &self.buffers[slot].buffer, 0, bytes);
+            }
+        }
         let groups = |n: usize| (n as u32).div_ceil(WORKGROUP);
         let mut pass_index = 0u32;
         let ts = self.timestamps.as_ref().filter(|_| timed);
