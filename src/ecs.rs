@@ -309,6 +309,21 @@ impl LastStepReport {
 #[derive(Resource, Clone, Debug, Default, PartialEq)]
 pub struct PhysicsConfig(pub SolverConfig);
 
+/// How the physics systems drive the core step (see the module's "Overlapped stepping").
+#[derive(Resource, Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum StepMode {
+    /// Each run of the schedule steps and writes back: the components hold the state after
+    /// this run's step.
+    #[default]
+    Blocking,
+    /// Each run finishes the step begun by the previous run (before syncing the edits),
+    /// writes it back, and begins the next one, which the GPU backend solves while the rest
+    /// of the app's frame runs. The components hold the state one step behind the step in
+    /// flight; the sequence of steps and edits, and so every result, is the same as in
+    /// [`StepMode::Blocking`].
+    Overlapped,
+}
+
 #[derive(Clone, Copy, Debug, PartialEq)]
 struct Written {
     position: Vec3,
@@ -348,10 +363,18 @@ pub struct Physics {
 }
 
 impl Physics {
-    /// An empty world; fails if the config is invalid.
+    /// An empty world on the CPU backend; fails if the config is invalid.
     pub fn new(config: SolverConfig) -> Result<Self, PhysicsError> {
+        Self::with_backend(config, crate::Backend::Cpu)
+    }
+
+    /// An empty world on `backend` ([`PhysicsWorld::with_backend`]).
+    pub fn with_backend(
+        config: SolverConfig,
+        backend: crate::Backend,
+    ) -> Result<Self, PhysicsError> {
         Ok(Self {
-            world: PhysicsWorld::new(config)?,
+            world: PhysicsWorld::with_backend(config, backend)?,
             bodies: HashMap::new(),
             body_entities: HashMap::new(),
             joints: HashMap::new(),
@@ -429,13 +452,24 @@ impl Physics {
     }
 }
 
-/// Inserts [`Physics`], [`PhysicsConfig`] and [`LastStepReport`]. Fails (inserting nothing)
-/// if the config is invalid.
+/// Inserts [`Physics`], [`PhysicsConfig`], [`LastStepReport`] and [`StepMode`] (blocking).
+/// Fails (inserting nothing) if the config is invalid.
 pub fn init_physics(world: &mut World, config: SolverConfig) -> Result<(), PhysicsError> {
-    let physics = Physics::new(config.clone())?;
+    init_physics_on(world, config, crate::Backend::Cpu)
+}
+
+/// [`init_physics`] on a chosen backend; fails (inserting nothing) if the config is invalid
+/// or the backend cannot be had ([`crate::Backend::Gpu`] without an adapter).
+pub fn init_physics_on(
+    world: &mut World,
+    config: SolverConfig,
+    backend: crate::Backend,
+) -> Result<(), PhysicsError> {
+    let physics = Physics::with_backend(config.clone(), backend)?;
     world.insert_resource(physics);
     world.insert_resource(PhysicsConfig(config));
     world.insert_resource(LastStepReport::default());
+    world.insert_resource(StepMode::default());
     Ok(())
 }
 
@@ -469,6 +503,7 @@ pub fn add_physics_systems(schedule: &mut Schedule) {
     schedule.add_systems(
         (
             begin_frame,
+            finish_in_flight,
             sync_removals,
             sync_bodies,
             sync_edits,
@@ -867,9 +902,54 @@ fn sync_joints(
     }
 }
 
-/// One core step; maps broken joints and frozen bodies to entities.
-fn step(mut physics: ResMut<Physics>, mut report: ResMut<LastStepReport>, mut commands: Commands) {
-    match physics.world.step() {
+/// One core step ([`StepMode::Blocking`]) or the beginning of one
+/// ([`StepMode::Overlapped`]).
+fn step(
+    mut physics: ResMut<Physics>,
+    mode: Res<StepMode>,
+    mut report: ResMut<LastStepReport>,
+    mut commands: Commands,
+) {
+    match *mode {
+        StepMode::Blocking => {
+            let result = physics.world.step();
+            record_step(&physics, &mut report, &mut commands, result);
+        }
+        StepMode::Overlapped => {
+            if let Err(err) = physics.world.begin_step() {
+                report.errors.push(PhysicsErrorRecord {
+                    entity: None,
+                    error: err.into(),
+                });
+            }
+        }
+    }
+}
+
+/// Finishes the step the previous run began ([`StepMode::Overlapped`]) and writes it back,
+/// before this run syncs the edits made since.
+fn finish_in_flight(
+    mut physics: ResMut<Physics>,
+    mut report: ResMut<LastStepReport>,
+    mut commands: Commands,
+    mut bodies: Query<BodyStateComponents>,
+) {
+    if !physics.world.step_in_flight() {
+        return;
+    }
+    let result = physics.world.finish_step();
+    record_step(&physics, &mut report, &mut commands, result);
+    write_solved(&mut physics, &mut bodies, true);
+}
+
+/// Reports a finished step; maps broken joints and frozen bodies to entities.
+fn record_step(
+    physics: &Physics,
+    report: &mut LastStepReport,
+    commands: &mut Commands,
+    result: Result<crate::StepReport, PhysicsError>,
+) {
+    match result {
         Ok(r) => {
             report.stepped = true;
             report.stats = physics.world.stats().clone();
@@ -892,22 +972,28 @@ fn step(mut physics: ResMut<Physics>, mut report: ResMut<LastStepReport>, mut co
     }
 }
 
+type BodyStateComponents = (
+    &'static mut Position,
+    &'static mut Rotation,
+    &'static mut LinearVelocity,
+    &'static mut AngularVelocity,
+);
+
 /// Copies the solved pose and velocities of dynamic and kinematic bodies into their
-/// components (only the components whose value changed are marked changed).
-fn writeback(
-    mut physics: ResMut<Physics>,
-    mut bodies: Query<(
-        &mut Position,
-        &mut Rotation,
-        &mut LinearVelocity,
-        &mut AngularVelocity,
-    )>,
-) {
+/// components (only the components whose value changed are marked changed); nothing while
+/// a step is in flight.
+fn writeback(mut physics: ResMut<Physics>, mut bodies: Query<BodyStateComponents>) {
+    if !physics.world.step_in_flight() {
+        write_solved(&mut physics, &mut bodies, false);
+    }
+}
+
+fn write_solved(physics: &mut Physics, bodies: &mut Query<BodyStateComponents>, keep_edits: bool) {
     let Physics {
         world,
         bodies: entries,
         ..
-    } = &mut *physics;
+    } = physics;
     for (&e, entry) in entries.iter_mut() {
         if entry.kind == RigidBody::Static {
             continue;
@@ -917,10 +1003,24 @@ fn writeback(
         else {
             continue;
         };
-        p.set_if_neq(Position(s.position));
-        r.set_if_neq(Rotation(s.rotation));
-        v.set_if_neq(LinearVelocity(s.linear_velocity));
-        w.set_if_neq(AngularVelocity(s.angular_velocity));
+        // Finishing an overlapped step: a component written since this system's last run,
+        // to a value other than the last one exchanged, holds a user edit made while the
+        // step was in flight. It is kept, and
+        // `sync_edits` pushes it, since it differs from the solved values recorded below
+        // (with the solved values of the components not edited).
+        let old = entry.written;
+        if !(keep_edits && p.is_changed() && p.0 != old.position) {
+            p.set_if_neq(Position(s.position));
+        }
+        if !(keep_edits && r.is_changed() && r.0 != old.rotation) {
+            r.set_if_neq(Rotation(s.rotation));
+        }
+        if !(keep_edits && v.is_changed() && v.0 != old.linear) {
+            v.set_if_neq(LinearVelocity(s.linear_velocity));
+        }
+        if !(keep_edits && w.is_changed() && w.0 != old.angular) {
+            w.set_if_neq(AngularVelocity(s.angular_velocity));
+        }
         entry.written = Written {
             position: s.position,
             rotation: s.rotation,

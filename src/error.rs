@@ -24,6 +24,12 @@ pub enum PhysicsError {
     MissingJoint(JointHandle),
     #[error("GPU backend: {0}")]
     Gpu(String),
+    #[error(
+        "a step is in flight: call finish_step before editing the world or beginning another step"
+    )]
+    StepInFlight,
+    #[error("no step is in flight: call begin_step first")]
+    NoStepInFlight,
     #[error("unknown solver config field `{0}`")]
     UnknownConfigField(String),
     #[error("invalid solver config field `{field}` = {value}")]

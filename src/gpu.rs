@@ -30,23 +30,26 @@
 //!    grows: a step whose colouring needs more is run again from the CPU's copy of its
 //!    start state with more (the results are identical to a run with enough capacity, so
 //!    determinism holds). Colours beyond the ones used are empty indirect dispatches.
-//! 4. Readback: one map per step of one of two `MAP_READ` staging buffers, used
-//!    alternately: poses, velocities, non-finite flags, the packed contact multipliers,
-//!    joint states and the colouring summary. The CPU then restores the momentum of isolated islands
-//!    (a union–find, `integration::IslandMomentum`; the bodies it corrects go up by
-//!    difference next step), runs fracture and stores the contacts' warm start.
+//! 4. Readback: [`GpuSolver::submit`] requests the map of one of two `MAP_READ` staging
+//!    buffers, used alternately, and returns; [`GpuSolver::finish`] waits for it and copies
+//!    out the poses, velocities, non-finite flags, the packed contact multipliers, joint
+//!    states and the colouring summary. The CPU then restores the momentum of isolated
+//!    islands (a union–find, `integration::IslandMomentum`; the bodies it corrects go up
+//!    by difference next step), runs fracture and stores the contacts' warm start.
 //!
 //! # Latency
 //!
 //! Collision detection of step t+1 needs the poses at the end of step t, and those come
-//! out of the iterations of step t, so a step cannot finish before its own results are
-//! read back: the readback is synchronous, with zero frames of latency, and the results
-//! are exactly those of the step (no stale poses). The two staging buffers alternate so
-//! that a step's copy never targets the buffer the CPU read the previous step from, and
-//! no unmap has to be waited for before the next step is recorded; overlapping the CPU
-//! work of step t+1 with the GPU work of step t would need collision detection on the GPU
-//! (not done in this version).
-//!
+//! out of the iterations of step t, so step t+1 cannot begin before step t is read back.
+//! What the CPU can do while the GPU solves is the caller's own work:
+//! [`crate::PhysicsWorld::begin_step`] submits and returns,
+//! [`crate::PhysicsWorld::finish_step`] waits and reads back (`step` is the two in a row;
+//! the ECS layer's `StepMode::Overlapped` finishes a run's step at the start of the next
+//! run). The results are the same bits either way. The two staging buffers alternate so
+//! that a step's copy never targets the buffer the CPU read the previous step from.
+//! Overlapping collision detection of step t+1 with the solve of step t would need
+//! collision detection on the GPU (not done in this version).
+
 //! # llvmpipe / lavapipe
 //!
 //! Mesa's software rasteriser caps the loop iterations of one shader invocation at 65,535
@@ -417,6 +420,7 @@ struct Pipelines {
 }
 
 /// What one step records: sizes and options.
+#[derive(Clone, Copy)]
 struct StepShape {
     iterations: u32,
     palette: u32,
@@ -428,6 +432,22 @@ struct StepShape {
     /// Bytes of the poses, velocities (and previous velocities), status, contacts and joint
     /// states read back.
     lens: [usize; 5],
+}
+
+/// A step submitted and not yet read back.
+struct InFlight {
+    shape: StepShape,
+    /// The readback staging buffer it copies into, and the bytes it copies.
+    staging: usize,
+    read_bytes: u64,
+    ts_bytes: u64,
+    /// Set when the staging buffer is mapped (the step and its copies are done).
+    mapped: std::sync::Arc<std::sync::OnceLock<Result<(), wgpu::BufferAsyncError>>>,
+    host: GpuHostTimes,
+}
+
+fn elapsed_ms(t: std::time::Instant) -> f64 {
+    t.elapsed().as_secs_f64() * 1e3
 }
 
 /// Timestamp queries: one pair per compute pass.
@@ -457,6 +477,7 @@ pub struct GpuSolver {
     shadow: Vec<Vec<u8>>,
     staging: [DeviceBuffer; 2],
     belt: UploadBelt,
+    pending: Option<InFlight>,
     frame: u64,
     timestamps: Option<Timestamps>,
     solver_group: Option<wgpu::BindGroup>,
@@ -716,6 +737,7 @@ impl GpuSolver {
             shadow: vec![Vec::new(); NAMES.len()],
             staging,
             belt: UploadBelt::default(),
+            pending: None,
             frame: 0,
             timestamps,
             solver_group: None,
@@ -1064,19 +1086,21 @@ impl GpuSolver {
         true
     }
 
-    /// Runs one step on the GPU in one submission: inertial targets and initial guess,
-    /// colouring, `cfg.iterations` AVBD iterations, velocities and poses. Reads the poses,
-    /// velocities, contact multipliers and joint states back into `bodies`, `s` and
-    /// `joints`; bodies whose result was not finite are frozen and listed in `report`.
-    /// Builds the step's adjacency into `s.adjacency` first.
-    pub fn step(
+    /// Starts one step on the GPU, in one submission: inertial targets and initial guess,
+    /// colouring, `cfg.iterations` AVBD iterations, velocities and poses, and the copy of
+    /// the results into a staging buffer whose map is requested. Returns without waiting
+    /// for the device; [`Self::finish`] reads the results back. Builds the step's adjacency
+    /// into `s.adjacency` first.
+    pub fn submit(
         &mut self,
         cfg: &SolverConfig,
-        bodies: &mut BodySet,
-        joints: &mut JointSet,
+        bodies: &BodySet,
+        joints: &JointSet,
         s: &mut SolverData,
-        report: &mut StepReport,
     ) -> Result<(), GpuError> {
+        if self.pending.is_some() {
+            return Err(GpuError::Step("a step is already in flight".into()));
+        }
         let n = bodies.len();
         let t_start = std::time::Instant::now();
         let mut host = GpuHostTimes::default();
@@ -1143,52 +1167,113 @@ impl GpuSolver {
         sizes.push((CONTACT_DUALS, ct_len.min(duals_split)));
         sizes.push((CONTACT_DUALS1, ct_len.saturating_sub(duals_split)));
         self.check_limits(&sizes, n, s.contacts.len())?;
-        // wgpu reports validation and out-of-memory errors to these scopes (instead of the
-        // default handler, which panics); they come back as typed errors.
-        let oom = self.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
-        let validation = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
+        let scopes = self.push_error_scopes();
         for &(slot, bytes) in &sizes {
             grown |= self.ensure(slot, bytes as u64);
         }
         if grown {
             self.rebuild_bind_groups();
         }
+        self.pop_error_scopes(scopes)?;
         // Readback layout: poses | velocities | previous velocities | status | contacts |
         // joint states | ranges | timestamps.
         let timed = self.ensure_timestamps(2 * (3 + 2 * iterations));
         self.flags = flags;
-        // A step whose colouring needs more colour or serial dispatches than were recorded
-        // is run again with more (rare: the capacities only grow); its results are only
-        // copied out once every coloured body was solved.
-        let ms = |t: std::time::Instant| t.elapsed().as_secs_f64() * 1e3;
-        host.adjacency_ms = ms(t_start);
-        loop {
-            let t_upload = std::time::Instant::now();
-            self.upload_step(cfg, bodies, joints, s, palette)?;
-            let (k, read_bytes, ts_bytes) = self.record_and_submit(&StepShape {
-                iterations,
-                palette,
-                timed,
-                n,
-                n_contacts: s.contacts.len(),
-                n_joints: joints.records.len(),
-                lens: [pose_len, vel_len, status_len, ct_len, js_len],
+        host.adjacency_ms = elapsed_ms(t_start);
+        let shape = StepShape {
+            iterations,
+            palette,
+            timed,
+            n,
+            n_contacts: s.contacts.len(),
+            n_joints: joints.records.len(),
+            lens: [pose_len, vel_len, status_len, ct_len, js_len],
+        };
+        self.launch(cfg, bodies, joints, s, shape, host)
+    }
+
+    /// Uploads the step's data, records and submits it, and requests the readback map.
+    fn launch(
+        &mut self,
+        cfg: &SolverConfig,
+        bodies: &BodySet,
+        joints: &JointSet,
+        s: &SolverData,
+        shape: StepShape,
+        mut host: GpuHostTimes,
+    ) -> Result<(), GpuError> {
+        let t_upload = std::time::Instant::now();
+        let scopes = self.push_error_scopes();
+        let launched = self
+            .upload_step(cfg, bodies, joints, s, shape.palette)
+            .map(|()| self.record_and_submit(&shape));
+        self.pop_error_scopes(scopes)?;
+        let (k, read_bytes, ts_bytes) = launched?;
+        let mapped = std::sync::Arc::new(std::sync::OnceLock::new());
+        let done = mapped.clone();
+        self.staging[k]
+            .buffer
+            .slice(0..read_bytes)
+            .map_async(wgpu::MapMode::Read, move |r| {
+                let _ = done.set(r);
             });
-            host.upload_ms += ms(t_upload);
+        host.upload_ms += elapsed_ms(t_upload);
+        self.pending = Some(InFlight {
+            shape,
+            staging: k,
+            read_bytes,
+            ts_bytes,
+            mapped,
+            host,
+        });
+        Ok(())
+    }
+
+    /// Whether a step was submitted and not yet finished.
+    pub fn in_flight(&self) -> bool {
+        self.pending.is_some()
+    }
+
+    /// Waits for the step begun by [`Self::submit`] and reads the poses, velocities,
+    /// contact multipliers and joint states back into `bodies`, `s` and `joints`; bodies
+    /// whose result was not finite are frozen and listed in `report`. `cfg`, `bodies`,
+    /// `joints` and `s` must be those the step was submitted with: a step whose colouring
+    /// needs more dispatches than were recorded is submitted again from them.
+    pub fn finish(
+        &mut self,
+        cfg: &SolverConfig,
+        bodies: &mut BodySet,
+        joints: &mut JointSet,
+        s: &mut SolverData,
+        report: &mut StepReport,
+    ) -> Result<(), GpuError> {
+        loop {
+            let Some(flight) = self.pending.take() else {
+                return Err(GpuError::Step("no step in flight".into()));
+            };
+            let InFlight {
+                shape,
+                staging: k,
+                read_bytes,
+                ts_bytes,
+                mapped,
+                mut host,
+            } = flight;
+            let [pose_len, vel_len, status_len, ct_len, js_len] = shape.lens;
+            let iterations = shape.iterations;
             let t_wait = std::time::Instant::now();
             let staging = self.staging[k].buffer.clone();
             let slice = staging.slice(0..read_bytes);
-            let (tx, rx) = std::sync::mpsc::channel();
-            slice.map_async(wgpu::MapMode::Read, move |r| {
-                let _ = tx.send(r);
-            });
             self.device
                 .poll(wgpu::PollType::wait_indefinitely())
                 .map_err(|e| GpuError::Readback(e.to_string()))?;
-            rx.recv()
-                .map_err(|e| GpuError::Readback(e.to_string()))?
+            // The wait runs the map callback.
+            mapped
+                .get()
+                .ok_or_else(|| GpuError::Readback("the readback map did not complete".into()))?
+                .clone()
                 .map_err(|e| GpuError::Readback(e.to_string()))?;
-            host.wait_ms += ms(t_wait);
+            host.wait_ms += elapsed_ms(t_wait);
             let t_unpack = std::time::Instant::now();
             let rerun = {
                 let data = slice
@@ -1245,8 +1330,8 @@ impl GpuSolver {
                     joints.states.copy_from_slice(bytemuck::cast_slice(c));
                     self.last_serial = serial;
                     self.last_colors = colors;
-                    self.last_palette = palette;
-                    self.last_timings = match (&self.timestamps, timed) {
+                    self.last_palette = shape.palette;
+                    self.last_timings = match (&self.timestamps, shape.timed) {
                         (Some(t), true) => {
                             Self::timings_from(&rest[..ts_bytes as usize], t.period_ns, iterations)
                         }
@@ -1257,9 +1342,11 @@ impl GpuSolver {
                 }
             };
             staging.unmap();
-            host.unpack_ms += ms(t_unpack);
+            host.unpack_ms += elapsed_ms(t_unpack);
             if !rerun {
-                break;
+                self.counts = (shape.n, shape.n_contacts, shape.n_joints);
+                self.last_timings.host = host;
+                return Ok(());
             }
             // The end-of-step kernel overwrote the start state: upload it again.
             for slot in DEVICE_WRITTEN {
@@ -1272,14 +1359,29 @@ impl GpuSolver {
                 self.slot_count = count;
                 self.reallocations += 1;
             }
+            self.launch(cfg, bodies, joints, s, shape, host)?;
         }
+    }
+
+    /// wgpu reports validation and out-of-memory errors to these scopes (instead of the
+    /// default handler, which panics); [`Self::pop_error_scopes`] turns them into typed
+    /// errors. The guards are not `Send`: pushed and popped within one call.
+    fn push_error_scopes(&self) -> [wgpu::ErrorScopeGuard; 2] {
+        [
+            self.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory),
+            self.device.push_error_scope(wgpu::ErrorFilter::Validation),
+        ]
+    }
+
+    fn pop_error_scopes(
+        &self,
+        [oom, validation]: [wgpu::ErrorScopeGuard; 2],
+    ) -> Result<(), GpuError> {
         for scope in [validation, oom] {
             if let Some(e) = pollster::block_on(scope.pop()) {
                 return Err(GpuError::Step(e.to_string()));
             }
         }
-        self.counts = (n, s.contacts.len(), joints.records.len());
-        self.last_timings.host = host;
         Ok(())
     }
 

@@ -102,6 +102,19 @@ pub struct PhysicsWorld {
     pub(crate) collision: collision::CollisionState,
     pub(crate) solver: SolverData,
     pub(crate) stats: StepStats,
+    /// The step begun by [`Self::begin_step`] and not yet finished.
+    in_flight: Option<StepInFlight>,
+}
+
+/// What [`PhysicsWorld::finish_step`] needs of the step [`PhysicsWorld::begin_step`]
+/// started.
+struct StepInFlight {
+    /// The configuration the step began with (`config` is a public field).
+    config: SolverConfig,
+    report: StepReport,
+    collision_ms: f64,
+    /// Time spent in `begin_step`.
+    host_ms: f64,
 }
 
 /// Read-only view of one body's state.
@@ -229,6 +242,7 @@ impl PhysicsWorld {
 
     /// Adds a body; the description is validated first and nothing changes on error.
     pub fn add_body(&mut self, desc: BodyDesc) -> Result<BodyHandle, PhysicsError> {
+        self.idle()?;
         let mass = desc.validate()?;
         let b = &mut self.bodies;
         let handle = BodyHandle(b.index_of.len() as u32);
@@ -256,6 +270,7 @@ impl PhysicsWorld {
 
     /// Removes a body and every joint attached to it (returned).
     pub fn remove_body(&mut self, h: BodyHandle) -> Result<Vec<JointHandle>, PhysicsError> {
+        self.idle()?;
         let i = self.bodies.index(h).ok_or(PhysicsError::MissingBody(h))?;
         let attached: Vec<JointHandle> = self
             .joints
@@ -338,6 +353,7 @@ impl PhysicsWorld {
         position: Vec3,
         rotation: Quat,
     ) -> Result<(), PhysicsError> {
+        self.idle()?;
         let i = self.bodies.index(h).ok_or(PhysicsError::MissingBody(h))?;
         if !position.is_finite() {
             return Err(PhysicsError::InvalidBody {
@@ -362,6 +378,7 @@ impl PhysicsWorld {
         linear: Vec3,
         angular: Vec3,
     ) -> Result<(), PhysicsError> {
+        self.idle()?;
         let i = self.bodies.index(h).ok_or(PhysicsError::MissingBody(h))?;
         if !linear.is_finite() {
             return Err(PhysicsError::InvalidBody {
@@ -388,6 +405,7 @@ impl PhysicsWorld {
         force: Vec3,
         torque: Vec3,
     ) -> Result<(), PhysicsError> {
+        self.idle()?;
         let i = self.bodies.index(h).ok_or(PhysicsError::MissingBody(h))?;
         if !force.is_finite() {
             return Err(PhysicsError::InvalidBody {
@@ -411,6 +429,7 @@ impl PhysicsWorld {
 
     /// Adds a joint; both bodies must exist. Anchors, axes and limits are validated.
     pub fn add_joint(&mut self, desc: JointDesc) -> Result<JointHandle, PhysicsError> {
+        self.idle()?;
         let bad = |field, reason: &str| PhysicsError::InvalidJoint {
             field,
             reason: reason.to_string(),
@@ -565,6 +584,7 @@ impl PhysicsWorld {
     }
 
     pub fn remove_joint(&mut self, h: JointHandle) -> Result<(), PhysicsError> {
+        self.idle()?;
         let i = self.joints.index(h).ok_or(PhysicsError::MissingJoint(h))?;
         let j = &mut self.joints;
         let last = j.handles.len() - 1;
@@ -679,8 +699,21 @@ impl PhysicsWorld {
     }
 
     /// Advances the world by one implicit-Euler step of `config.dt`, spending exactly
-    /// `config.iterations` AVBD iterations.
+    /// `config.iterations` AVBD iterations: [`Self::begin_step`] then
+    /// [`Self::finish_step`].
     pub fn step(&mut self) -> Result<StepReport, PhysicsError> {
+        self.begin_step()?;
+        self.finish_step()
+    }
+
+    /// Starts a step: collision detection, the joints' warm start, and the solve on the
+    /// chosen backend. On the GPU backend the solve is submitted to the device and this
+    /// returns without waiting for it, so the caller's own work (game logic, rendering)
+    /// overlaps the GPU's; on the CPU backend the solve runs here. Until
+    /// [`Self::finish_step`], the world reads as it was before the step and refuses edits
+    /// ([`PhysicsError::StepInFlight`]).
+    pub fn begin_step(&mut self) -> Result<(), PhysicsError> {
+        self.idle()?;
         self.config.validate()?;
         let cfg = &self.config;
         let t0 = Instant::now();
@@ -693,7 +726,7 @@ impl PhysicsWorld {
             &mut self.collision,
             &mut self.solver.contacts,
         );
-        let t_collision = t0.elapsed();
+        let collision_ms = t0.elapsed().as_secs_f64() * 1e3;
 
         // 2. joints: start error C*(xᵗ), warm start of k and λ
         dual::warm_start_joints(
@@ -705,8 +738,7 @@ impl PhysicsWorld {
 
         // 3. the step on the chosen backend: inertial targets and initial guess, body→
         //    constraint adjacency and colouring, the fixed iteration budget, velocities and
-        //    poses (bodies that became non-finite are frozen); 4. momentum of isolated
-        //    islands
+        //    poses (bodies that became non-finite are frozen)
         let mut report = StepReport::default();
         let s = &mut self.solver;
         if cfg.conserve_momentum {
@@ -714,8 +746,8 @@ impl PhysicsWorld {
             s.islands.record_targets(cfg, &self.bodies);
         }
         if let Some(gpu) = self.gpu.as_mut() {
-            // On the device, in one submission.
-            gpu.step(cfg, &mut self.bodies, &mut self.joints, s, &mut report)
+            // On the device, in one submission; read back by `finish_step`.
+            gpu.submit(cfg, &self.bodies, &self.joints, s)
                 .map_err(|e| PhysicsError::Gpu(e.to_string()))?;
         } else {
             integration::begin_step(cfg, &self.bodies, s);
@@ -723,8 +755,37 @@ impl PhysicsWorld {
             crate::pipeline::iterate(cfg, &self.bodies, &mut self.joints, s);
             integration::end_step(cfg, &mut self.bodies, s, &mut report);
         }
+        self.in_flight = Some(StepInFlight {
+            config: cfg.clone(),
+            report,
+            collision_ms,
+            host_ms: t0.elapsed().as_secs_f64() * 1e3,
+        });
+        Ok(())
+    }
+
+    /// Finishes the step started by [`Self::begin_step`]: waits for the GPU's results (if
+    /// on the GPU backend), then restores the momentum of isolated islands, breaks
+    /// overloaded joints and keeps the contacts' warm start for the next step.
+    pub fn finish_step(&mut self) -> Result<StepReport, PhysicsError> {
+        let Some(flight) = self.in_flight.take() else {
+            return Err(PhysicsError::NoStepInFlight);
+        };
+        let StepInFlight {
+            config: cfg,
+            mut report,
+            collision_ms,
+            host_ms,
+        } = flight;
+        let t0 = Instant::now();
+        let s = &mut self.solver;
+        if let Some(gpu) = self.gpu.as_mut() {
+            gpu.finish(&cfg, &mut self.bodies, &mut self.joints, s, &mut report)
+                .map_err(|e| PhysicsError::Gpu(e.to_string()))?;
+        }
+        // 4. momentum of isolated islands, on the CPU for both backends (its islands are a
+        //    union–find)
         if cfg.conserve_momentum {
-            // On the CPU for both backends (its islands are a union–find).
             s.islands.project(&mut self.bodies, &s.adjacency);
         }
 
@@ -732,11 +793,12 @@ impl PhysicsWorld {
         dual::fracture(&self.bodies, &mut self.joints, &mut report);
         collision::store_warm_start(&self.solver.contacts, &mut self.collision);
 
-        let total = t0.elapsed();
+        // Time spent in `begin_step` and here, not the caller's work in between.
+        let total_ms = host_ms + t0.elapsed().as_secs_f64() * 1e3;
         self.stats = StepStats {
-            collision_ms: t_collision.as_secs_f64() * 1e3,
-            solver_ms: (total - t_collision).as_secs_f64() * 1e3,
-            total_ms: total.as_secs_f64() * 1e3,
+            collision_ms,
+            solver_ms: total_ms - collision_ms,
+            total_ms,
             contacts: self.solver.contacts.len(),
             colors: match &self.gpu {
                 Some(gpu) => gpu.colors_used(),
@@ -753,6 +815,19 @@ impl PhysicsWorld {
             .map(|j| self.joints.handles[j.0 as usize])
             .collect();
         Ok(report)
+    }
+
+    /// Whether a step was begun and not yet finished.
+    pub fn step_in_flight(&self) -> bool {
+        self.in_flight.is_some()
+    }
+
+    /// Edits are refused while a step is in flight: its results would overwrite them.
+    fn idle(&self) -> Result<(), PhysicsError> {
+        match self.in_flight {
+            Some(_) => Err(PhysicsError::StepInFlight),
+            None => Ok(()),
+        }
     }
 
     /// Total linear momentum of the dynamic bodies (kg·m/s).

@@ -341,14 +341,25 @@ impl Scene {
 
     /// Steps one frame and updates the metrics.
     pub fn step(&mut self) -> Result<StepReport, PhysicsError> {
-        // Launch projectiles whose frame has come.
+        self.begin_frame()?;
+        self.finish_frame()
+    }
+
+    /// Launches the projectiles whose frame has come and begins the world's step
+    /// ([`PhysicsWorld::begin_step`]).
+    pub fn begin_frame(&mut self) -> Result<(), PhysicsError> {
         let frame = self.frame;
         for &(f, h, v) in &self.tracker.projectiles {
             if f == frame {
                 self.world.set_velocity(h, v, Vec3::ZERO)?;
             }
         }
-        let report = self.world.step()?;
+        self.world.begin_step()
+    }
+
+    /// Finishes the world's step and updates the metrics.
+    pub fn finish_frame(&mut self) -> Result<StepReport, PhysicsError> {
+        let report = self.world.finish_step()?;
         self.frame += 1;
         self.track(&report);
         Ok(report)
