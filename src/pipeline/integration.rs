@@ -218,8 +218,14 @@ impl IslandMomentum {
             if !bodies.is_solved(i) {
                 continue;
             }
+            let mut last = None;
             for &o in adjacency.others(i) {
-                // A pair of solved bodies is listed on both sides: link it once.
+                // A pair's contact points are listed together (about four per manifold),
+                // and a pair of solved bodies on both sides: link it once.
+                if last == Some(o) {
+                    continue;
+                }
+                last = Some(o);
                 if o == WORLD || !bodies.is_solved(o as usize) || o as usize > i {
                     self.link(bodies, i as u32, o);
                 }
@@ -240,6 +246,15 @@ impl IslandMomentum {
             }
             let k = self.island[root];
             self.island[i] = k;
+            self.sums[k as usize].anchored |= self.anchored[i];
+        }
+        // Only isolated islands are corrected: anchored ones (most bodies of a pile or a
+        // stack) need no sums.
+        for i in 0..n {
+            let k = self.island[i];
+            if k == u32::MAX || self.sums[k as usize].anchored {
+                continue;
+            }
             let (m, pose, vel) = (&bodies.masses[i], &bodies.poses[i], &bodies.velocities[i]);
             let mass = m.mass as f64;
             let x = pose.p().as_dvec3();
@@ -251,9 +266,8 @@ impl IslandMomentum {
             s.com += x * mass;
             s.p_error += p - p_target;
             s.l_error += l - l_target;
-            s.anchored |= self.anchored[i];
         }
-        for s in &mut self.sums {
+        for s in self.sums.iter_mut().filter(|s| !s.anchored) {
             s.com /= s.mass;
         }
         for i in 0..n {
