@@ -200,7 +200,9 @@ pub fn detect(
             }
         }
     }
-    candidates.sort_unstable();
+    // In parallel: at 110,000 boxes the serial sort of the candidate pairs took 26–45 ms
+    // on 16 cores. The sorted, deduplicated list is the same whatever the algorithm.
+    candidates.par_sort_unstable();
     candidates.dedup();
 
     // Keep the persistent state of pairs that are still candidates (both lists sorted).
