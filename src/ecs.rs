@@ -9,6 +9,7 @@
 //!   density live on the collider ([`crate::Collider::with_friction`]).
 //! - **Joints** are entities with a [`Joint`] that names its bodies by [`Entity`].
 //! - **Resources**: [`Physics`] owns the core world and the entity↔handle maps,
+//!   [`StepMode`] says whether a run waits for its step,
 //!   [`PhysicsConfig`] is the one source of truth for the solver parameters (copied into the
 //!   core when it changes and is valid), [`LastStepReport`] lists what happened in the last
 //!   frame (errors, broken joints, frozen bodies, timings).
@@ -33,6 +34,18 @@
 //! it differs from them. Changing [`RigidBody`], [`ColliderShape`], [`Mass`] or [`Inertia`]
 //! of a live body rebuilds it in the core at its current pose and velocity; its joints are
 //! re-created at the current relative pose (a broken joint stays broken).
+//!
+//! # Overlapped stepping
+//!
+//! With the [`StepMode`] resource at [`StepMode::Overlapped`], [`PhysicsSet::Step`] only
+//! begins the core step ([`PhysicsWorld::begin_step`]: collision detection and, on the GPU
+//! backend, the submission of the solve) and the next run of the schedule finishes it at
+//! the start of [`PhysicsSet::SyncToCore`], writes it back, and then syncs the edits made
+//! since. Everything the app runs after the physics sets overlaps the GPU's work. The
+//! components then hold the state one step behind the step in flight; edits written
+//! while a step is in flight are kept (not overwritten by that step's writeback) and
+//! applied before the next step, so the steps and edits, and every result, are those of
+//! [`StepMode::Blocking`], one run later.
 //!
 //! # Errors
 //!

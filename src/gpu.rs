@@ -167,7 +167,7 @@ pub struct GpuTimings {
     pub host: GpuHostTimes,
 }
 
-/// Wall-clock phases of [`GpuSolver::step`] on the host (ms).
+/// Wall-clock phases of a step on the host ([`GpuSolver::submit`], [`GpuSolver::finish`]; ms).
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct GpuHostTimes {
     pub adjacency_ms: f64,

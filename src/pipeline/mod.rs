@@ -1,8 +1,11 @@
-//! The stages of one frame, in the order [`crate::PhysicsWorld::step`] runs them:
+//! The stages of one frame, in the order [`crate::PhysicsWorld::step`] runs them
+//! ([`crate::PhysicsWorld::begin_step`] runs 1–3, [`crate::PhysicsWorld::finish_step`]
+//! 4–5):
 //!
 //! 1. [`collision::detect`]: broad phase, parry3d manifolds, warm-started contact rows;
 //! 2. [`dual::warm_start_joints`]: joint rows' start error, k and λ decay (Eq. 19);
-//! 3. on the CPU backend (the GPU backend runs 3a–3d in one submission, `crate::gpu`):
+//! 3. on the CPU backend (the GPU backend submits 3a–3d as one command buffer, `crate::gpu`,
+//!    and `finish_step` waits for its readback):
 //!    a. [`integration::begin_step`]: inertial targets and the adaptive initial guess;
 //!    b. [`coloring::build`]: body→constraint adjacency (CSR) and greedy body colouring;
 //!    c. [`iterate`]: `iterations` × ([`primal::sweep`] per colour, then [`dual::update`]);
