@@ -1,6 +1,7 @@
 // Per-step body colouring on the GPU: Jones–Plassmann–Luby parallel greedy colouring over
-// the body → constraint adjacency (CSR, built on the CPU), then compaction of the bodies
-// into per-colour ranges and indirect dispatch arguments for the primal sweeps.
+// the body → constraint adjacency (CSR, built on the device by adjacency.wgsl, bindings in
+// constraint_graph.wgsl), then compaction of the bodies into per-colour ranges and
+// indirect dispatch arguments for the primal sweeps.
 //
 // * Priorities are a fixed integer hash of the body index: the smaller (hash, index)
 //   wins, so the same input gives the same colouring, bit for bit, on any run.
@@ -20,29 +21,6 @@
 // does not matter: bodies of a colour are solved from the same iterates into their own
 // double-buffer slot.
 
-// Only the body indices of the records are read; the rest keeps the stride.
-struct ContactHead {
-    body_a: u32,
-    body_b: u32,
-    flags: u32,
-    pad: u32,
-    rest: array<vec4<f32>, 7>,
-};
-
-struct JointHead {
-    body_a: u32,
-    body_b: u32,
-    kind: u32,
-    flags: u32,
-    rest: array<vec4<f32>, 6>,
-};
-
-@group(0) @binding(0) var<uniform> params: Params;
-@group(0) @binding(1) var<storage, read> contacts: array<ContactHead>;
-@group(0) @binding(2) var<storage, read> joints: array<JointHead>;
-@group(0) @binding(3) var<storage, read> adj_offsets: array<u32>;
-@group(0) @binding(4) var<storage, read> adj_items: array<u32>;
-@group(0) @binding(5) var<storage, read> body_flags: array<u32>;
 @group(0) @binding(6) var<storage, read_write> color_of: array<u32>;
 // [0, n): bodies grouped by colour, then the serial group; [n, 2n): serial scratch
 // (unordered, from atomics).
@@ -55,28 +33,6 @@ struct JointHead {
 // [0, 64): members per colour; [64, 128): scatter cursors; 128: serial count;
 // 129: max colour + 1; 130: bodies left uncoloured after the rounds.
 @group(0) @binding(10) var<storage, read_write> counters: array<atomic<u32>>;
-// Further contact chunks (see avbd.wgsl).
-@group(0) @binding(11) var<storage, read> contacts1: array<ContactHead>;
-@group(0) @binding(12) var<storage, read> contacts2: array<ContactHead>;
-@group(0) @binding(13) var<storage, read> contacts3: array<ContactHead>;
-@group(0) @binding(14) var<storage, read> contacts4: array<ContactHead>;
-@group(0) @binding(15) var<storage, read> contacts5: array<ContactHead>;
-@group(0) @binding(16) var<storage, read> contacts6: array<ContactHead>;
-@group(0) @binding(17) var<storage, read> contacts7: array<ContactHead>;
-
-fn contact_bodies(i: u32) -> vec2<u32> {
-    let j = i & ((1u << params.contact_shift) - 1u);
-    switch (i >> params.contact_shift) {
-        case 0u: { return vec2<u32>(contacts[j].body_a, contacts[j].body_b); }
-        case 1u: { return vec2<u32>(contacts1[j].body_a, contacts1[j].body_b); }
-        case 2u: { return vec2<u32>(contacts2[j].body_a, contacts2[j].body_b); }
-        case 3u: { return vec2<u32>(contacts3[j].body_a, contacts3[j].body_b); }
-        case 4u: { return vec2<u32>(contacts4[j].body_a, contacts4[j].body_b); }
-        case 5u: { return vec2<u32>(contacts5[j].body_a, contacts5[j].body_b); }
-        case 6u: { return vec2<u32>(contacts6[j].body_a, contacts6[j].body_b); }
-        default: { return vec2<u32>(contacts7[j].body_a, contacts7[j].body_b); }
-    }
-}
 
 const NONE: u32 = 0xffffffffu;       // not solved: never coloured
 const UNCOLORED: u32 = 0xfffffffeu;

@@ -6,19 +6,21 @@
 //!
 //! # One step on the GPU backend
 //!
-//! 1. CPU: collision detection (parry3d), joint warm start (the same code as the CPU
-//!    backend), and the body → constraint adjacency (CSR,
-//!    [`crate::pipeline::coloring::build_adjacency`]).
+//! 1. CPU: collision detection (parry3d) and joint warm start (the same code as the CPU
+//!    backend).
 //! 2. Upload. The body state (poses, velocities, last velocities, external forces, masses,
 //!    flags) is resident on the device: it goes up by difference, only the 1 KiB chunks
 //!    whose bytes differ from what the device holds ([`GpuSolver::body_upload_bytes`];
 //!    zero in a step after which the CPU changed no body). What changes every step goes up
-//!    whole: the contacts parry3d found (warm-started on the CPU), the adjacency, the joint
-//!    row states, written in parallel into a persistent mapped staging buffer (the upload
+//!    whole: the contacts parry3d found (warm-started on the CPU) and the joint row
+//!    states, written in parallel into a persistent mapped staging buffer (the upload
 //!    belt) and copied into place at the start of the step's command buffer. Buffers grow
 //!    by doubling, so a steady scene never reallocates ([`GpuSolver::reallocations`]).
 //! 3. One submission: `begin_bodies` (inertial targets and the adaptive initial guess,
-//!    `integration::begin_step`); Jones–Plassmann–Luby colouring (`coloring.wgsl`: fixed
+//!    `integration::begin_step`); the body → constraint adjacency (`adjacency.wgsl`:
+//!    counts, a prefix sum, an atomic fill, and a sort of each body's list into the CPU's
+//!    order, so that it is the list [`crate::pipeline::coloring::build_adjacency`] builds);
+//!    Jones–Plassmann–Luby colouring (`coloring.wgsl`: fixed
 //!    hash priorities, a palette of at most [`MAX_COLORS`] colours, [`JPL_ROUNDS`] rounds,
 //!    a serial fallback group, compaction into per-colour ranges and indirect dispatch
 //!    arguments); `iterations` × (primal per colour through indirect dispatches, the serial
@@ -80,7 +82,14 @@ pub const SHADER: &str = concat!(
 /// The WGSL source of the colouring kernels.
 pub const COLORING_SHADER: &str = concat!(
     include_str!("../shaders/common.wgsl"),
+    include_str!("../shaders/constraint_graph.wgsl"),
     include_str!("../shaders/coloring.wgsl")
+);
+/// The WGSL source of the adjacency kernels (the colouring's bind group).
+pub const ADJACENCY_SHADER: &str = concat!(
+    include_str!("../shaders/common.wgsl"),
+    include_str!("../shaders/constraint_graph.wgsl"),
+    include_str!("../shaders/adjacency.wgsl")
 );
 /// The WGSL source of the integration kernels (inertial targets and initial guess before
 /// the iterations, velocities and poses after them).
@@ -89,6 +98,8 @@ pub const INTEGRATION_SHADER: &str = concat!(
     include_str!("../shaders/integration.wgsl")
 );
 
+/// Bodies per workgroup of the adjacency's prefix sum (`adjacency.wgsl`, `SCAN_WG`).
+const ADJ_SCAN_BLOCK: u32 = 256;
 /// Most colours the GPU colouring uses; bodies that cannot get one go to the serial group.
 pub const MAX_COLORS: u32 = 64;
 /// Jones–Plassmann–Luby rounds per step; bodies still uncoloured after them go to the
@@ -161,16 +172,18 @@ pub struct GpuTimings {
     /// From the first pass's start to the last pass's end: the step's whole GPU time,
     /// gaps between passes included.
     pub span_ms: f64,
-    /// Host side of the last step, wall clock (always measured): building the adjacency
-    /// and the upload list, encoding the uploads, submitting and waiting for the mapped
-    /// readback (GPU execution and both transfers), and copying the results out.
+    /// Host side of the last step, wall clock (always measured): preparing the step,
+    /// staging and encoding the uploads, submitting and waiting for the mapped readback
+    /// (GPU execution and both transfers), and copying the results out.
     pub host: GpuHostTimes,
 }
 
 /// Wall-clock phases of a step on the host ([`GpuSolver::submit`], [`GpuSolver::finish`]; ms).
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct GpuHostTimes {
-    pub adjacency_ms: f64,
+    /// Before the upload: the constraint ends for the momentum projection (the adjacency
+    /// itself is built on the device), body flags, buffer sizes and bind groups.
+    pub prepare_ms: f64,
     pub upload_ms: f64,
     pub wait_ms: f64,
     pub unpack_ms: f64,
@@ -184,7 +197,8 @@ pub struct GpuColoring {
     pub color_of: Vec<u32>,
     /// Colours in use (highest colour + 1).
     pub colors: u32,
-    /// Palette of the step: at most `min(MAX_COLORS, max adjacency degree + 1)`.
+    /// Palette of the step: [`MAX_COLORS`] (a body's smallest free colour never exceeds its
+    /// number of neighbours, so a smaller palette would colour the same).
     pub palette: u32,
     /// Bodies of the serial group, in solve order.
     pub serial: Vec<u32>,
@@ -320,8 +334,8 @@ const SOLVER_BINDINGS: [(usize, bool); 21] = [
 const COLORING_BINDINGS: [(usize, bool); 17] = [
     (CONTACTS, true),
     (JOINTS, true),
-    (ADJ_OFFSETS, true),
-    (ADJ_ITEMS, true),
+    (ADJ_OFFSETS, false),
+    (ADJ_ITEMS, false),
     (BODY_FLAGS, true),
     (COLOR_OF, false),
     (COLOR_BODIES, false),
@@ -384,8 +398,8 @@ struct DeviceBuffer {
     capacity: u64,
 }
 
-/// Persistent `MAP_WRITE` staging for what goes up whole every step (contacts, adjacency,
-/// joint row states): filled in parallel while mapped, copied into the device buffers at
+/// Persistent `MAP_WRITE` staging for what goes up whole every step (contacts and joint
+/// row states): filled in parallel while mapped, copied into the device buffers at
 /// the start of the step's command buffer, mapped again before the next fill (the map
 /// completes once the GPU has read it). `Queue::write_buffer` would allocate fresh staging
 /// memory and fill it on one thread: at 110,000 bodies that is ~450 MB per step.
@@ -408,6 +422,13 @@ struct Pipelines {
     dual_contacts: wgpu::ComputePipeline,
     dual_joints: wgpu::ComputePipeline,
     pack_contact_duals: wgpu::ComputePipeline,
+    adj_clear: wgpu::ComputePipeline,
+    adj_count: wgpu::ComputePipeline,
+    adj_scan_blocks: wgpu::ComputePipeline,
+    adj_scan_top: wgpu::ComputePipeline,
+    adj_scan_add: wgpu::ComputePipeline,
+    adj_fill: wgpu::ComputePipeline,
+    adj_sort: wgpu::ComputePipeline,
     color_init: wgpu::ComputePipeline,
     color_select: wgpu::ComputePipeline,
     color_assign: wgpu::ComputePipeline,
@@ -609,6 +630,10 @@ impl GpuSolver {
             label: Some("integration.wgsl"),
             source: wgpu::ShaderSource::Wgsl(INTEGRATION_SHADER.into()),
         });
+        let adjacency_module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
+            label: Some("adjacency.wgsl"),
+            source: wgpu::ShaderSource::Wgsl(ADJACENCY_SHADER.into()),
+        });
         let layout_of = |label: &str, bindings: &[(usize, bool)]| {
             let mut entries = vec![uniform_entry(0, false, params_size())];
             for (i, (_, read_only)) in bindings.iter().enumerate() {
@@ -656,6 +681,7 @@ impl GpuSolver {
         };
         let solve = |entry| pipeline(&solver_pipeline_layout, &module, entry);
         let color = |entry| pipeline(&coloring_pipeline_layout, &coloring_module, entry);
+        let adjacency = |entry| pipeline(&coloring_pipeline_layout, &adjacency_module, entry);
         let integrate = |entry| pipeline(&integration_pipeline_layout, &integration_module, entry);
         let pipelines = Pipelines {
             primal: solve("primal"),
@@ -664,6 +690,13 @@ impl GpuSolver {
             dual_contacts: solve("dual_contacts"),
             dual_joints: solve("dual_joints"),
             pack_contact_duals: solve("pack_contact_duals"),
+            adj_clear: adjacency("adj_clear"),
+            adj_count: adjacency("adj_count"),
+            adj_scan_blocks: adjacency("adj_scan_blocks"),
+            adj_scan_top: adjacency("adj_scan_top"),
+            adj_scan_add: adjacency("adj_scan_add"),
+            adj_fill: adjacency("adj_fill"),
+            adj_sort: adjacency("adj_sort"),
             color_init: color("color_init"),
             color_select: color("color_select"),
             color_assign: color("color_assign"),
@@ -837,14 +870,13 @@ impl GpuSolver {
             + 4 // body flags
             + 4 // non-finite status
             + 4 // colour of body
-            + 2 * (pose + 2 * velocity + 4) // two readback staging buffers
-            + 4; // adjacency offset in the upload belt
-        // Record and two adjacency items (on the device and in the upload belt), the packed
+            + 2 * (pose + 2 * velocity + 4); // two readback staging buffers
+        // Record (on the device and in the upload belt), two adjacency items, the packed
         // multipliers and their two readback staging copies.
         let dual = CONTACT_DUAL_BYTES as u64;
-        let bytes_per_contact = 2 * (contact + 2 * 4) + dual + 2 * dual;
+        let bytes_per_contact = 2 * contact + 2 * 4 + dual + 2 * dual;
         let bytes_per_joint =
-            sz(std::mem::size_of::<JointRecord>()) + 2 * (state + 2 * 4) + 2 * state;
+            sz(std::mem::size_of::<JointRecord>()) + 2 * state + 2 * 4 + 2 * state;
         let mut fixed_bytes = params_size() + self.slots.size();
         let mut total_bytes = fixed_bytes;
         for (slot, b) in self.buffers.iter().enumerate() {
@@ -1104,28 +1136,19 @@ impl GpuSolver {
         let n = bodies.len();
         let t_start = std::time::Instant::now();
         let mut host = GpuHostTimes::default();
-        let mut cursor = std::mem::take(&mut self.flags);
-        crate::pipeline::coloring::build_adjacency(
-            n,
-            &s.contacts,
-            joints,
-            &mut s.adjacency,
-            &mut cursor,
-        );
-        // Palette: greedy colouring needs at most (distinct neighbours + 1) colours, and a
-        // body has no more neighbours than adjacency items.
-        let mut flags = cursor;
+        // The adjacency is built on the device (`adjacency.wgsl`); the CPU only gathers the
+        // constraint ends, for the momentum projection's islands.
+        crate::pipeline::coloring::gather_ends(&s.contacts, joints, &mut s.adjacency);
+        let mut flags = std::mem::take(&mut self.flags);
         flags.clear();
-        let mut max_degree = 0u32;
-        for i in 0..n {
+        flags.extend((0..n).map(|i| {
             let solved = bodies.is_solved(i);
             let kinematic = bodies.kinds[i] == BodyKind::Kinematic && !bodies.frozen[i];
-            flags.push((solved as u32 * FLAG_SOLVED) | (kinematic as u32 * FLAG_KINEMATIC));
-            if solved {
-                max_degree = max_degree.max(s.adjacency.offsets[i + 1] - s.adjacency.offsets[i]);
-            }
-        }
-        let palette = (max_degree + 1).min(MAX_COLORS);
+            (solved as u32 * FLAG_SOLVED) | (kinematic as u32 * FLAG_KINEMATIC)
+        }));
+        // A body's smallest free colour never exceeds its number of neighbours, so the
+        // full palette colours exactly as one of (largest degree + 1) would.
+        let palette = MAX_COLORS;
         self.last_upload_bytes = 0;
         self.last_body_upload_bytes = 0;
 
@@ -1148,7 +1171,8 @@ impl GpuSolver {
             (JOINTS, std::mem::size_of_val(joints.records.as_slice())),
             (JOINT_STATES, js_len),
             (ADJ_OFFSETS, (n + 1) * 4),
-            (ADJ_ITEMS, s.adjacency.items.len() * 4),
+            // At most two items per constraint (a list for each solved body).
+            (ADJ_ITEMS, 2 * (s.contacts.len() + joints.records.len()) * 4),
             (COLOR_BODIES, 2 * n * 4),
             (SCRATCH, it_len),
             (BODY_FLAGS, n * 4),
@@ -1179,7 +1203,7 @@ impl GpuSolver {
         // joint states | ranges | timestamps.
         let timed = self.ensure_timestamps(2 * (3 + 2 * iterations));
         self.flags = flags;
-        host.adjacency_ms = elapsed_ms(t_start);
+        host.prepare_ms = elapsed_ms(t_start);
         let shape = StepShape {
             iterations,
             palette,
@@ -1434,11 +1458,7 @@ impl GpuSolver {
             .enumerate()
             .map(|(j, chunk)| (contact_chunk(j), bytemuck::cast_slice(chunk)))
             .collect();
-        whole.extend([
-            (JOINT_STATES, bytemuck::cast_slice(&joints.states)),
-            (ADJ_OFFSETS, bytemuck::cast_slice(&s.adjacency.offsets)),
-            (ADJ_ITEMS, bytemuck::cast_slice(&s.adjacency.items)),
-        ]);
+        whole.push((JOINT_STATES, bytemuck::cast_slice(&joints.states)));
         self.upload_whole(&whole)?;
         let flags = std::mem::take(&mut self.flags);
         self.upload(BODY_FLAGS, bytemuck::cast_slice(&flags));
@@ -1608,6 +1628,21 @@ impl GpuSolver {
                 timestamp_writes: writes(),
             });
             pass.set_bind_group(0, self.coloring_group.as_ref(), &[]);
+            // The adjacency of this step's contacts and joints, then the colouring over it.
+            let (ex, ey) = grid(groups(n_contacts + n_joints).max(1), self.max_groups);
+            let blocks = (n as u32).div_ceil(ADJ_SCAN_BLOCK).max(1);
+            for (pipeline, (x, y)) in [
+                (&p.adj_clear, (all, 1)),
+                (&p.adj_count, (ex, ey)),
+                (&p.adj_scan_blocks, (blocks, 1)),
+                (&p.adj_scan_top, (1, 1)),
+                (&p.adj_scan_add, (blocks, 1)),
+                (&p.adj_fill, (ex, ey)),
+                (&p.adj_sort, (all, 1)),
+            ] {
+                pass.set_pipeline(pipeline);
+                pass.dispatch_workgroups(x, y, 1);
+            }
             pass.set_pipeline(&p.color_init);
             pass.dispatch_workgroups(all.max(groups(COUNTERS as usize)), 1, 1);
             for _ in 0..JPL_ROUNDS {

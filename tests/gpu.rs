@@ -38,7 +38,7 @@ fn run_gpu(name: &str, params: &[(&str, f64)], config: SolverConfig, frames: u32
 /// naga (wgpu's shader compiler) parses and validates the WGSL with no adapter at all.
 #[test]
 fn shader_validates() {
-    let shaders: [(&str, &[&str]); 3] = [
+    let shaders: [(&str, &[&str]); 4] = [
         (
             bevy_avbd::gpu::SHADER,
             &[
@@ -58,6 +58,18 @@ fn shader_validates() {
                 "color_count",
                 "color_scan",
                 "color_scatter",
+            ],
+        ),
+        (
+            bevy_avbd::gpu::ADJACENCY_SHADER,
+            &[
+                "adj_clear",
+                "adj_count",
+                "adj_scan_blocks",
+                "adj_scan_top",
+                "adj_scan_add",
+                "adj_fill",
+                "adj_sort",
             ],
         ),
         (

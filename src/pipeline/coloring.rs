@@ -38,6 +38,11 @@ impl Adjacency {
     pub fn others(&self, body: usize) -> &[u32] {
         &self.other[self.offsets[body] as usize..self.offsets[body + 1] as usize]
     }
+    /// `(body_a, body_b, item)` of every constraint of the step, in constraint order.
+    #[inline]
+    pub fn ends(&self) -> &[(u32, u32, u32)] {
+        &self.ends
+    }
 }
 
 /// Bodies grouped by colour (CSR): colour c holds `bodies[offsets[c]..offsets[c+1]]`.
@@ -75,8 +80,9 @@ pub fn build(bodies: &BodySet, joints: &JointSet, s: &mut SolverData) {
 }
 
 /// Builds the body → constraint adjacency (CSR) of this step's contacts and unbroken
-/// joints, visited twice (count, then fill); `cursor` is a reused scratch buffer. Both
-/// backends use it; the CPU then colours greedily ([`build`]), the GPU on the device.
+/// joints ([`gather_ends`], then a count and a fill); `cursor` is a reused scratch buffer.
+/// The CPU backend colours over it greedily ([`build`]); the GPU backend builds the same
+/// lists on the device (`shaders/adjacency.wgsl`) and only gathers the ends.
 pub fn build_adjacency(
     n: usize,
     contacts: &[crate::contact::ContactRecord],
@@ -84,14 +90,29 @@ pub fn build_adjacency(
     adj: &mut Adjacency,
     cursor: &mut Vec<u32>,
 ) {
-    let mut ends = std::mem::take(&mut adj.ends);
+    gather_ends(contacts, joints, adj);
+    let ends = std::mem::take(&mut adj.ends);
+    // Every range reads all ends, so below 4 threads one range (a serial pass) is faster.
+    let threads = rayon::current_num_threads();
+    let ranges = if threads < 4 { 1 } else { threads };
+    fill_csr(n, &ends, ranges, adj, cursor);
+    adj.ends = ends;
+}
+
+/// Gathers `(body_a, body_b, item)` of every contact and unbroken joint into
+/// [`Adjacency::ends`], in constraint order (contacts, then joints).
+pub fn gather_ends(
+    contacts: &[crate::contact::ContactRecord],
+    joints: &JointSet,
+    adj: &mut Adjacency,
+) {
     contacts
         .par_iter()
         .with_min_len(4096)
         .enumerate()
         .map(|(ci, c)| (c.body_a, c.body_b, (ci as u32) << 1))
-        .collect_into_vec(&mut ends);
-    ends.extend(
+        .collect_into_vec(&mut adj.ends);
+    adj.ends.extend(
         joints
             .records
             .iter()
@@ -99,11 +120,6 @@ pub fn build_adjacency(
             .filter(|(_, j)| !j.broken())
             .map(|(ji, j)| (j.body_a, j.body_b, ((ji as u32) << 1) | ITEM_JOINT)),
     );
-    // Every range reads all ends, so below 4 threads one range (a serial pass) is faster.
-    let threads = rayon::current_num_threads();
-    let ranges = if threads < 4 { 1 } else { threads };
-    fill_csr(n, &ends, ranges, adj, cursor);
-    adj.ends = ends;
 }
 
 /// Count and fill of the CSR lists in parallel over `ranges` ranges of bodies: each range

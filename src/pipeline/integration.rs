@@ -206,30 +206,23 @@ impl IslandMomentum {
 
     /// Applies the correction to every isolated island (after the velocities are written).
     ///
-    /// The islands come from this step's adjacency: every contact and every joint that was
-    /// unbroken when the step began (a joint broken by this step's fracture still acted
-    /// during it), read from compact arrays rather than the constraint records.
+    /// The islands come from this step's constraint ends: every contact and every joint
+    /// that was unbroken when the step began (a joint broken by this step's fracture still
+    /// acted during it), read from a compact array rather than the constraint records.
     pub(crate) fn project(&mut self, bodies: &mut BodySet, adjacency: &Adjacency) {
         let n = bodies.len();
         self.forest.reset(n);
         self.anchored.clear();
         self.anchored.resize(n, false);
-        for i in 0..n {
-            if !bodies.is_solved(i) {
+        let mut last = None;
+        for &(a, b, _) in adjacency.ends() {
+            // A pair's contact points are listed together (about four per manifold):
+            // link it once.
+            if last == Some((a, b)) {
                 continue;
             }
-            let mut last = None;
-            for &o in adjacency.others(i) {
-                // A pair's contact points are listed together (about four per manifold),
-                // and a pair of solved bodies on both sides: link it once.
-                if last == Some(o) {
-                    continue;
-                }
-                last = Some(o);
-                if o == WORLD || !bodies.is_solved(o as usize) || o as usize > i {
-                    self.link(bodies, i as u32, o);
-                }
-            }
+            last = Some((a, b));
+            self.link(bodies, a, b);
         }
 
         self.sums.clear();

@@ -1337,7 +1337,7 @@ fn gpu_series(args: &BenchArgs, out: &mut impl Write) -> Result<(), String> {
                     let h = t.host;
                     for (v, x) in
                         host.iter_mut()
-                            .zip([h.adjacency_ms, h.upload_ms, h.wait_ms, h.unpack_ms])
+                            .zip([h.prepare_ms, h.upload_ms, h.wait_ms, h.unpack_ms])
                     {
                         v.push(x);
                     }
@@ -1410,7 +1410,7 @@ fn gpu_series(args: &BenchArgs, out: &mut impl Write) -> Result<(), String> {
     );
     let _ = writeln!(md, "|---|---|---|---|---|---|---|---|---|---|---|---|");
     let mut csv = String::from(
-        "scene,param,adapter,iterations,bodies,contacts,colors,serial,build_s,collision_ms,solver_ms,total_ms,gpu_integration_ms,gpu_coloring_ms,gpu_primal_ms,gpu_dual_ms,bytes_per_body,bytes_per_contact,bytes_per_joint,gpu_total_bytes,gpu_span_ms,host_adjacency_ms,host_upload_ms,host_wait_ms,host_unpack_ms\n",
+        "scene,param,adapter,iterations,bodies,contacts,colors,serial,build_s,collision_ms,solver_ms,total_ms,gpu_integration_ms,gpu_coloring_ms,gpu_primal_ms,gpu_dual_ms,bytes_per_body,bytes_per_contact,bytes_per_joint,gpu_total_bytes,gpu_span_ms,host_prepare_ms,host_upload_ms,host_wait_ms,host_unpack_ms\n",
     );
     for r in &rows {
         let k = r
@@ -1473,7 +1473,7 @@ fn gpu_series(args: &BenchArgs, out: &mut impl Write) -> Result<(), String> {
     // start) and the GPU's own span.
     let _ = writeln!(
         md,
-        "\n| scene | size | adjacency ms | upload ms | wait (GPU + transfers) ms | unpack ms | other CPU ms | GPU span ms |"
+        "\n| scene | size | prepare ms | upload ms | wait (GPU + transfers) ms | unpack ms | other CPU ms | GPU span ms |"
     );
     let _ = writeln!(md, "|---|---|---|---|---|---|---|---|");
     for r in &rows {

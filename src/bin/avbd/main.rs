@@ -98,7 +98,7 @@ pub(crate) fn gpu_report(w: &bevy_avbd::PhysicsWorld) -> serde_json::Value {
             json!("unsupported")
         },
         "host_ms": {
-            "adjacency": t.host.adjacency_ms,
+            "prepare": t.host.prepare_ms,
             "upload": t.host.upload_ms,
             "wait": t.host.wait_ms,
             "unpack": t.host.unpack_ms,
@@ -273,8 +273,8 @@ fn run(cli: Cli, out: &mut impl Write) -> std::io::Result<ExitCode> {
                     )?;
                     writeln!(
                         out,
-                        "gpu host ms  adjacency {:.3}   upload {:.3}   wait {:.3}   unpack {:.3} (last frame)",
-                        t.host.adjacency_ms, t.host.upload_ms, t.host.wait_ms, t.host.unpack_ms
+                        "gpu host ms  prepare {:.3}   upload {:.3}   wait {:.3}   unpack {:.3} (last frame)",
+                        t.host.prepare_ms, t.host.upload_ms, t.host.wait_ms, t.host.unpack_ms
                     )?;
                     if t.supported {
                         writeln!(
