@@ -1780,6 +1780,16 @@ impl GpuSolver {
         })
     }
 
+    /// The body → constraint adjacency the last step built on the device: `(offsets,
+    /// items)`, with lists for solved bodies only (read back on demand, for tests).
+    pub fn adjacency(&self) -> Result<(Vec<u32>, Vec<u32>), GpuError> {
+        let n = self.counts.0;
+        let offsets: Vec<u32> =
+            bytemuck::pod_collect_to_vec(&self.read(ADJ_OFFSETS, 0, (n as u64 + 1) * 4)?);
+        let items = self.read(ADJ_ITEMS, 0, offsets[n] as u64 * 4)?;
+        Ok((offsets, bytemuck::pod_collect_to_vec(&items)))
+    }
+
     /// Blocking copy of `len` bytes of buffer `slot` from `offset` (a temporary staging
     /// buffer; not part of the per-step path).
     fn read(&self, slot: usize, offset: u64, len: u64) -> Result<Vec<u8>, GpuError> {

@@ -225,6 +225,28 @@ impl PhysicsWorld {
             .map(|g| g.coloring().map_err(|e| PhysicsError::Gpu(e.to_string())))
     }
 
+    /// The body → constraint adjacency (CSR `offsets`, `items`) the GPU built in the last
+    /// step; `None` on the CPU backend.
+    pub fn gpu_adjacency(&self) -> Option<Result<(Vec<u32>, Vec<u32>), PhysicsError>> {
+        self.gpu
+            .as_ref()
+            .map(|g| g.adjacency().map_err(|e| PhysicsError::Gpu(e.to_string())))
+    }
+
+    /// The adjacency the CPU backend builds (`(offsets, items)`, every body) from the last
+    /// step's contacts and the joints unbroken now, e.g. to check the GPU's.
+    pub fn cpu_adjacency(&self) -> (Vec<u32>, Vec<u32>) {
+        let mut adj = crate::pipeline::coloring::Adjacency::default();
+        crate::pipeline::coloring::build_adjacency(
+            self.bodies.len(),
+            &self.solver.contacts,
+            &self.joints,
+            &mut adj,
+            &mut Vec::new(),
+        );
+        (adj.offsets, adj.items)
+    }
+
     /// Solver indices of the two bodies of every contact of the last step and every
     /// unbroken joint (`u32::MAX` for the world), e.g. to check a colouring.
     pub fn constraint_pairs(&self) -> Vec<(u32, u32)> {
