@@ -137,6 +137,10 @@ pub enum GpuError {
     Step(String),
 }
 
+/// An adjacency in CSR form: `(offsets, items)`, body i's items at
+/// `items[offsets[i]..offsets[i + 1]]`.
+pub type CsrLists = (Vec<u32>, Vec<u32>);
+
 /// GPU memory of the solver's buffers, from their sizes.
 ///
 /// `bytes_per_*` add up the record sizes of every buffer that grows with bodies, contacts or
@@ -1782,7 +1786,7 @@ impl GpuSolver {
 
     /// The body → constraint adjacency the last step built on the device: `(offsets,
     /// items)`, with lists for solved bodies only (read back on demand, for tests).
-    pub fn adjacency(&self) -> Result<(Vec<u32>, Vec<u32>), GpuError> {
+    pub fn adjacency(&self) -> Result<CsrLists, GpuError> {
         let n = self.counts.0;
         let offsets: Vec<u32> =
             bytemuck::pod_collect_to_vec(&self.read(ADJ_OFFSETS, 0, (n as u64 + 1) * 4)?);

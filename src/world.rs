@@ -227,7 +227,7 @@ impl PhysicsWorld {
 
     /// The body → constraint adjacency (CSR `offsets`, `items`) the GPU built in the last
     /// step; `None` on the CPU backend.
-    pub fn gpu_adjacency(&self) -> Option<Result<(Vec<u32>, Vec<u32>), PhysicsError>> {
+    pub fn gpu_adjacency(&self) -> Option<Result<crate::gpu::CsrLists, PhysicsError>> {
         self.gpu
             .as_ref()
             .map(|g| g.adjacency().map_err(|e| PhysicsError::Gpu(e.to_string())))
@@ -235,7 +235,7 @@ impl PhysicsWorld {
 
     /// The adjacency the CPU backend builds (`(offsets, items)`, every body) from the last
     /// step's contacts and the joints unbroken now, e.g. to check the GPU's.
-    pub fn cpu_adjacency(&self) -> (Vec<u32>, Vec<u32>) {
+    pub fn cpu_adjacency(&self) -> crate::gpu::CsrLists {
         let mut adj = crate::pipeline::coloring::Adjacency::default();
         crate::pipeline::coloring::build_adjacency(
             self.bodies.len(),
