@@ -49,6 +49,21 @@ fn sort_key(item: u32) -> u32 {
     return ((item & 1u) << 31u) | (item >> 1u);
 }
 
+// Inclusive prefix sum of `scan` over the workgroup (Hillis–Steele), after each lane
+// stored its value; every lane of the workgroup calls it.
+fn scan_workgroup(lane: u32) {
+    workgroupBarrier();
+    for (var d = 1u; d < SCAN_WG; d <<= 1u) {
+        var add = 0u;
+        if (lane >= d) {
+            add = scan[lane - d];
+        }
+        workgroupBarrier();
+        scan[lane] += add;
+        workgroupBarrier();
+    }
+}
+
 fn linear(gid: vec3<u32>, groups: vec3<u32>, size: u32) -> u32 {
     return gid.x + gid.y * groups.x * size;
 }
@@ -86,16 +101,7 @@ fn adj_scan_blocks(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgr
         c = atomicLoad(&cursor[i]);
     }
     scan[lid.x] = c;
-    workgroupBarrier();
-    for (var d = 1u; d < SCAN_WG; d <<= 1u) {
-        var add = 0u;
-        if (lid.x >= d) {
-            add = scan[lid.x - d];
-        }
-        workgroupBarrier();
-        scan[lid.x] += add;
-        workgroupBarrier();
-    }
+    scan_workgroup(lid.x);
     if (i < n) {
         adj_offsets[i + 1u] = scan[lid.x];
     }
@@ -118,16 +124,7 @@ fn adj_scan_top(@builtin(local_invocation_id) lid: vec3<u32>) {
         sum += atomicLoad(&cursor[n + b]);
     }
     scan[lid.x] = sum;
-    workgroupBarrier();
-    for (var d = 1u; d < SCAN_WG; d <<= 1u) {
-        var add = 0u;
-        if (lid.x >= d) {
-            add = scan[lid.x - d];
-        }
-        workgroupBarrier();
-        scan[lid.x] += add;
-        workgroupBarrier();
-    }
+    scan_workgroup(lid.x);
     var prefix = scan[lid.x] - sum;
     for (var b = lo; b < hi; b++) {
         let total = atomicLoad(&cursor[n + b]);

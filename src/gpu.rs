@@ -1527,16 +1527,8 @@ impl GpuSolver {
         if !self.belt.mapped {
             // The last step's submission has finished (its results were read back), so
             // the map completes at once.
-            let (tx, rx) = std::sync::mpsc::channel();
-            belt.map_async(wgpu::MapMode::Write, .., move |r| {
-                let _ = tx.send(r);
-            });
-            self.device
-                .poll(wgpu::PollType::wait_indefinitely())
-                .map_err(|e| GpuError::Step(e.to_string()))?;
-            rx.recv()
-                .map_err(|e| GpuError::Step(e.to_string()))?
-                .map_err(|e| GpuError::Step(e.to_string()))?;
+            self.map_blocking(belt.slice(..), wgpu::MapMode::Write)
+                .map_err(GpuError::Step)?;
         }
         let jobs: Vec<(u64, &[u8])> = parts
             .iter()
@@ -1794,6 +1786,20 @@ impl GpuSolver {
         Ok((offsets, bytemuck::pod_collect_to_vec(&items)))
     }
 
+    /// Maps `slice` and waits until the map completes (after the GPU work that uses it).
+    fn map_blocking(&self, slice: wgpu::BufferSlice, mode: wgpu::MapMode) -> Result<(), String> {
+        let (tx, rx) = std::sync::mpsc::channel();
+        slice.map_async(mode, move |r| {
+            let _ = tx.send(r);
+        });
+        self.device
+            .poll(wgpu::PollType::wait_indefinitely())
+            .map_err(|e| e.to_string())?;
+        rx.recv()
+            .map_err(|e| e.to_string())?
+            .map_err(|e| e.to_string())
+    }
+
     /// Blocking copy of `len` bytes of buffer `slot` from `offset` (a temporary staging
     /// buffer; not part of the per-step path).
     fn read(&self, slot: usize, offset: u64, len: u64) -> Result<Vec<u8>, GpuError> {
@@ -1814,16 +1820,8 @@ impl GpuSolver {
         encoder.copy_buffer_to_buffer(&self.buffers[slot].buffer, offset, &tmp.buffer, 0, len);
         self.queue.submit([encoder.finish()]);
         let slice = tmp.buffer.slice(..);
-        let (tx, rx) = std::sync::mpsc::channel();
-        slice.map_async(wgpu::MapMode::Read, move |r| {
-            let _ = tx.send(r);
-        });
-        self.device
-            .poll(wgpu::PollType::wait_indefinitely())
-            .map_err(|e| GpuError::Readback(e.to_string()))?;
-        rx.recv()
-            .map_err(|e| GpuError::Readback(e.to_string()))?
-            .map_err(|e| GpuError::Readback(e.to_string()))?;
+        self.map_blocking(slice, wgpu::MapMode::Read)
+            .map_err(GpuError::Readback)?;
         let out = slice
             .get_mapped_range()
             .map_err(|e| GpuError::Readback(format!("{e:?}")))?
