@@ -808,7 +808,8 @@ impl PhysicsWorld {
         // 4. momentum of isolated islands, on the CPU for both backends (its islands are a
         //    union–find)
         if cfg.conserve_momentum {
-            s.islands.project(&mut self.bodies, &s.adjacency);
+            s.islands
+                .project(&mut self.bodies, &s.adjacency, cfg.max_angular_speed);
         }
 
         // 5. fracture of overloaded joints, warm start of the next step's contacts

@@ -122,3 +122,25 @@ fn islands_on_the_ground_are_untouched() {
     };
     assert_eq!(poses(true), poses(false));
 }
+
+/// The angular speed cap (`max_angular_speed`, 100 rad/s) holds for a free body too: the
+/// momentum projection restores an isolated island's momentum from the start of the step,
+/// and used to give a body spun to 400 rad/s its 400 rad/s back after the cap.
+#[test]
+fn projection_keeps_the_angular_speed_cap() {
+    let mut w = PhysicsWorld::new(SolverConfig::default()).unwrap();
+    let spinner = w
+        .add_body(
+            BodyDesc::dynamic()
+                .at(Vec3::new(0.0, 10.0, 0.0))
+                .with_collider(Collider::cuboid(Vec3::new(0.5, 0.3, 0.2)).unwrap()),
+        )
+        .unwrap();
+    w.set_velocity(spinner, Vec3::ZERO, Vec3::new(0.0, 400.0, 0.0))
+        .unwrap();
+    for _ in 0..3 {
+        w.step().unwrap();
+        let speed = w.body(spinner).unwrap().angular_velocity.length();
+        assert!((speed - 100.0).abs() < 1e-3, "{speed} rad/s");
+    }
+}

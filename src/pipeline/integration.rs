@@ -209,7 +209,12 @@ impl IslandMomentum {
     /// The islands come from this step's constraint ends: every contact and every joint
     /// that was unbroken when the step began (a joint broken by this step's fracture still
     /// acted during it), read from a compact array rather than the constraint records.
-    pub(crate) fn project(&mut self, bodies: &mut BodySet, adjacency: &Adjacency) {
+    pub(crate) fn project(
+        &mut self,
+        bodies: &mut BodySet,
+        adjacency: &Adjacency,
+        max_angular_speed: f32,
+    ) {
         let n = bodies.len();
         self.forest.reset(n);
         self.anchored.clear();
@@ -294,9 +299,14 @@ impl IslandMomentum {
             let r = bodies.poses[i].p().as_dvec3() - s.com;
             let vel = &bodies.velocities[i];
             let v = vel.v().as_dvec3() + s.a + s.b.cross(r);
-            let w = vel.w().as_dvec3() + s.b;
-
-            bodies.velocities[i] = VelocityRecord::new(v.as_vec3(), w.as_vec3());
+            let mut w = (vel.w().as_dvec3() + s.b).as_vec3();
+            // The speed cap of `end_step` holds after the projection too: the targets come
+            // from the start state, which may spin faster than the cap.
+            let ws = w.length();
+            if ws > max_angular_speed {
+                w *= max_angular_speed / ws;
+            }
+            bodies.velocities[i] = VelocityRecord::new(v.as_vec3(), w);
         }
     }
 }
