@@ -731,8 +731,10 @@ impl PhysicsWorld {
     /// Starts a step: collision detection, the joints' warm start, and the solve on the
     /// chosen backend. On the GPU backend the solve is submitted to the device and this
     /// returns without waiting for it, so the caller's own work (game logic, rendering)
-    /// overlaps the GPU's; on the CPU backend the solve runs here. Until
-    /// [`Self::finish_step`], the world reads as it was before the step and refuses edits
+    /// overlaps the GPU's, and the world reads as it was before the step until
+    /// [`Self::finish_step`]; on the CPU backend the solve runs here and its poses are
+    /// already in place (the momentum projection and fracture wait for `finish_step`).
+    /// Either way, edits and another step are refused until then
     /// ([`PhysicsError::StepInFlight`]).
     pub fn begin_step(&mut self) -> Result<(), PhysicsError> {
         self.idle()?;
