@@ -1498,10 +1498,8 @@ impl GpuSolver {
         // Parts start on 256-byte boundaries (mapped ranges start on multiples of 8).
         let mut total = 0u64;
         for &(slot, data) in parts {
-            if !data.is_empty() {
-                self.belt.copies.push((slot, total, data.len() as u64));
-                total = (total + data.len() as u64).next_multiple_of(256);
-            }
+            self.belt.copies.push((slot, total, data.len() as u64));
+            total = (total + data.len() as u64).next_multiple_of(256);
         }
         let max = self.device.limits().max_buffer_size;
         if total == 0 || total > max {
@@ -1530,23 +1528,21 @@ impl GpuSolver {
             self.map_blocking(belt.slice(..), wgpu::MapMode::Write)
                 .map_err(GpuError::Step)?;
         }
-        let jobs: Vec<(u64, &[u8])> = parts
-            .iter()
-            .filter(|(_, data)| !data.is_empty())
-            .zip(&self.belt.copies)
-            .flat_map(|(&(_, data), &(_, offset, _))| {
+        parts
+            .par_iter()
+            .zip(self.belt.copies.par_iter())
+            .flat_map_iter(|(&(_, data), &(_, offset, _))| {
                 data.chunks(BELT_PIECE)
                     .enumerate()
                     .map(move |(i, src)| (offset + (i * BELT_PIECE) as u64, src))
             })
-            .collect();
-        jobs.into_par_iter().try_for_each(|(offset, src)| {
-            let mut view = belt
-                .get_mapped_range_mut(offset..offset + src.len() as u64)
-                .map_err(|e| GpuError::Step(format!("{e:?}")))?;
-            view.slice(..).copy_from_slice(src);
-            Ok::<(), GpuError>(())
-        })?;
+            .try_for_each(|(offset, src)| {
+                let mut view = belt
+                    .get_mapped_range_mut(offset..offset + src.len() as u64)
+                    .map_err(|e| GpuError::Step(format!("{e:?}")))?;
+                view.slice(..).copy_from_slice(src);
+                Ok::<(), GpuError>(())
+            })?;
         belt.unmap();
         self.belt.mapped = false;
         self.last_upload_bytes += parts.iter().map(|(_, d)| d.len() as u64).sum::<u64>();
@@ -1590,7 +1586,7 @@ impl GpuSolver {
                 label: Some("avbd step"),
             });
         if let Some(belt) = &self.belt.buffer {
-            for &(slot, offset, bytes) in &self.belt.copies {
+            for &(slot, offset, bytes) in self.belt.copies.iter().filter(|c| c.2 > 0) {
                 encoder.copy_buffer_to_buffer(belt, offset, &self.buffers[slot].buffer, 0, bytes);
             }
         }
