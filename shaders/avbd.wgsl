@@ -2,7 +2,8 @@
 // back of that colour's double buffer, and the dual updates of contacts and joints.
 //
 // Every formula mirrors the CPU backend (src/pipeline/primal.rs, dual.rs, src/contact.rs,
-// src/joint.rs); the records are the same bytemuck structs, uploaded unchanged.
+// src/joint.rs); the records are the same bytemuck structs (the contact records are
+// written on the device by contact_warm.wgsl, the others uploaded unchanged).
 
 // Which colour a primal dispatch solves (dynamic-offset slots written when the slot buffer
 // is created: slot c < 64 is colour c, slot 64 + k the k-th body of the serial group; the
@@ -16,7 +17,7 @@ struct Contact {
     body_a: u32,
     body_b: u32,
     flags: u32,
-    pad: u32,
+    prev: u32,          // index in the previous step (contact_warm.wgsl)
     normal: vec4<f32>,  // xyz normal A→B, w static μ
     tangent: vec4<f32>, // xyz tangent, w dynamic μ
     arm_a: vec4<f32>,
@@ -69,11 +70,6 @@ struct JointState {
 @group(0) @binding(17) var<storage, read_write> contacts5: array<Contact>;
 @group(0) @binding(18) var<storage, read_write> contacts6: array<Contact>;
 @group(0) @binding(19) var<storage, read_write> contacts7: array<Contact>;
-// What the CPU reads back of each contact (the fields a dual update changes): k, then
-// (λ_t, λ_b, λ_n, flags), as raw bits; a quarter of the 128-byte record, so two bindings
-// hold the duals of the 8 contact chunks (the first 4 << contact_shift contacts, the rest).
-@group(0) @binding(20) var<storage, read_write> contact_duals: array<vec4<u32>>;
-@group(0) @binding(21) var<storage, read_write> contact_duals1: array<vec4<u32>>;
 @group(1) @binding(0) var<uniform> color: ColorSlot;
 
 fn load_contact(i: u32) -> Contact {
@@ -117,14 +113,6 @@ const K_REVOLUTE: u32 = 2u;
 const K_PRISMATIC: u32 = 3u;
 const K_DISTANCE: u32 = 4u;
 const K_ROPE: u32 = 5u;
-
-// glam's any_orthonormal_vector (Pixar ONB), with copysign semantics for the sign.
-fn tangent_of(n: vec3<f32>) -> vec3<f32> {
-    let sign = select(1.0, -1.0, (bitcast<u32>(n.z) >> 31u) == 1u);
-    let a = -1.0 / (sign + n.z);
-    let b = n.x * n.y * a;
-    return vec3<f32>(b, sign + n.y * n.y * a, -n.y);
-}
 
 // ------------------------------------------------------------------ 6×6 system
 
@@ -787,25 +775,4 @@ fn dual_joints(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workg
         }
     }
     joint_states[ji] = st;
-}
-
-// Packs the multipliers, penalties and flags of every contact for the readback.
-@compute @workgroup_size(64)
-fn pack_contact_duals(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    let ci = gid.x + gid.y * nwg.x * 64u;
-    if (ci >= params.n_contacts) {
-        return;
-    }
-    let c = load_contact(ci);
-    let k = bitcast<vec4<u32>>(c.k);
-    let lambda_flags = vec4<u32>(bitcast<vec3<u32>>(c.lambda.xyz), c.flags);
-    let per_binding = 1u << min(params.contact_shift + 2u, 31u);
-    if (ci < per_binding) {
-        contact_duals[2u * ci] = k;
-        contact_duals[2u * ci + 1u] = lambda_flags;
-    } else {
-        let j = ci - per_binding;
-        contact_duals1[2u * j] = k;
-        contact_duals1[2u * j + 1u] = lambda_flags;
-    }
 }

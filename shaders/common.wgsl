@@ -17,9 +17,14 @@ struct Params {
     contact_shift: u32, // contacts per chunk = 1 << contact_shift
     max_groups: u32,
     max_angular_speed: f32,
-    pad0: f32,
-    pad1: f32,
-    pad2: f32,
+    // The contacts' warm start (SolverConfig's fields of the same names).
+    gamma: f32,
+    k_start: f32,
+    new_row_mass_ratio: f32,
+    floor_mass_ratio: f32,
+    contact_error_scale: f32,
+    n_prev_contacts: u32, // contacts of the previous step (the carried state's length)
+    pad0: u32,
     gravity: vec4<f32>,
 };
 
@@ -31,8 +36,8 @@ struct Pose {
 struct Mass {
     mass: f32,
     inv_mass: f32,
-    pad0: f32,
-    pad1: f32,
+    // Static and dynamic friction of the body's collider.
+    friction: vec2<f32>,
     inertia: vec4<f32>,
     frame: vec4<f32>,
 };
@@ -90,4 +95,12 @@ fn world_inertia(m: Mass, q: vec4<f32>) -> mat3x3<f32> {
     let r = mat3_from_quat(qmul(q, m.frame));
     let d = mat3x3<f32>(vec3<f32>(m.inertia.x, 0.0, 0.0), vec3<f32>(0.0, m.inertia.y, 0.0), vec3<f32>(0.0, 0.0, m.inertia.z));
     return r * d * transpose(r);
+}
+
+// glam's any_orthonormal_vector (Pixar ONB), with copysign semantics for the sign.
+fn tangent_of(n: vec3<f32>) -> vec3<f32> {
+    let sign = select(1.0, -1.0, (bitcast<u32>(n.z) >> 31u) == 1u);
+    let a = -1.0 / (sign + n.z);
+    let b = n.x * n.y * a;
+    return vec3<f32>(b, sign + n.y * n.y * a, -n.y);
 }

@@ -152,7 +152,7 @@ impl BodyDesc {
         Ok(MassRecord {
             inv_mass: 1.0 / mass,
             mass,
-            _pad: [0.0; 2],
+            friction: [0.0; 2],
             inertia: inertia.extend(0.0).to_array(),
             inertia_frame: frame.to_array(),
         })
@@ -216,7 +216,9 @@ impl VelocityRecord {
 pub struct MassRecord {
     pub mass: f32,
     pub inv_mass: f32,
-    pub _pad: [f32; 2],
+    /// Static and dynamic friction coefficients of the body's collider (0 without one):
+    /// a contact uses the geometric means of its two bodies'.
+    pub friction: [f32; 2],
     /// Principal moments of inertia (xyz), kg·m².
     pub inertia: [f32; 4],
     /// Rotation from the principal frame to the body frame.
@@ -228,7 +230,7 @@ impl MassRecord {
         Self {
             mass: 0.0,
             inv_mass: 0.0,
-            _pad: [0.0; 2],
+            friction: [0.0; 2],
             inertia: [0.0; 4],
             inertia_frame: Quat::IDENTITY.to_array(),
         }

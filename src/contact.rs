@@ -6,6 +6,9 @@ use glam::Vec3;
 
 use crate::math::{Vec6, vec6};
 
+/// `ContactPoint::prev` of a point that was not in the previous step's contacts.
+pub const NEW_POINT: u32 = u32::MAX;
+
 /// Flags in `ContactRecord::flags`.
 pub mod flags {
     /// Static friction held at the end of the previous step (μ = μ_s, anchors kept).
@@ -25,7 +28,8 @@ pub struct ContactRecord {
     pub body_a: u32,
     pub body_b: u32,
     pub flags: u32,
-    pub _pad: u32,
+    /// This point's index in the previous step's records ([`NEW_POINT`] if it is new).
+    pub prev: u32,
     /// World normal from A to B (xyz), static friction μ_s (w).
     pub normal: [f32; 4],
     /// World tangent (xyz), dynamic friction μ_d (w).
@@ -40,6 +44,62 @@ pub struct ContactRecord {
     pub k: [f32; 4],
     /// Multiplier λ for rows t, b, n.
     pub lambda: [f32; 4],
+}
+
+/// One contact point as collision detection finds it: the geometry of this step and where
+/// the point was in the previous step. This is what goes up to the GPU each step (64 of
+/// the record's 128 bytes); the warm start ([`crate::pipeline::warm_start`] on the CPU,
+/// `shaders/contact_warm.wgsl` on the GPU) turns it into a [`ContactRecord`] with the
+/// multipliers, penalties and sticking anchors the point carried from that step.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Pod, Zeroable)]
+pub struct ContactPoint {
+    pub body_a: u32,
+    pub body_b: u32,
+    /// Index of this point's record in the previous step ([`NEW_POINT`] if it is new).
+    pub prev: u32,
+    /// Regularised start error of the normal row (Eq. 18 applied to the signed distance).
+    pub c0_n: f32,
+    /// World normal from A to B (xyz); w: regularised start error of the tangent row for
+    /// anchors at this step's contact points (a point that slides).
+    pub normal: [f32; 4],
+    /// Lever arm of the contact point on A (xyz, world, from A's centre of mass); w: the
+    /// bitangent row's start error, like `normal`'s w.
+    pub arm_a: [f32; 4],
+    /// Lever arm on B (xyz); w unused.
+    pub arm_b: [f32; 4],
+}
+
+/// What a contact point carries to the next step, by record index: the solved penalties
+/// (`k[3]` is the load-aware floor share, not carried), multipliers and flags of its record,
+/// and its anchors in the bodies' frames (kept while the contact sticks).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Pod, Zeroable)]
+pub struct ContactWarm {
+    pub k: [f32; 4],
+    pub lambda: [f32; 3],
+    pub flags: u32,
+    pub anchor_a: [f32; 4],
+    pub anchor_b: [f32; 4],
+}
+
+/// The two bodies of a contact (either record form), for the constraint graph.
+pub trait ContactEnds {
+    fn ends(&self) -> (u32, u32);
+}
+
+impl ContactEnds for ContactRecord {
+    #[inline]
+    fn ends(&self) -> (u32, u32) {
+        (self.body_a, self.body_b)
+    }
+}
+
+impl ContactEnds for ContactPoint {
+    #[inline]
+    fn ends(&self) -> (u32, u32) {
+        (self.body_a, self.body_b)
+    }
 }
 
 /// Forces of one contact after bounds, and the stiffness to use in the Hessian.

@@ -2,22 +2,26 @@
 //! initial guess, per-step body colouring, the iteration loop (primal sweeps per colour
 //! with their double-buffer copy-back, dual updates of contacts and joints), velocities and
 //! poses — recorded in one command submission, on the same records the CPU backend uses
-//! (`shaders/common.wgsl` prepended to `integration.wgsl`, `coloring.wgsl`, `avbd.wgsl`).
+//! (`shaders/common.wgsl` prepended to `integration.wgsl`, `contact_warm.wgsl`,
+//! `adjacency.wgsl`, `coloring.wgsl`, `avbd.wgsl`).
 //!
 //! # One step on the GPU backend
 //!
-//! 1. CPU: collision detection (parry3d) and joint warm start (the same code as the CPU
-//!    backend).
+//! 1. CPU: collision detection (parry3d): this step's contact points (64 bytes each:
+//!    bodies, normal, lever arms, start errors) and each point's index in the previous
+//!    step's records; joint warm start (the same code as the CPU backend).
 //! 2. Upload. The body state (poses, velocities, last velocities, external forces, masses,
 //!    flags) is resident on the device: it goes up by difference, only the 1 KiB chunks
 //!    whose bytes differ from what the device holds ([`GpuSolver::body_upload_bytes`];
 //!    zero in a step after which the CPU changed no body). What changes every step goes up
-//!    whole: the contacts parry3d found (warm-started on the CPU) and the joint row
-//!    states, written in parallel into a persistent mapped staging buffer (the upload
+//!    whole: the contact points and the joint row states, written in parallel into a persistent mapped staging buffer (the upload
 //!    belt) and copied into place at the start of the step's command buffer. Buffers grow
 //!    by doubling, so a steady scene never reallocates ([`GpuSolver::reallocations`]).
 //! 3. One submission: `begin_bodies` (inertial targets and the adaptive initial guess,
-//!    `integration::begin_step`); the body → constraint adjacency (`adjacency.wgsl`:
+//!    `integration::begin_step`); `warm_start_contacts` (`contact_warm.wgsl`, the formulas
+//!    of `pipeline::warm_start`: each point becomes a 128-byte contact record carrying the
+//!    λ, k, stick flag and anchors its previous record left, read by index from the
+//!    resident carried state); the body → constraint adjacency (`adjacency.wgsl`:
 //!    counts, a prefix sum, an atomic fill, and a sort of each body's list into the CPU's
 //!    order, so that it is the list [`crate::pipeline::coloring::build_adjacency`] builds);
 //!    Jones–Plassmann–Luby colouring (`coloring.wgsl`: fixed
@@ -26,18 +30,20 @@
 //!    arguments); `iterations` × (primal per colour through indirect dispatches, the serial
 //!    group one body per dispatch, dual of contacts, dual of joints); `end_bodies`
 //!    (velocities, poses, the non-finite guard and the angular speed cap of
-//!    `integration::end_step`) and the packing of each contact's multipliers, penalties
-//!    and flags (32 of its 128 bytes); then a copy of the results into a staging buffer. The
+//!    `integration::end_step`) and `store_contact_warm` (what each contact carries to the
+//!    next step, into the other of two alternating carried-state buffers: it never leaves
+//!    the device); then a copy of the results into a staging buffer. The
 //!    number of colour and serial dispatches recorded per sweep is a capacity that only
 //!    grows: a step whose colouring needs more is run again from the CPU's copy of its
 //!    start state with more (the results are identical to a run with enough capacity, so
 //!    determinism holds). Colours beyond the ones used are empty indirect dispatches.
 //! 4. Readback: [`GpuSolver::submit`] requests the map of one of two `MAP_READ` staging
 //!    buffers, used alternately, and returns; [`GpuSolver::finish`] waits for it and copies
-//!    out the poses, velocities, non-finite flags, the packed contact multipliers, joint
-//!    states and the colouring summary. The CPU then restores the momentum of isolated
-//!    islands (a union–find, `integration::IslandMomentum`; the bodies it corrects go up
-//!    by difference next step), runs fracture and stores the contacts' warm start.
+//!    out the poses, velocities, non-finite flags, joint states and the colouring summary
+//!    (nothing per contact: the records stay on the device, [`GpuSolver::contacts`] reads
+//!    them on demand). The CPU then restores the momentum of isolated islands (a
+//!    union–find, `integration::IslandMomentum`; the bodies it corrects go up by
+//!    difference next step) and runs fracture.
 //!
 //! # Latency
 //!
@@ -69,7 +75,7 @@ use rayon::prelude::*;
 use crate::body::BodyKind;
 use crate::body::{MassRecord, PoseRecord, VelocityRecord};
 use crate::config::SolverConfig;
-use crate::contact::ContactRecord;
+use crate::contact::{ContactPoint, ContactRecord, ContactWarm};
 use crate::joint::{JointRecord, JointRowState};
 use crate::pipeline::{InertialRecord, IterateRecord, SolverData};
 use crate::world::{BodySet, JointSet, StepReport};
@@ -78,6 +84,11 @@ use crate::world::{BodySet, JointSet, StepReport};
 pub const SHADER: &str = concat!(
     include_str!("../shaders/common.wgsl"),
     include_str!("../shaders/avbd.wgsl")
+);
+/// The WGSL source of the contacts' warm start.
+pub const CONTACT_WARM_SHADER: &str = concat!(
+    include_str!("../shaders/common.wgsl"),
+    include_str!("../shaders/contact_warm.wgsl")
 );
 /// The WGSL source of the colouring kernels.
 pub const COLORING_SHADER: &str = concat!(
@@ -227,7 +238,14 @@ struct Params {
     /// Largest workgroup count per grid dimension (the primal sweep's 2-D grid).
     max_groups: u32,
     max_angular_speed: f32,
-    pad: [f32; 3],
+    gamma: f32,
+    k_start: f32,
+    new_row_mass_ratio: f32,
+    floor_mass_ratio: f32,
+    contact_error_scale: f32,
+    /// Contacts of the last step (the length of the carried state the warm start reads).
+    n_prev_contacts: u32,
+    pad: u32,
     gravity: [f32; 4],
 }
 
@@ -274,12 +292,13 @@ const VELOCITIES: usize = 23;
 const PREV_VELOCITIES: usize = 24;
 const FORCES: usize = 25;
 const STATUS: usize = 26;
-/// The packed duals of contacts `0..4 << contact_shift`, and of the rest.
-const CONTACT_DUALS: usize = 27;
-const CONTACT_DUALS1: usize = 28;
-/// Bytes read back per contact: k (4 × f32), λ (3 × f32) and the flags.
-const CONTACT_DUAL_BYTES: usize = 32;
-const NAMES: [&str; 29] = [
+/// 64-byte per-contact buffers are split in up to this many bindings of `2 << contact_shift`
+/// records: the contact points (uploaded every step), and the two buffers of what the
+/// contacts carry from step to step (one read, one written, alternating).
+const HALF_CHUNKS: usize = 4;
+const POINTS: usize = 27;
+const CARRIED: [usize; 2] = [POINTS + HALF_CHUNKS, POINTS + 2 * HALF_CHUNKS];
+const NAMES: [&str; 39] = [
     "poses",
     "masses",
     "iterate",
@@ -307,11 +326,21 @@ const NAMES: [&str; 29] = [
     "prev_velocities",
     "forces",
     "status",
-    "contact_duals",
-    "contact_duals1",
+    "points0",
+    "points1",
+    "points2",
+    "points3",
+    "carried_a0",
+    "carried_a1",
+    "carried_a2",
+    "carried_a3",
+    "carried_b0",
+    "carried_b1",
+    "carried_b2",
+    "carried_b3",
 ];
 /// Bindings 1.. of the solver's group 0 (`avbd.wgsl`): (buffer, read-only).
-const SOLVER_BINDINGS: [(usize, bool); 21] = [
+const SOLVER_BINDINGS: [(usize, bool); 19] = [
     (POSES, true),
     (MASSES, true),
     (ITERATE, false),
@@ -331,8 +360,6 @@ const SOLVER_BINDINGS: [(usize, bool); 21] = [
     (contact_chunk(5), false),
     (contact_chunk(6), false),
     (contact_chunk(7), false),
-    (CONTACT_DUALS, false),
-    (CONTACT_DUALS1, false),
 ];
 /// Bindings 1.. of the colouring's group 0 (`coloring.wgsl`).
 const COLORING_BINDINGS: [(usize, bool); 17] = [
@@ -366,6 +393,35 @@ const INTEGRATION_BINDINGS: [(usize, bool); 9] = [
     (ITERATE, false),
     (INERTIAL, false),
 ];
+/// Bindings 1.. of the contacts' warm start (`contact_warm.wgsl`) reading the carried
+/// state from `CARRIED[side]` and writing it to the other.
+const fn warm_bindings(side: usize) -> [(usize, bool); 22] {
+    let (prev, next) = (CARRIED[side], CARRIED[1 - side]);
+    [
+        (POSES, true),
+        (MASSES, true),
+        (POINTS, true),
+        (POINTS + 1, true),
+        (POINTS + 2, true),
+        (POINTS + 3, true),
+        (contact_chunk(0), false),
+        (contact_chunk(1), false),
+        (contact_chunk(2), false),
+        (contact_chunk(3), false),
+        (contact_chunk(4), false),
+        (contact_chunk(5), false),
+        (contact_chunk(6), false),
+        (contact_chunk(7), false),
+        (prev, true),
+        (prev + 1, true),
+        (prev + 2, true),
+        (prev + 3, true),
+        (next, false),
+        (next + 1, false),
+        (next + 2, false),
+        (next + 3, false),
+    ]
+}
 /// Buffers uploaded by difference: only the chunks whose bytes differ from what the device
 /// holds go up (the CPU's copy of what the device holds is `GpuSolver::shadow`).
 const TRACKED: [usize; 7] = [
@@ -425,7 +481,8 @@ struct Pipelines {
     copy_back: wgpu::ComputePipeline,
     dual_contacts: wgpu::ComputePipeline,
     dual_joints: wgpu::ComputePipeline,
-    pack_contact_duals: wgpu::ComputePipeline,
+    warm_start_contacts: wgpu::ComputePipeline,
+    store_contact_warm: wgpu::ComputePipeline,
     adj_clear: wgpu::ComputePipeline,
     adj_count: wgpu::ComputePipeline,
     adj_scan_blocks: wgpu::ComputePipeline,
@@ -454,9 +511,9 @@ struct StepShape {
     n: usize,
     n_contacts: usize,
     n_joints: usize,
-    /// Bytes of the poses, velocities (and previous velocities), status, contacts and joint
-    /// states read back.
-    lens: [usize; 5],
+    /// Bytes of the poses, velocities (and previous velocities), status and joint states
+    /// read back.
+    lens: [usize; 4],
 }
 
 /// A step submitted and not yet read back.
@@ -492,6 +549,7 @@ pub struct GpuSolver {
     solver_layout: wgpu::BindGroupLayout,
     coloring_layout: wgpu::BindGroupLayout,
     integration_layout: wgpu::BindGroupLayout,
+    warm_layout: wgpu::BindGroupLayout,
     params: wgpu::Buffer,
     /// Dynamic-offset slots: colour c < 64, then serial-group position k at 64 + k.
     slots: wgpu::Buffer,
@@ -508,6 +566,10 @@ pub struct GpuSolver {
     solver_group: Option<wgpu::BindGroup>,
     coloring_group: Option<wgpu::BindGroup>,
     integration_group: Option<wgpu::BindGroup>,
+    /// The warm start's group reading `CARRIED[side]`, for each side.
+    warm_groups: Option<[wgpu::BindGroup; 2]>,
+    /// Which of `CARRIED` holds what the last step's contacts carry.
+    carried_side: usize,
     slot_group: wgpu::BindGroup,
     flags: Vec<u32>,
     last_colors: u32,
@@ -592,7 +654,10 @@ impl GpuSolver {
         .map_err(|_| GpuError::NoAdapter)?;
         let info = adapter.get_info();
         let limits = adapter.limits();
-        let need = SOLVER_BINDINGS.len().max(COLORING_BINDINGS.len());
+        let need = SOLVER_BINDINGS
+            .len()
+            .max(COLORING_BINDINGS.len())
+            .max(warm_bindings(0).len());
         if (limits.max_storage_buffers_per_shader_stage as usize) < need {
             return Err(GpuError::Unsupported {
                 adapter: info.name.clone(),
@@ -638,6 +703,10 @@ impl GpuSolver {
             label: Some("adjacency.wgsl"),
             source: wgpu::ShaderSource::Wgsl(ADJACENCY_SHADER.into()),
         });
+        let warm_module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
+            label: Some("contact_warm.wgsl"),
+            source: wgpu::ShaderSource::Wgsl(CONTACT_WARM_SHADER.into()),
+        });
         let layout_of = |label: &str, bindings: &[(usize, bool)]| {
             let mut entries = vec![uniform_entry(0, false, params_size())];
             for (i, (_, read_only)) in bindings.iter().enumerate() {
@@ -651,6 +720,7 @@ impl GpuSolver {
         let solver_layout = layout_of("avbd solver", &SOLVER_BINDINGS);
         let coloring_layout = layout_of("avbd colouring", &COLORING_BINDINGS);
         let integration_layout = layout_of("avbd integration", &INTEGRATION_BINDINGS);
+        let warm_layout = layout_of("avbd contact warm start", &warm_bindings(0));
         let slot_layout = device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
             label: Some("avbd colour slot"),
             entries: &[uniform_entry(0, true, 8)],
@@ -673,6 +743,11 @@ impl GpuSolver {
                 bind_group_layouts: &[Some(&integration_layout)],
                 immediate_size: 0,
             });
+        let warm_pipeline_layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
+            label: Some("avbd contact warm start"),
+            bind_group_layouts: &[Some(&warm_layout)],
+            immediate_size: 0,
+        });
         let pipeline = |layout: &wgpu::PipelineLayout, module: &wgpu::ShaderModule, entry: &str| {
             device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
                 label: Some(entry),
@@ -687,13 +762,15 @@ impl GpuSolver {
         let color = |entry| pipeline(&coloring_pipeline_layout, &coloring_module, entry);
         let adjacency = |entry| pipeline(&coloring_pipeline_layout, &adjacency_module, entry);
         let integrate = |entry| pipeline(&integration_pipeline_layout, &integration_module, entry);
+        let warm = |entry| pipeline(&warm_pipeline_layout, &warm_module, entry);
         let pipelines = Pipelines {
             primal: solve("primal"),
             primal_serial: solve("primal_serial"),
             copy_back: solve("copy_back"),
             dual_contacts: solve("dual_contacts"),
             dual_joints: solve("dual_joints"),
-            pack_contact_duals: solve("pack_contact_duals"),
+            warm_start_contacts: warm("warm_start_contacts"),
+            store_contact_warm: warm("store_contact_warm"),
             adj_clear: adjacency("adj_clear"),
             adj_count: adjacency("adj_count"),
             adj_scan_blocks: adjacency("adj_scan_blocks"),
@@ -766,6 +843,7 @@ impl GpuSolver {
             solver_layout,
             coloring_layout,
             integration_layout,
+            warm_layout,
             params,
             slots,
             slot_layout,
@@ -780,6 +858,8 @@ impl GpuSolver {
             solver_group: None,
             coloring_group: None,
             integration_group: None,
+            warm_groups: None,
+            carried_side: 0,
             slot_group,
             flags: Vec::new(),
             last_colors: 0,
@@ -875,10 +955,11 @@ impl GpuSolver {
             + 4 // non-finite status
             + 4 // colour of body
             + 2 * (pose + 2 * velocity + 4); // two readback staging buffers
-        // Record (on the device and in the upload belt), two adjacency items, the packed
-        // multipliers and their two readback staging copies.
-        let dual = CONTACT_DUAL_BYTES as u64;
-        let bytes_per_contact = 2 * contact + 2 * 4 + dual + 2 * dual;
+        // The record (written on the device), the point (on the device and in the upload
+        // belt), two adjacency items and the two buffers of carried state.
+        let point = sz(std::mem::size_of::<ContactPoint>());
+        let carried = sz(std::mem::size_of::<ContactWarm>());
+        let bytes_per_contact = contact + 2 * point + 2 * 4 + 2 * carried;
         let bytes_per_joint =
             sz(std::mem::size_of::<JointRecord>()) + 2 * state + 2 * 4 + 2 * state;
         let mut fixed_bytes = params_size() + self.slots.size();
@@ -957,11 +1038,6 @@ impl GpuSolver {
         }
     }
 
-    /// Contacts whose packed duals the first dual binding holds (`pack_contact_duals`).
-    fn duals_per_binding(&self) -> usize {
-        1usize << (self.contact_shift + 2).min(31)
-    }
-
     /// Makes sure buffer `slot` holds `bytes`; grows it (doubling) if needed.
     fn ensure(&mut self, slot: usize, bytes: u64) -> bool {
         let need = bytes.max(256).next_multiple_of(256);
@@ -1005,6 +1081,13 @@ impl GpuSolver {
             &INTEGRATION_BINDINGS,
             "avbd integration",
         ));
+        self.warm_groups = Some([0, 1].map(|side| {
+            group(
+                &self.warm_layout,
+                &warm_bindings(side),
+                "avbd contact warm start",
+            )
+        }));
     }
 
     /// Writes `data` into buffer `slot`. Tracked buffers get only the runs of
@@ -1142,7 +1225,7 @@ impl GpuSolver {
         let mut host = GpuHostTimes::default();
         // The adjacency is built on the device (`adjacency.wgsl`); the CPU only gathers the
         // constraint ends, for the momentum projection's islands.
-        crate::pipeline::coloring::gather_ends(&s.contacts, joints, &mut s.adjacency);
+        crate::pipeline::coloring::gather_ends(&s.points, joints, &mut s.adjacency);
         let mut flags = std::mem::take(&mut self.flags);
         flags.clear();
         flags.extend((0..n).map(|i| {
@@ -1158,11 +1241,11 @@ impl GpuSolver {
 
         let iterations = cfg.iterations;
         let it_len = n * std::mem::size_of::<IterateRecord>();
-        let (pose_len, vel_len, status_len, ct_len, js_len) = (
+        let n_contacts = s.points.len();
+        let (pose_len, vel_len, status_len, js_len) = (
             std::mem::size_of_val(bodies.poses.as_slice()),
             std::mem::size_of_val(bodies.velocities.as_slice()),
             n * 4,
-            s.contacts.len() * CONTACT_DUAL_BYTES,
             std::mem::size_of_val(joints.states.as_slice()),
         );
         let mut grown = false;
@@ -1176,7 +1259,7 @@ impl GpuSolver {
             (JOINT_STATES, js_len),
             (ADJ_OFFSETS, (n + 1) * 4),
             // At most two items per constraint (a list for each solved body).
-            (ADJ_ITEMS, 2 * (s.contacts.len() + joints.records.len()) * 4),
+            (ADJ_ITEMS, 2 * (n_contacts + joints.records.len()) * 4),
             (COLOR_BODIES, 2 * n * 4),
             (SCRATCH, it_len),
             (BODY_FLAGS, n * 4),
@@ -1186,15 +1269,22 @@ impl GpuSolver {
             (FORCES, std::mem::size_of_val(bodies.forces.as_slice())),
             (STATUS, status_len),
         ];
-        let records_len = std::mem::size_of_val(s.contacts.as_slice());
+        let records_len = n_contacts * std::mem::size_of::<ContactRecord>();
         for j in 0..CONTACT_CHUNKS {
             let bytes = records_len.saturating_sub(j * chunk_bytes).min(chunk_bytes);
             sizes.push((contact_chunk(j), bytes));
         }
-        let duals_split = self.duals_per_binding() * CONTACT_DUAL_BYTES;
-        sizes.push((CONTACT_DUALS, ct_len.min(duals_split)));
-        sizes.push((CONTACT_DUALS1, ct_len.saturating_sub(duals_split)));
-        self.check_limits(&sizes, n, s.contacts.len())?;
+        // 64-byte records: twice as many per binding (2 << contact_shift), so a binding
+        // holds the bytes of one record chunk. The carried state the last step wrote is
+        // read by this one and keeps its buffers; the other side is written.
+        let half_len = n_contacts * std::mem::size_of::<ContactPoint>();
+        let next = CARRIED[1 - self.carried_side];
+        for j in 0..HALF_CHUNKS {
+            let bytes = half_len.saturating_sub(j * chunk_bytes).min(chunk_bytes);
+            sizes.push((POINTS + j, bytes));
+            sizes.push((next + j, bytes));
+        }
+        self.check_limits(&sizes, n, n_contacts)?;
         let scopes = self.push_error_scopes();
         for &(slot, bytes) in &sizes {
             grown |= self.ensure(slot, bytes as u64);
@@ -1213,9 +1303,9 @@ impl GpuSolver {
             palette,
             timed,
             n,
-            n_contacts: s.contacts.len(),
+            n_contacts,
             n_joints: joints.records.len(),
-            lens: [pose_len, vel_len, status_len, ct_len, js_len],
+            lens: [pose_len, vel_len, status_len, js_len],
         };
         self.launch(cfg, bodies, joints, s, shape, host)
     }
@@ -1287,7 +1377,7 @@ impl GpuSolver {
                 mapped,
                 mut host,
             } = flight;
-            let [pose_len, vel_len, status_len, ct_len, js_len] = shape.lens;
+            let [pose_len, vel_len, status_len, js_len] = shape.lens;
             let iterations = shape.iterations;
             let t_wait = std::time::Instant::now();
             let staging = self.staging[k].buffer.clone();
@@ -1311,7 +1401,6 @@ impl GpuSolver {
                 let (velocities, rest) = rest.split_at(vel_len);
                 let (prev, rest) = rest.split_at(vel_len);
                 let (status, rest) = rest.split_at(status_len);
-                let (b, rest) = rest.split_at(ct_len);
                 let (c, rest) = rest.split_at(js_len);
                 let (r, rest) = rest.split_at(RANGES_BYTES as usize);
                 let r: Vec<u32> = bytemuck::pod_collect_to_vec(r);
@@ -1344,17 +1433,6 @@ impl GpuSolver {
                         bodies.frozen[i] = true;
                         report.frozen.push(bodies.handles[i]);
                     }
-                    // Only the fields the dual updates change come back.
-                    s.contacts
-                        .par_iter_mut()
-                        .zip(b.par_chunks_exact(CONTACT_DUAL_BYTES))
-                        .with_min_len(4096)
-                        .for_each(|(c, d)| {
-                            let d: [u32; 8] = bytemuck::pod_read_unaligned(d);
-                            c.k = bytemuck::cast([d[0], d[1], d[2], d[3]]);
-                            c.lambda[..3].copy_from_slice(bytemuck::cast_slice(&d[4..7]));
-                            c.flags = d[7];
-                        });
                     joints.states.copy_from_slice(bytemuck::cast_slice(c));
                     self.last_serial = serial;
                     self.last_colors = colors;
@@ -1373,6 +1451,8 @@ impl GpuSolver {
             host.unpack_ms += elapsed_ms(t_unpack);
             if !rerun {
                 self.counts = (shape.n, shape.n_contacts, shape.n_joints);
+                // What this step's contacts carry is now the state the next step reads.
+                self.carried_side = 1 - self.carried_side;
                 self.last_timings.host = host;
                 return Ok(());
             }
@@ -1455,12 +1535,13 @@ impl GpuSolver {
         self.upload(FORCES, bytemuck::cast_slice(&bodies.forces));
         self.upload(MASSES, bytemuck::cast_slice(&bodies.masses));
         self.upload(JOINTS, bytemuck::cast_slice(&joints.records));
-        let per_chunk = 1usize << self.contact_shift;
+        // The contact points go up whole (the device warm-starts them into records).
+        let per_chunk = 2usize << self.contact_shift;
         let mut whole: Vec<(usize, &[u8])> = s
-            .contacts
+            .points
             .chunks(per_chunk)
             .enumerate()
-            .map(|(j, chunk)| (contact_chunk(j), bytemuck::cast_slice(chunk)))
+            .map(|(j, chunk)| (POINTS + j, bytemuck::cast_slice(chunk)))
             .collect();
         whole.push((JOINT_STATES, bytemuck::cast_slice(&joints.states)));
         self.upload_whole(&whole)?;
@@ -1474,14 +1555,20 @@ impl GpuSolver {
             beta_angular: cfg.beta_angular,
             k_max: cfg.k_max,
             lambda_max: cfg.lambda_max,
-            n_contacts: s.contacts.len() as u32,
+            n_contacts: s.points.len() as u32,
             n_joints: joints.records.len() as u32,
             n_bodies: n as u32,
             palette,
             contact_shift: self.contact_shift,
             max_groups: self.max_groups,
             max_angular_speed: cfg.max_angular_speed,
-            pad: [0.0; 3],
+            gamma: cfg.gamma,
+            k_start: cfg.k_start,
+            new_row_mass_ratio: cfg.new_row_mass_ratio,
+            floor_mass_ratio: cfg.floor_mass_ratio,
+            contact_error_scale: cfg.contact_error_scale,
+            n_prev_contacts: self.counts.1 as u32,
+            pad: 0,
             gravity: cfg.gravity.extend(0.0).to_array(),
         };
         self.queue
@@ -1561,11 +1648,11 @@ impl GpuSolver {
             n,
             n_contacts,
             n_joints,
-            lens: [pose_len, vel_len, status_len, ct_len, js_len],
+            lens: [pose_len, vel_len, status_len, js_len],
         } = shape;
         let passes = 3 + 2 * iterations;
         let ts_bytes = if timed { 2 * passes as u64 * 8 } else { 0 };
-        let ranges_at = (pose_len + 2 * vel_len + status_len + ct_len + js_len) as u64;
+        let ranges_at = (pose_len + 2 * vel_len + status_len + js_len) as u64;
         let read_bytes = ranges_at + RANGES_BYTES + ts_bytes;
         let k = (self.frame % 2) as usize;
         self.frame += 1;
@@ -1604,6 +1691,9 @@ impl GpuSolver {
         };
         let p = &self.pipelines;
         let all = groups(n).max(1);
+        let warm_group =
+            &self.warm_groups.as_ref().expect("built with the buffers")[self.carried_side];
+        let (cx, cy) = grid(groups(n_contacts).max(1), self.max_groups);
         let (bx, by) = grid(all, self.max_groups);
         {
             let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
@@ -1613,6 +1703,12 @@ impl GpuSolver {
             pass.set_bind_group(0, self.integration_group.as_ref(), &[]);
             pass.set_pipeline(&p.begin_bodies);
             pass.dispatch_workgroups(bx, by, 1);
+            if n_contacts > 0 {
+                // This step's contact records from its points and the carried state.
+                pass.set_bind_group(0, warm_group, &[]);
+                pass.set_pipeline(&p.warm_start_contacts);
+                pass.dispatch_workgroups(cx, cy, 1);
+            }
         }
         {
             let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
@@ -1701,11 +1797,10 @@ impl GpuSolver {
             pass.set_pipeline(&p.end_bodies);
             pass.dispatch_workgroups(bx, by, 1);
             if n_contacts > 0 {
-                pass.set_bind_group(0, self.solver_group.as_ref(), &[]);
-                pass.set_bind_group(1, &self.slot_group, &[0]);
-                pass.set_pipeline(&p.pack_contact_duals);
-                let (x, y) = grid(groups(n_contacts), self.max_groups);
-                pass.dispatch_workgroups(x, y, 1);
+                // What the contacts carry to the next step stays on the device.
+                pass.set_bind_group(0, warm_group, &[]);
+                pass.set_pipeline(&p.store_contact_warm);
+                pass.dispatch_workgroups(cx, cy, 1);
             }
         }
         let staging = &self.staging[k].buffer;
@@ -1715,9 +1810,6 @@ impl GpuSolver {
             (PREV_VELOCITIES, vel_len as u64),
             (STATUS, status_len as u64),
         ];
-        let duals_split = self.duals_per_binding() * CONTACT_DUAL_BYTES;
-        copies.push((CONTACT_DUALS, ct_len.min(duals_split) as u64));
-        copies.push((CONTACT_DUALS1, ct_len.saturating_sub(duals_split) as u64));
         copies.push((JOINT_STATES, js_len as u64));
         let mut offset = 0u64;
         for (slot, len) in copies {
@@ -1770,6 +1862,27 @@ impl GpuSolver {
             serial: bytemuck::pod_collect_to_vec(&serial_raw),
             out_of_rounds: r[2 * SLOTS as usize + 1],
         })
+    }
+
+    /// The contact records as the last step left them (read back on demand: they stay on
+    /// the device from step to step).
+    pub fn contacts(&self) -> Result<Vec<ContactRecord>, GpuError> {
+        let n = self.counts.1;
+        let per_chunk = 1usize << self.contact_shift;
+        let mut out = Vec::with_capacity(n);
+        for j in 0..CONTACT_CHUNKS {
+            let len = n.saturating_sub(j * per_chunk).min(per_chunk);
+            if len == 0 {
+                break;
+            }
+            let bytes = self.read(
+                contact_chunk(j),
+                0,
+                (len * std::mem::size_of::<ContactRecord>()) as u64,
+            )?;
+            out.extend(bytemuck::pod_collect_to_vec::<u8, ContactRecord>(&bytes));
+        }
+        Ok(out)
     }
 
     /// The body → constraint adjacency the last step built on the device: `(offsets,

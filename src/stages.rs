@@ -2,18 +2,20 @@
 //! `benches/kernels.rs`: each function runs exactly the code `step` runs for that stage, on
 //! the world's current state, so a kernel can be timed in isolation. Not part of the API.
 
-use crate::pipeline::{collision, coloring, dual, integration, primal};
+use crate::pipeline::{collision, coloring, dual, integration, primal, warm_start};
 use crate::world::PhysicsWorld;
 
-/// Collision detection at the current poses (broad phase, manifolds, warm-started records).
+/// Collision detection at the current poses (broad phase, manifolds, contact points) and
+/// the contacts' warm start (records).
 pub fn collision(world: &mut PhysicsWorld) {
     collision::detect(
         &world.config,
         &world.bodies,
         &world.joints,
         &mut world.collision,
-        &mut world.solver.contacts,
+        &mut world.solver.points,
     );
+    warm_start::contacts(&world.config, &world.bodies, &mut world.solver);
 }
 
 /// Inertial targets, initial guess and joint warm start: after [`collision`], the state

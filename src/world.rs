@@ -10,7 +10,7 @@ use crate::collider::Collider;
 use crate::config::SolverConfig;
 use crate::error::{BodyHandle, JointHandle, PhysicsError};
 use crate::joint::{JointDesc, JointKind, JointRecord, JointRowState, WORLD, flags, kind};
-use crate::pipeline::{SolverData, collision, coloring, dual, integration};
+use crate::pipeline::{SolverData, collision, coloring, dual, integration, warm_start};
 
 /// Dense body storage (structure of arrays); the solver index of a body is its position here.
 #[derive(Default)]
@@ -239,7 +239,7 @@ impl PhysicsWorld {
         let mut adj = crate::pipeline::coloring::Adjacency::default();
         crate::pipeline::coloring::build_adjacency(
             self.bodies.len(),
-            &self.solver.contacts,
+            &self.solver.points,
             &self.joints,
             &mut adj,
             &mut Vec::new(),
@@ -250,7 +250,7 @@ impl PhysicsWorld {
     /// Solver indices of the two bodies of every contact of the last step and every
     /// unbroken joint (`u32::MAX` for the world), e.g. to check a colouring.
     pub fn constraint_pairs(&self) -> Vec<(u32, u32)> {
-        let contacts = self.solver.contacts.iter().map(|c| (c.body_a, c.body_b));
+        let contacts = self.solver.points.iter().map(|c| (c.body_a, c.body_b));
         let joints = self
             .joints
             .records
@@ -265,7 +265,10 @@ impl PhysicsWorld {
     /// Adds a body; the description is validated first and nothing changes on error.
     pub fn add_body(&mut self, desc: BodyDesc) -> Result<BodyHandle, PhysicsError> {
         self.idle()?;
-        let mass = desc.validate()?;
+        let mut mass = desc.validate()?;
+        if let Some(c) = &desc.collider {
+            mass.friction = [c.friction, c.dynamic_friction];
+        }
         let b = &mut self.bodies;
         let handle = BodyHandle(b.index_of.len() as u32);
         b.index_of.push(b.handles.len() as u32);
@@ -704,10 +707,26 @@ impl PhysicsWorld {
         &self.stats
     }
 
-    /// The contact records of the last step (solver indices of the bodies, world-space
-    /// basis and lever arms, λ and k of the tangent, bitangent and normal rows).
-    pub fn contacts(&self) -> &[crate::contact::ContactRecord] {
-        &self.solver.contacts
+    /// The contact records of the last step as the solver left them (solver indices of the
+    /// bodies, world-space basis and lever arms, λ and k of the tangent, bitangent and
+    /// normal rows; λ is the force of each row). On the GPU backend they live on the
+    /// device and this reads them back (blocking; not part of the per-step path).
+    pub fn contacts(
+        &self,
+    ) -> Result<std::borrow::Cow<'_, [crate::contact::ContactRecord]>, PhysicsError> {
+        match &self.gpu {
+            Some(gpu) => gpu
+                .contacts()
+                .map(std::borrow::Cow::Owned)
+                .map_err(|e| PhysicsError::Gpu(e.to_string())),
+            None => Ok(std::borrow::Cow::Borrowed(&self.solver.contacts)),
+        }
+    }
+
+    /// The contact points collision detection found in the last step (both backends):
+    /// bodies, normal, lever arms and the point's index in the step before.
+    pub fn contact_points(&self) -> &[crate::contact::ContactPoint] {
+        &self.solver.points
     }
 
     /// Handle of the body with solver index `i` (as stored in contact and joint records).
@@ -717,7 +736,7 @@ impl PhysicsWorld {
 
     /// Number of contact points in the last step.
     pub fn contact_count(&self) -> usize {
-        self.solver.contacts.len()
+        self.solver.points.len()
     }
 
     /// Advances the world by one implicit-Euler step of `config.dt`, spending exactly
@@ -742,13 +761,13 @@ impl PhysicsWorld {
         let cfg = &self.config;
         let t0 = Instant::now();
 
-        // 1. collision detection at xᵗ, contacts warm-started from the last step
+        // 1. collision detection at xᵗ: contact points, each with its index in the last step
         collision::detect(
             cfg,
             &self.bodies,
             &self.joints,
             &mut self.collision,
-            &mut self.solver.contacts,
+            &mut self.solver.points,
         );
         let collision_ms = t0.elapsed().as_secs_f64() * 1e3;
 
@@ -760,9 +779,10 @@ impl PhysicsWorld {
             &mut self.solver.joint_islands,
         );
 
-        // 3. the step on the chosen backend: inertial targets and initial guess, body→
-        //    constraint adjacency and colouring, the fixed iteration budget, velocities and
-        //    poses (bodies that became non-finite are frozen)
+        // 3. the step on the chosen backend: contacts warm-started from the last step,
+        //    inertial targets and initial guess, body→constraint adjacency and colouring,
+        //    the fixed iteration budget, velocities and poses (bodies that became
+        //    non-finite are frozen)
         let mut report = StepReport::default();
         let s = &mut self.solver;
         if cfg.conserve_momentum {
@@ -774,6 +794,7 @@ impl PhysicsWorld {
             gpu.submit(cfg, &self.bodies, &self.joints, s)
                 .map_err(|e| PhysicsError::Gpu(e.to_string()))?;
         } else {
+            warm_start::contacts(cfg, &self.bodies, s);
             integration::begin_step(cfg, &self.bodies, s);
             coloring::build(&self.bodies, &self.joints, s);
             crate::pipeline::iterate(cfg, &self.bodies, &mut self.joints, s);
@@ -790,7 +811,7 @@ impl PhysicsWorld {
 
     /// Finishes the step started by [`Self::begin_step`]: waits for the GPU's results (if
     /// on the GPU backend), then restores the momentum of isolated islands, breaks
-    /// overloaded joints and keeps the contacts' warm start for the next step.
+    /// overloaded joints and keeps what the contacts carry to the next step.
     pub fn finish_step(&mut self) -> Result<StepReport, PhysicsError> {
         let Some(flight) = self.in_flight.take() else {
             return Err(PhysicsError::NoStepInFlight);
@@ -814,9 +835,12 @@ impl PhysicsWorld {
                 .project(&mut self.bodies, &s.adjacency, cfg.max_angular_speed);
         }
 
-        // 5. fracture of overloaded joints, warm start of the next step's contacts
+        // 5. fracture of overloaded joints; what the contacts carry to the next step (the
+        //    GPU backend keeps it on the device)
         dual::fracture(&self.bodies, &mut self.joints, &mut report);
-        collision::store_warm_start(&self.solver.contacts, &mut self.collision);
+        if self.gpu.is_none() {
+            warm_start::store(&mut self.solver);
+        }
 
         // Time spent in `begin_step` and here, not the caller's work in between.
         let total_ms = host_ms + t0.elapsed().as_secs_f64() * 1e3;
@@ -824,7 +848,7 @@ impl PhysicsWorld {
             collision_ms,
             solver_ms: total_ms - collision_ms,
             total_ms,
-            contacts: self.solver.contacts.len(),
+            contacts: self.solver.points.len(),
             colors: match &self.gpu {
                 Some(gpu) => gpu.colors_used(),
                 None => self.solver.colors.count(),

@@ -38,7 +38,7 @@ fn run_gpu(name: &str, params: &[(&str, f64)], config: SolverConfig, frames: u32
 /// naga (wgpu's shader compiler) parses and validates the WGSL with no adapter at all.
 #[test]
 fn shader_validates() {
-    let shaders: [(&str, &[&str]); 4] = [
+    let shaders: [(&str, &[&str]); 5] = [
         (
             bevy_avbd::gpu::SHADER,
             &[
@@ -75,6 +75,10 @@ fn shader_validates() {
         (
             bevy_avbd::gpu::INTEGRATION_SHADER,
             &["begin_bodies", "end_bodies"],
+        ),
+        (
+            bevy_avbd::gpu::CONTACT_WARM_SHADER,
+            &["warm_start_contacts", "store_contact_warm"],
         ),
     ];
     for (source, entries) in shaders {
@@ -573,6 +577,7 @@ fn gpu_contact_chunks_give_the_same_bits() {
             .chain(
                 s.world
                     .contacts()
+                    .unwrap()
                     .iter()
                     .flat_map(|c| c.lambda.into_iter().chain(c.k).map(f32::to_bits)),
             )
@@ -582,7 +587,8 @@ fn gpu_contact_chunks_give_the_same_bits() {
     let (Some((n, a)), Some((_, b))) = (run(None), run(Some(7))) else {
         return;
     };
-    // Past 4 chunks of 128 the packed duals spill into their second binding.
+    // Past 4 chunks of 128 records the contact points (256 per binding) and the state the
+    // contacts carry between steps spill into their third binding.
     assert!(
         n > 4 * 128,
         "the pile must span several chunks: {n} contacts"
@@ -958,10 +964,10 @@ fn gpu_uploads_only_edited_bodies() {
     // The contacts' multipliers, penalties and flags come back packed (32 of the 128 bytes
     // of a record): each box rests alone on the ground, so no colour order differs and the
     // two backends agree to f32 rounding; the normal forces carry the boxes' weight.
-    let (cc, gc) = (cpu.contacts(), gpu.contacts());
+    let (cc, gc) = (cpu.contacts().unwrap(), gpu.contacts().unwrap());
     assert_eq!(cc.len(), gc.len());
     let mut normal = 0.0f64;
-    for (a, b) in cc.iter().zip(gc) {
+    for (a, b) in cc.iter().zip(gc.iter()) {
         assert_eq!((a.body_a, a.body_b, a.flags), (b.body_a, b.body_b, b.flags));
         for r in 0..3 {
             assert!(

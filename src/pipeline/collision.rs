@@ -13,7 +13,7 @@ use parry3d::query::{
 use rayon::prelude::*;
 
 use crate::config::SolverConfig;
-use crate::contact::{ContactRecord, flags};
+use crate::contact::{ContactPoint, NEW_POINT};
 use crate::error::BodyHandle;
 use crate::math::tangent_basis;
 use crate::world::{BodySet, JointSet};
@@ -21,19 +21,18 @@ use crate::world::{BodySet, JointSet};
 mod broad_phase;
 use broad_phase::BroadPhase;
 
-/// What a contact point carries from one step to the next.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct WarmStart {
-    pub valid: bool,
-    pub stick: bool,
-    pub lambda: [f32; 3],
-    pub k: [f32; 3],
-    /// Contact anchors in the bodies' frames (kept while the contact sticks).
-    pub anchor_a: Vec3,
-    pub anchor_b: Vec3,
+/// Where a manifold point's record was in the last step that found it: the warm start
+/// ([`super::warm_start`]) reads what that record carried by this index.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct PointId(pub u32);
+
+impl Default for PointId {
+    fn default() -> Self {
+        Self(NEW_POINT)
+    }
 }
 
-type Manifold = ContactManifold<(), WarmStart>;
+type Manifold = ContactManifold<(), PointId>;
 
 /// A contact point of the previous step, kept to carry warm starts by feature id.
 #[derive(Clone, Copy)]
@@ -43,7 +42,7 @@ struct PrevPoint {
         parry3d::shape::PackedFeatureId,
         parry3d::shape::PackedFeatureId,
     ),
-    data: WarmStart,
+    data: PointId,
 }
 
 /// Persistent state of one colliding body pair.
@@ -58,13 +57,6 @@ pub struct PairState {
     prev: Vec<PrevPoint>,
 }
 
-/// Where each contact record came from in its pair, to write its warm start back.
-#[derive(Clone, Copy, Debug, Default)]
-struct Source {
-    manifold: u32,
-    point: u32,
-}
-
 #[derive(Default)]
 struct BroadPhaseScratch {
     leaves: Vec<Aabb>,
@@ -77,10 +69,7 @@ struct BroadPhaseScratch {
 #[derive(Default)]
 pub struct CollisionState {
     pairs: Vec<PairState>,
-    sources: Vec<Source>,
-    /// Body-frame anchors used by each contact record this step.
-    anchors: Vec<(Vec3, Vec3)>,
-    /// Records `lo..hi` of each pair this step (same order as `pairs`).
+    /// Points `lo..hi` of each pair this step (same order as `pairs`).
     pair_records: Vec<(u32, u32)>,
     joint_pairs: HashSet<(BodyHandle, BodyHandle)>,
     joints_dirty: bool,
@@ -101,7 +90,6 @@ impl CollisionState {
     pub(crate) fn forget_body(&mut self, h: BodyHandle) {
         self.broad_phase.invalidate();
         self.pairs.retain(|p| p.key.0 != h && p.key.1 != h);
-        self.sources.clear();
         self.pair_records.clear();
     }
     pub fn pair_count(&self) -> usize {
@@ -121,13 +109,14 @@ fn ordered(a: BodyHandle, b: BodyHandle) -> (BodyHandle, BodyHandle) {
     if a < b { (a, b) } else { (b, a) }
 }
 
-/// Finds this step's contacts at the start poses and writes warm-started contact records.
+/// Finds this step's contact points at the start poses, each with the index it had in the
+/// previous step's points (the warm start carries what that record held).
 pub fn detect(
     cfg: &SolverConfig,
     bodies: &BodySet,
     joints: &JointSet,
     state: &mut CollisionState,
-    out: &mut Vec<ContactRecord>,
+    out: &mut Vec<ContactPoint>,
 ) {
     if state.joints_dirty {
         // Broken joints no longer keep their bodies from colliding.
@@ -272,10 +261,10 @@ pub fn detect(
                 pair.manifolds.clear();
                 return;
             }
-            // Carry warm starts by feature id wherever the dispatcher did not.
+            // Carry the previous index by feature id wherever the dispatcher did not.
             for m in &mut pair.manifolds {
                 for pt in &mut m.points {
-                    if !pt.data.valid
+                    if pt.data.0 == NEW_POINT
                         && let Some(op) = pair.prev.iter().find(|op| {
                             op.subshapes == (m.subshape1, m.subshape2)
                                 && op.fids == (pt.fid1, pt.fid2)
@@ -287,14 +276,12 @@ pub fn detect(
             }
         });
 
-    // Contact records, in pair order: each pair's count, a prefix sum, then blocks of
-    // pairs fill their ranges in parallel. A record depends on its pair only, so the order
-    // and the bits are those of a serial loop. The buffers keep last step's length, so
-    // resizing them only initialises the growth.
+    // Contact points, in pair order: each pair's count, a prefix sum, then blocks of pairs
+    // fill their ranges in parallel. A point depends on its pair only, so the order and
+    // the bits are those of a serial loop. The buffer keeps last step's length, so
+    // resizing it only initialises the growth.
     let CollisionState {
         pairs,
-        sources,
-        anchors,
         pair_records,
         ..
     } = state;
@@ -309,39 +296,26 @@ pub fn detect(
         *range = (total, total + range.1);
         total = range.1;
     }
-    let total = total as usize;
-    out.resize(total, ContactRecord::default());
-    sources.resize(total, Source::default());
-    anchors.resize(total, (Vec3::ZERO, Vec3::ZERO));
+    out.resize(total as usize, ContactPoint::default());
     let mut blocks = Vec::with_capacity(pairs.len().div_ceil(RECORD_BLOCK));
-    let (mut out_rest, mut src_rest, mut anc_rest) =
-        (&mut out[..], &mut sources[..], &mut anchors[..]);
+    let mut out_rest = &mut out[..];
     for (block, ranges) in pairs
-        .chunks(RECORD_BLOCK)
+        .chunks_mut(RECORD_BLOCK)
         .zip(pair_records.chunks(RECORD_BLOCK))
     {
         let len = (ranges[ranges.len() - 1].1 - ranges[0].0) as usize;
         let (o, o_rest) = std::mem::take(&mut out_rest).split_at_mut(len);
-        let (s, s_rest) = std::mem::take(&mut src_rest).split_at_mut(len);
-        let (a, a_rest) = std::mem::take(&mut anc_rest).split_at_mut(len);
-        (out_rest, src_rest, anc_rest) = (o_rest, s_rest, a_rest);
-        blocks.push((block, ranges, o, s, a));
+        out_rest = o_rest;
+        blocks.push((block, ranges, o));
     }
     state.max_penetration = blocks
         .into_par_iter()
-        .map(|(block, ranges, out, sources, anchors)| {
+        .map(|(block, ranges, out)| {
             let base = ranges[0].0;
             let mut max_pen = 0.0f32;
-            for (pair, &(lo, hi)) in block.iter().zip(ranges) {
+            for (pair, &(lo, hi)) in block.iter_mut().zip(ranges) {
                 let r = (lo - base) as usize..(hi - base) as usize;
-                max_pen = max_pen.max(write_pair_records(
-                    cfg,
-                    bodies,
-                    pair,
-                    &mut out[r.clone()],
-                    &mut sources[r.clone()],
-                    &mut anchors[r],
-                ));
+                max_pen = max_pen.max(write_pair_points(cfg, bodies, pair, lo, &mut out[r]));
             }
             max_pen
         })
@@ -370,145 +344,57 @@ fn pair_record_count(bodies: &BodySet, pair: &PairState) -> usize {
         .sum()
 }
 
-/// Writes a pair's warm-started contact records (and where each came from, and its
-/// body-frame anchors) into slices of exactly [`pair_record_count`] entries; returns the
-/// pair's deepest penetration.
-fn write_pair_records(
+/// Writes a pair's contact points into a slice of exactly [`pair_record_count`] entries,
+/// the first of which is point `first` of the step, and tags each manifold point with its
+/// index for the next step; returns the pair's deepest penetration.
+fn write_pair_points(
     cfg: &SolverConfig,
     bodies: &BodySet,
-    pair: &PairState,
-    out: &mut [ContactRecord],
-    sources: &mut [Source],
-    anchors: &mut [(Vec3, Vec3)],
+    pair: &mut PairState,
+    first: u32,
+    out: &mut [ContactPoint],
 ) -> f32 {
     let mut max_pen = 0.0f32;
     let mut slot = 0usize;
     let (a, b) = (pair.a as usize, pair.b as usize);
-    let (ca, cb) = (
-        bodies.colliders[a].as_ref().unwrap(),
-        bodies.colliders[b].as_ref().unwrap(),
-    );
-    let mu_s = (ca.friction * cb.friction).sqrt();
-    let floor_mass = bodies.masses[a].mass.max(bodies.masses[b].mass);
-    let k_new = cfg.initial_penalty(floor_mass);
-    let mu_d = (ca.dynamic_friction * cb.dynamic_friction).sqrt();
-    let pose_a = &bodies.poses[a];
-    let pose_b = &bodies.poses[b];
-    let (pa, qa, pb, qb) = (pose_a.p(), pose_a.q(), pose_b.p(), pose_b.q());
+    let (pa, pb) = (bodies.poses[a].p(), bodies.poses[b].p());
     let sa = shape_pose(bodies, a);
     let sb = shape_pose(bodies, b);
-    for (mi, m) in pair.manifolds.iter().enumerate() {
+    let alpha = cfg.alpha;
+    for m in pair.manifolds.iter_mut() {
         let Some((sub_a, n)) = manifold_frame(&sa, m) else {
+            // No records: the next step finds these points new.
+            for pt in &mut m.points {
+                pt.data = PointId::default();
+            }
             continue;
         };
         let sub_b = m.subshape_pos2().map(|p| sb * *p).unwrap_or(sb);
         let (t, bt) = tangent_basis(n);
-        for (k, pt) in m.points.iter().enumerate() {
+        for pt in &mut m.points {
             let wa = sub_a * pt.local_p1;
             let wb = sub_b * pt.local_p2;
             max_pen = max_pen.max(-pt.dist);
-            let ws = &pt.data;
-            let stick = ws.valid && ws.stick;
-            // Sticking contacts keep their anchors: the tangential rows pull back any slip.
-            let (anc_a, anc_b) = if stick {
-                (pa + qa * ws.anchor_a, pb + qb * ws.anchor_b)
+            // Start errors for anchors at this step's points (Eq. 18 regularisation); the
+            // warm start replaces the tangential ones of a point that sticks.
+            let gap = wb - wa;
+            let c0_n = if pt.dist < 0.0 {
+                (1.0 - alpha) * pt.dist
             } else {
-                (wa, wb)
+                pt.dist
             };
-            let gap = anc_b - anc_a;
-            let alpha = cfg.alpha;
-            let c0_n = pt.dist;
-            let c0 = [
-                (1.0 - alpha) * t.dot(gap),
-                (1.0 - alpha) * bt.dot(gap),
-                if c0_n < 0.0 {
-                    (1.0 - alpha) * c0_n
-                } else {
-                    c0_n
-                },
-            ];
-            let mut k_floor = 0.0f32;
-            let (lambda, kk) = if ws.valid {
-                let lambda = ws.lambda.map(|l| l * alpha * cfg.gamma);
-                // Friction rows are bounded on both sides (the cone): like motors, they take no
-                // load-aware floor, which would make their clamped force flip between bounds.
-                let scale = [f32::INFINITY, f32::INFINITY, cfg.contact_error_scale];
-                let mut k = [0, 1, 2].map(|r| cfg.warm_penalty(ws.k[r], 0.0));
-                // The floor is recomputed from the warm λ every step and kept in `k[3]`
-                // so it is not carried into the next step's γ·k: a transient spike of λ
-                // must not ratchet the penalty up for the following hundred steps.
-                let floor = cfg.load_floor(lambda[2], scale[2], floor_mass);
-                k_floor = (floor - k[2]).max(0.0);
-                k[2] += k_floor;
-                (lambda, k)
-            } else {
-                ([0.0; 3], [k_new; 3])
-            };
-            out[slot] = ContactRecord {
+            out[slot] = ContactPoint {
                 body_a: a as u32,
                 body_b: b as u32,
-                flags: if !ws.valid || ws.stick {
-                    flags::STICK
-                } else {
-                    0
-                },
-                _pad: 0,
-                normal: n.extend(mu_s).to_array(),
-                tangent: t.extend(mu_d).to_array(),
-                arm_a: (wa - pa).extend(0.0).to_array(),
+                prev: pt.data.0,
+                c0_n,
+                normal: n.extend((1.0 - alpha) * t.dot(gap)).to_array(),
+                arm_a: (wa - pa).extend((1.0 - alpha) * bt.dot(gap)).to_array(),
                 arm_b: (wb - pb).extend(0.0).to_array(),
-                c0: [c0[0], c0[1], c0[2], 0.0],
-                k: [kk[0], kk[1], kk[2], k_floor],
-                lambda: [lambda[0], lambda[1], lambda[2], 0.0],
             };
-            sources[slot] = Source {
-                manifold: mi as u32,
-                point: k as u32,
-            };
-            // Anchors in body frames, kept for as long as the contact sticks.
-            anchors[slot] = (qa.conjugate() * (anc_a - pa), qb.conjugate() * (anc_b - pb));
+            pt.data = PointId(first + slot as u32);
             slot += 1;
         }
     }
     max_pen
-}
-
-/// Writes λ, k, the stick flag and the anchors back into the persistent manifolds.
-pub fn store_warm_start(contacts: &[ContactRecord], state: &mut CollisionState) {
-    let CollisionState {
-        pairs,
-        sources,
-        anchors,
-        pair_records,
-        ..
-    } = state;
-    // In parallel over pairs: each pair owns its manifolds and its range of records.
-    pairs
-        .par_iter_mut()
-        .zip(pair_records.par_iter())
-        .with_min_len(64)
-        .for_each(|(pair, &(lo, hi))| {
-            for r in lo as usize..hi as usize {
-                let (Some(c), Some(src), Some(&(anchor_a, anchor_b))) =
-                    (contacts.get(r), sources.get(r), anchors.get(r))
-                else {
-                    continue;
-                };
-                let Some(m) = pair.manifolds.get_mut(src.manifold as usize) else {
-                    continue;
-                };
-                let Some(pt) = m.points.get_mut(src.point as usize) else {
-                    continue;
-                };
-                pt.data = WarmStart {
-                    valid: true,
-                    // Sticks next step if the last dual update left friction inside its cone.
-                    stick: c.flags & flags::INSIDE_CONE != 0,
-                    lambda: [c.lambda[0], c.lambda[1], c.lambda[2]],
-                    k: [c.k[0], c.k[1], c.k[2] - c.k[3]],
-                    anchor_a,
-                    anchor_b,
-                };
-            }
-        });
 }

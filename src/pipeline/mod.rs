@@ -2,17 +2,21 @@
 //! ([`crate::PhysicsWorld::begin_step`] runs 1–3, [`crate::PhysicsWorld::finish_step`]
 //! 4–5):
 //!
-//! 1. [`collision::detect`]: broad phase, parry3d manifolds, warm-started contact rows;
+//! 1. [`collision::detect`]: broad phase, parry3d manifolds, contact points, each with its
+//!    index in the previous step;
 //! 2. [`dual::warm_start_joints`]: joint rows' start error, k and λ decay (Eq. 19);
 //! 3. on the CPU backend (the GPU backend submits 3a–3d as one command buffer, `crate::gpu`,
 //!    and `finish_step` waits for its readback):
-//!    a. [`integration::begin_step`]: inertial targets and the adaptive initial guess;
+//!    a. [`warm_start::contacts`]: contact records carrying the previous step's λ, k and
+//!    sticking anchors (Eq. 19); [`integration::begin_step`]: inertial targets and the
+//!    adaptive initial guess;
 //!    b. [`coloring::build`]: body→constraint adjacency (CSR) and greedy body colouring;
 //!    c. [`iterate`]: `iterations` × ([`primal::sweep`] per colour, then [`dual::update`]);
 //!    d. [`integration::end_step`]: velocities, poses, frozen non-finite bodies;
 //! 4. [`integration::IslandMomentum`]: momentum of isolated islands (both backends);
-//! 5. [`dual::fracture`] of overloaded joints at the final poses, and
-//!    [`collision::store_warm_start`] for the next step's contacts.
+//! 5. [`dual::fracture`] of overloaded joints at the final poses, and (CPU backend)
+//!    [`warm_start::store`] of what the contacts carry to the next step (the GPU backend
+//!    keeps it on the device).
 
 pub mod collision;
 pub mod coloring;
@@ -20,6 +24,7 @@ pub mod dual;
 pub mod integration;
 pub mod islands;
 pub mod primal;
+pub mod warm_start;
 
 use bytemuck::{Pod, Zeroable};
 use glam::{Quat, Vec3};
@@ -104,7 +109,14 @@ pub struct InertialRecord {
 pub struct SolverData {
     pub iterate: Vec<IterateRecord>,
     pub inertial: Vec<InertialRecord>,
+    /// This step's contact points (collision detection's output; what the GPU receives).
+    pub points: Vec<crate::contact::ContactPoint>,
+    /// This step's contact records (the CPU backend's; the GPU's stay on the device).
     pub contacts: Vec<crate::contact::ContactRecord>,
+    /// What the last step's records carry, by record index (CPU backend).
+    pub warm: Vec<crate::contact::ContactWarm>,
+    /// The same for this step, filled by the warm start and the end of the step.
+    pub warm_next: Vec<crate::contact::ContactWarm>,
     pub adjacency: coloring::Adjacency,
     pub colors: coloring::Colors,
     /// Double buffer of one colour's new iterates.

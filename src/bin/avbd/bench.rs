@@ -426,7 +426,7 @@ impl Run {
             Sim::Avbd(sc) => {
                 pairs.clear();
                 let w = &sc.world;
-                for c in w.contacts() {
+                for c in w.contact_points() {
                     if let (Some(a), Some(b)) =
                         (w.handle_of_index(c.body_a), w.handle_of_index(c.body_b))
                     {

@@ -1,0 +1,131 @@
+//! Warm start of the contacts (AVBD Eq. 19, and the sticking anchors of Sec. 3.3): each
+//! contact point that collision detection found becomes a contact record that carries what
+//! the same point held at the end of the previous step, found by its index there
+//! ([`ContactPoint::prev`]). The GPU backend runs the same formulas on the device
+//! (`shaders/contact_warm.wgsl`), where the carried state stays resident.
+
+use glam::Vec3;
+use rayon::prelude::*;
+
+use super::SolverData;
+use crate::config::SolverConfig;
+use crate::contact::{ContactPoint, ContactRecord, ContactWarm, flags};
+use crate::math::tangent_basis;
+use crate::world::BodySet;
+
+#[inline]
+fn v3(a: [f32; 4]) -> Vec3 {
+    Vec3::new(a[0], a[1], a[2])
+}
+
+/// The record of point `p` and its anchors in the bodies' frames, from what its previous
+/// record carried (`carried`, `None` for a new point).
+#[inline]
+pub fn expand(
+    cfg: &SolverConfig,
+    bodies: &BodySet,
+    p: &ContactPoint,
+    carried: Option<&ContactWarm>,
+) -> (ContactRecord, [Vec3; 2]) {
+    let (a, b) = (p.body_a as usize, p.body_b as usize);
+    let (ma, mb) = (&bodies.masses[a], &bodies.masses[b]);
+    let mu_s = (ma.friction[0] * mb.friction[0]).sqrt();
+    let mu_d = (ma.friction[1] * mb.friction[1]).sqrt();
+    let floor_mass = ma.mass.max(mb.mass);
+    let (pose_a, pose_b) = (&bodies.poses[a], &bodies.poses[b]);
+    let (pa, qa, pb, qb) = (pose_a.p(), pose_a.q(), pose_b.p(), pose_b.q());
+    let n = v3(p.normal);
+    let (t, bt) = tangent_basis(n);
+    let (arm_a, arm_b) = (v3(p.arm_a), v3(p.arm_b));
+    let alpha = cfg.alpha;
+    let mut c0 = [p.normal[3], p.arm_a[3], p.c0_n];
+    // Friction inside its cone at the last dual update: the contact sticks, and keeps its
+    // anchors, so the tangential rows pull back any slip.
+    let stick = carried.is_some_and(|w| w.flags & flags::INSIDE_CONE != 0);
+    let anchors = match carried {
+        Some(w) if stick => {
+            let anc_a = pa + qa * v3(w.anchor_a);
+            let anc_b = pb + qb * v3(w.anchor_b);
+            let gap = anc_b - anc_a;
+            c0[0] = (1.0 - alpha) * t.dot(gap);
+            c0[1] = (1.0 - alpha) * bt.dot(gap);
+            [qa.conjugate() * (anc_a - pa), qb.conjugate() * (anc_b - pb)]
+        }
+        _ => [qa.conjugate() * arm_a, qb.conjugate() * arm_b],
+    };
+    let mut k_floor = 0.0f32;
+    let (lambda, k) = match carried {
+        Some(w) => {
+            let lambda = w.lambda.map(|l| l * alpha * cfg.gamma);
+            // The carried normal penalty without last step's floor share (see below).
+            let k_prev = [w.k[0], w.k[1], w.k[2] - w.k[3]];
+            let mut k = k_prev.map(|k| cfg.warm_penalty(k, 0.0));
+            // Friction rows are bounded on both sides (the cone): like motors, they take no
+            // load-aware floor, which would make their clamped force flip between bounds.
+            // The floor is recomputed from the warm λ every step and kept in `k[3]` so it
+            // is not carried into the next step's γ·k: a transient spike of λ must not
+            // ratchet the penalty up for the following hundred steps.
+            let floor = cfg.load_floor(lambda[2], cfg.contact_error_scale, floor_mass);
+            k_floor = (floor - k[2]).max(0.0);
+            k[2] += k_floor;
+            (lambda, k)
+        }
+        None => ([0.0; 3], [cfg.initial_penalty(floor_mass); 3]),
+    };
+    let record = ContactRecord {
+        body_a: p.body_a,
+        body_b: p.body_b,
+        // A new point starts with static friction.
+        flags: if carried.is_none() || stick {
+            flags::STICK
+        } else {
+            0
+        },
+        prev: p.prev,
+        normal: n.extend(mu_s).to_array(),
+        tangent: t.extend(mu_d).to_array(),
+        arm_a: arm_a.extend(0.0).to_array(),
+        arm_b: arm_b.extend(0.0).to_array(),
+        c0: [c0[0], c0[1], c0[2], 0.0],
+        k: [k[0], k[1], k[2], k_floor],
+        lambda: [lambda[0], lambda[1], lambda[2], 0.0],
+    };
+    (record, anchors)
+}
+
+/// This step's contact records from its points and what the previous step's records
+/// carried (`s.warm`); each point's anchors go to `s.warm_next`, which
+/// [`store`] completes after the iterations.
+pub fn contacts(cfg: &SolverConfig, bodies: &BodySet, s: &mut SolverData) {
+    let n = s.points.len();
+    s.contacts.resize(n, ContactRecord::default());
+    s.warm_next.resize(n, ContactWarm::default());
+    let carried = &s.warm;
+    s.points
+        .par_iter()
+        .zip(s.contacts.par_iter_mut())
+        .zip(s.warm_next.par_iter_mut())
+        .with_min_len(1024)
+        .for_each(|((p, rec), next)| {
+            let (r, [anchor_a, anchor_b]) = expand(cfg, bodies, p, carried.get(p.prev as usize));
+            *rec = r;
+            next.anchor_a = anchor_a.extend(0.0).to_array();
+            next.anchor_b = anchor_b.extend(0.0).to_array();
+        });
+}
+
+/// What each solved contact carries to the next step: its penalties, multipliers and flags
+/// next to the anchors [`contacts`] stored; then it becomes the state the next step's
+/// points index.
+pub fn store(s: &mut SolverData) {
+    s.contacts
+        .par_iter()
+        .zip(s.warm_next.par_iter_mut())
+        .with_min_len(1024)
+        .for_each(|(c, w)| {
+            w.k = c.k;
+            w.lambda = [c.lambda[0], c.lambda[1], c.lambda[2]];
+            w.flags = c.flags;
+        });
+    std::mem::swap(&mut s.warm, &mut s.warm_next);
+}
