@@ -114,6 +114,20 @@ fn primal(c: &mut Criterion) {
         prepared("pyramid", &[("base", 20.0)]),
         stages::dual_update,
     );
+    // The benchmark scene of issue #3 (5,500 boxes, ~58,000 contact points, 7 MB of
+    // records): past the L2, where the sweep stalls on the records' loads.
+    stage(
+        c,
+        "primal/many_pyramids_sweep",
+        prepared("many_pyramids", &[]),
+        stages::primal_sweep,
+    );
+    stage(
+        c,
+        "dual/many_pyramids_update",
+        prepared("many_pyramids", &[]),
+        stages::dual_update,
+    );
 }
 
 fn coloring(c: &mut Criterion) {

@@ -157,8 +157,13 @@ impl ContactRecord {
         let point_a = crate::math::lin(dxa) + crate::math::ang(dxa).cross(aa);
         let point_b = crate::math::lin(dxb) + crate::math::ang(dxb).cross(ab);
         let delta = point_b - point_a;
-        let dirs = self.dirs();
-        [0, 1, 2].map(|r| self.c0[r] + dirs[r].dot(delta))
+        let [t, b, n] = self.dirs();
+        // Written out: `[0, 1, 2].map(..)` compiled to an out-of-line call per contact.
+        [
+            self.c0[0] + t.dot(delta),
+            self.c0[1] + b.dot(delta),
+            self.c0[2] + n.dot(delta),
+        ]
     }
 
     /// Whether a contact with errors `c` exerts exactly no force and adds exactly nothing
