@@ -13,20 +13,6 @@ struct ColorSlot {
     pad: u32,
 };
 
-struct Contact {
-    body_a: u32,
-    body_b: u32,
-    flags: u32,
-    prev: u32,          // index in the previous step (contact_warm.wgsl)
-    normal: vec4<f32>,  // xyz normal A→B, w static μ
-    tangent: vec4<f32>, // xyz tangent, w dynamic μ
-    arm_a: vec4<f32>,
-    arm_b: vec4<f32>,
-    c0: vec4<f32>,
-    k: vec4<f32>,
-    lambda: vec4<f32>,
-};
-
 struct Joint {
     body_a: u32,
     body_b: u32,

@@ -33,6 +33,21 @@ struct Pose {
     q: vec4<f32>, // xyzw
 };
 
+// ContactRecord (src/contact.rs): written by contact_warm.wgsl, solved by avbd.wgsl.
+struct Contact {
+    body_a: u32,
+    body_b: u32,
+    flags: u32,
+    prev: u32,          // index in the previous step's records
+    normal: vec4<f32>,  // xyz normal A→B, w static μ
+    tangent: vec4<f32>, // xyz tangent, w dynamic μ
+    arm_a: vec4<f32>,
+    arm_b: vec4<f32>,
+    c0: vec4<f32>,      // start errors of rows t, b, n (Eq. 18)
+    k: vec4<f32>,       // penalties of rows t, b, n; w: the normal row's floor share
+    lambda: vec4<f32>,
+};
+
 struct Mass {
     mass: f32,
     inv_mass: f32,

@@ -17,20 +17,6 @@ struct ContactPoint {
     arm_b: vec4<f32>,
 };
 
-struct Contact {
-    body_a: u32,
-    body_b: u32,
-    flags: u32,
-    prev: u32,
-    normal: vec4<f32>,
-    tangent: vec4<f32>,
-    arm_a: vec4<f32>,
-    arm_b: vec4<f32>,
-    c0: vec4<f32>,
-    k: vec4<f32>,
-    lambda: vec4<f32>,
-};
-
 // What a record carries to the next step: k (w: the floor share, not carried), λ and the
 // flags, the anchors in the bodies' frames.
 struct ContactWarm {
