@@ -83,25 +83,6 @@ pub struct ContactWarm {
     pub anchor_b: [f32; 4],
 }
 
-/// The two bodies of a contact (either record form), for the constraint graph.
-pub trait ContactEnds {
-    fn ends(&self) -> (u32, u32);
-}
-
-impl ContactEnds for ContactRecord {
-    #[inline]
-    fn ends(&self) -> (u32, u32) {
-        (self.body_a, self.body_b)
-    }
-}
-
-impl ContactEnds for ContactPoint {
-    #[inline]
-    fn ends(&self) -> (u32, u32) {
-        (self.body_a, self.body_b)
-    }
-}
-
 /// Forces of one contact after bounds, and the stiffness to use in the Hessian.
 #[derive(Clone, Copy, Debug)]
 pub struct ContactForce {

@@ -68,13 +68,13 @@ impl Colors {
 /// Builds the adjacency of this step's constraints and colours the dynamic bodies.
 pub fn build(bodies: &BodySet, joints: &JointSet, s: &mut SolverData) {
     let SolverData {
-        contacts,
+        points,
         adjacency: adj,
         colors,
         ..
     } = s;
     let mut cursor = std::mem::take(&mut colors.mark);
-    build_adjacency(bodies.len(), contacts, joints, adj, &mut cursor);
+    build_adjacency(bodies.len(), points, joints, adj, &mut cursor);
     colors.mark = cursor;
     color_greedy(bodies, adj, colors);
 }
@@ -83,9 +83,9 @@ pub fn build(bodies: &BodySet, joints: &JointSet, s: &mut SolverData) {
 /// joints ([`gather_ends`], then a count and a fill); `cursor` is a reused scratch buffer.
 /// The CPU backend colours over it greedily ([`build`]); the GPU backend builds the same
 /// lists on the device (`shaders/adjacency.wgsl`) and only gathers the ends.
-pub fn build_adjacency<C: crate::contact::ContactEnds + Sync>(
+pub fn build_adjacency(
     n: usize,
-    contacts: &[C],
+    contacts: &[crate::contact::ContactPoint],
     joints: &JointSet,
     adj: &mut Adjacency,
     cursor: &mut Vec<u32>,
@@ -101,8 +101,8 @@ pub fn build_adjacency<C: crate::contact::ContactEnds + Sync>(
 
 /// Gathers `(body_a, body_b, item)` of every contact and unbroken joint into
 /// [`Adjacency::ends`], in constraint order (contacts, then joints).
-pub fn gather_ends<C: crate::contact::ContactEnds + Sync>(
-    contacts: &[C],
+pub fn gather_ends(
+    contacts: &[crate::contact::ContactPoint],
     joints: &JointSet,
     adj: &mut Adjacency,
 ) {
@@ -110,10 +110,7 @@ pub fn gather_ends<C: crate::contact::ContactEnds + Sync>(
         .par_iter()
         .with_min_len(4096)
         .enumerate()
-        .map(|(ci, c)| {
-            let (a, b) = c.ends();
-            (a, b, (ci as u32) << 1)
-        })
+        .map(|(ci, c)| (c.body_a, c.body_b, (ci as u32) << 1))
         .collect_into_vec(&mut adj.ends);
     adj.ends.extend(
         joints
