@@ -158,7 +158,8 @@ impl ContactRecord {
         // The friction forces as `forces_at` computes them with λ = 0: their squared norm
         // must be positive in f32 for the cone to clamp them.
         let (ft, fb) = (self.k[0] * c[0], self.k[1] * c[1]);
-        self.lambda[..3] == [0.0; 3]
+        // Element by element: a slice comparison compiled to an out-of-line loop.
+        (self.lambda[0] == 0.0 && self.lambda[1] == 0.0 && self.lambda[2] == 0.0)
             && c[2] > 0.0
             && c[0] != 0.0
             && c[1] != 0.0

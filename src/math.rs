@@ -70,6 +70,23 @@ impl Mat6 {
         }
     }
 
+    /// Adds the symmetric linear block `lin`, the angular–linear block `ang_lin` (rows
+    /// angular, columns linear) and the symmetric angular block `ang` (lower triangles).
+    #[inline]
+    pub fn add_blocks(&mut self, lin: &glam::Mat3A, ang_lin: &glam::Mat3A, ang: &glam::Mat3A) {
+        let m = &mut self.0;
+        for c in 0..3 {
+            let (l, x, a) = (lin.col(c), ang_lin.col(c), ang.col(c));
+            for r in 0..3 {
+                if c <= r {
+                    m[r][c] += l[r];
+                    m[3 + r][3 + c] += a[r];
+                }
+                m[3 + r][c] += x[r];
+            }
+        }
+    }
+
     /// Adds `d` to the diagonal of the angular (`ang = true`) or linear block.
     #[inline]
     pub fn add_diag3(&mut self, d: Vec3, ang: bool) {

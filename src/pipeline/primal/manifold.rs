@@ -1,0 +1,335 @@
+//! The primal's contact kernel: the rows of one contact manifold, four points at a time.
+//!
+//! The points of a manifold share their bodies and their frame `D = [t, b, n]`. Per point
+//! only its errors, its forces (the clamps of [`ContactRecord::forces_at`]) and its lever
+//! arm in the contact frame are computed, in the lanes of 4-wide SIMD vectors; the gradient
+//! and the Hessian blocks are summed in the contact frame and rotated to the world once
+//! per manifold. With `r' = Dᵀ arm` and `X' = [r']×`, a point's three rows add
+//! `D diag(k) Dᵀ`, `D X' diag(k) Dᵀ` and `D X' diag(k) X'ᵀ Dᵀ`: the blocks
+//! `Mat6::add_contact_rows` writes per point in the world frame (the reference the tests
+//! compare with).
+
+use glam::{Mat3A, Vec3A};
+use wide::f32x4;
+
+use crate::contact::{ContactRecord, flags};
+use crate::math::{Mat6, Vec6};
+
+/// Whether two contact records belong to the same manifold: the same bodies and the same
+/// frame (the tangent is a function of the normal, so the bits of both match).
+#[inline(always)]
+pub fn same(a: &ContactRecord, b: &ContactRecord) -> bool {
+    a.body_a == b.body_a
+        && a.body_b == b.body_b
+        && a.normal.map(f32::to_bits) == b.normal.map(f32::to_bits)
+        && a.tangent.map(f32::to_bits) == b.tangent.map(f32::to_bits)
+}
+
+/// Hints the CPU to load the cache line holding `v` (nothing where there is no hint).
+#[inline(always)]
+pub fn prefetch<T>(v: &T) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
+        // SAFETY: SSE is part of the x86_64 baseline, and a prefetch only hints the cache:
+        // it never faults and has no effect visible to the program.
+        unsafe { _mm_prefetch::<_MM_HINT_T0>((v as *const T).cast()) };
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = v;
+}
+
+/// A body's contact terms, summed in SIMD vectors and 3×3 blocks and added to its 6×6
+/// system once: the force and torque to subtract from the gradient, and the Hessian blocks
+/// linear–linear, angular–linear (rows angular) and angular–angular.
+pub struct ContactSums {
+    force: Vec3A,
+    torque: Vec3A,
+    lin: Mat3A,
+    ang_lin: Mat3A,
+    ang: Mat3A,
+}
+
+impl Default for ContactSums {
+    // Not derived: `Mat3A::default()` is the identity.
+    fn default() -> Self {
+        Self {
+            force: Vec3A::ZERO,
+            torque: Vec3A::ZERO,
+            lin: Mat3A::ZERO,
+            ang_lin: Mat3A::ZERO,
+            ang: Mat3A::ZERO,
+        }
+    }
+}
+
+impl ContactSums {
+    #[inline(always)]
+    pub fn add_to(&self, f: &mut Vec6, hm: &mut Mat6) {
+        for d in 0..3 {
+            f[d] -= self.force[d];
+            f[3 + d] -= self.torque[d];
+        }
+        hm.add_blocks(&self.lin, &self.ang_lin, &self.ang);
+    }
+}
+
+/// Lane-wise 3-vectors of four points.
+type V3 = [f32x4; 3];
+
+#[inline(always)]
+fn splat3(v: &[f32]) -> V3 {
+    [f32x4::splat(v[0]), f32x4::splat(v[1]), f32x4::splat(v[2])]
+}
+#[inline(always)]
+fn cross(a: V3, b: V3) -> V3 {
+    [
+        a[1] * b[2] - a[2] * b[1],
+        a[2] * b[0] - a[0] * b[2],
+        a[0] * b[1] - a[1] * b[0],
+    ]
+}
+#[inline(always)]
+fn dot(a: V3, b: V3) -> f32x4 {
+    a[0] * b[0] + a[1] * b[1] + a[2] * b[2]
+}
+#[inline(always)]
+fn sum(v: V3) -> Vec3A {
+    Vec3A::new(v[0].reduce_add(), v[1].reduce_add(), v[2].reduce_add())
+}
+
+/// Adds the rows of manifold `run` (consecutive records for which [`same`] holds) to the
+/// terms of body A (`side_a`) or body B, at displacements `dxa`, `dxb` of the two bodies.
+#[inline(always)]
+pub fn add(run: &[ContactRecord], side_a: bool, dxa: &Vec6, dxb: &Vec6, sums: &mut ContactSums) {
+    let first = &run[0];
+    let [t, b, n] = first.dirs().map(Vec3A::from);
+    let (mu_s, mu_d) = (first.normal[3], first.tangent[3]);
+    let (tv, bv, nv) = (
+        splat3(&t.to_array()),
+        splat3(&b.to_array()),
+        splat3(&n.to_array()),
+    );
+    let (lin_a, ang_a) = (splat3(&dxa[..3]), splat3(&dxa[3..]));
+    let (lin_b, ang_b) = (splat3(&dxb[..3]), splat3(&dxb[3..]));
+    let zero = f32x4::ZERO;
+    let (mut force, mut torque, mut ksum) = ([zero; 3], [zero; 3], [zero; 3]);
+    // Entries of Σ X' diag(k): (0,1) (0,2) (1,0) (1,2) (2,0) (2,1) (its diagonal is zero);
+    // of Σ X' diag(k) X'ᵀ (symmetric): (0,0) (1,1) (2,2) (0,1) (0,2) (1,2).
+    let (mut xk, mut xkx) = ([zero; 6], [zero; 6]);
+    // Lanes past the last point read a zero record: k = λ = 0 makes every force and every
+    // rescaled stiffness exactly 0, so it adds nothing.
+    let pad = ContactRecord::default();
+    for group in run.chunks(4) {
+        let rec = |l: usize| group.get(l).unwrap_or(&pad);
+        // Field xyz of the four records, x, y and z each in one vector.
+        let lanes = |field: fn(&ContactRecord) -> [f32; 4]| {
+            let v = f32x4::transpose([0, 1, 2, 3].map(|l| f32x4::from(field(rec(l)))));
+            [v[0], v[1], v[2]]
+        };
+        let (arm_a, arm_b) = (lanes(|r| r.arm_a), lanes(|r| r.arm_b));
+        let (c0, k, lambda) = (lanes(|r| r.c0), lanes(|r| r.k), lanes(|r| r.lambda));
+        let mu = f32x4::from([0, 1, 2, 3].map(|l| {
+            if rec(l).flags & flags::STICK != 0 {
+                mu_s
+            } else {
+                mu_d
+            }
+        }));
+        // Errors Dᵀ δ + c0, δ the relative displacement of the two contact points.
+        let pa = cross(ang_a, arm_a);
+        let pb = cross(ang_b, arm_b);
+        let delta: V3 = [0, 1, 2].map(|i| (lin_b[i] + pb[i]) - (lin_a[i] + pa[i]));
+        let err = [
+            c0[0] + dot(tv, delta),
+            c0[1] + dot(bv, delta),
+            c0[2] + dot(nv, delta),
+        ];
+        // Forces and Hessian stiffness: the normal bound, then the friction cone, with the
+        // Eq. 14 rescaling of clamped rows, as `ContactRecord::forces_at` per point.
+        let mut f = [0, 1, 2].map(|r| k[r] * err[r] + lambda[r]);
+        let pressing = f[2].simd_lt(zero);
+        f[2] = pressing.select(f[2], zero);
+        let keep_n = pressing | err[2].simd_eq(zero);
+        let mut kh = [
+            k[0],
+            k[1],
+            keep_n.select(k[2], ((zero - lambda[2]) / err[2]).abs()),
+        ];
+        let limit = mu * -f[2];
+        let ft2 = f[0] * f[0] + f[1] * f[1];
+        let inside = ft2.simd_le(limit * limit);
+        let ft = ft2.sqrt();
+        let scale = ft.simd_gt(zero).select(limit / ft, zero);
+        for r in 0..2 {
+            f[r] = inside.select(f[r], f[r] * scale);
+            let keep = inside | err[r].simd_eq(zero);
+            kh[r] = keep.select(k[r], ((f[r] - lambda[r]) / err[r]).abs());
+        }
+        // This body's lever arm in the contact frame, and its terms there.
+        let arm = if side_a { arm_a } else { arm_b };
+        let (x, y, z) = (dot(tv, arm), dot(bv, arm), dot(nv, arm));
+        for r in 0..3 {
+            force[r] += f[r];
+            ksum[r] += kh[r];
+        }
+        torque[0] += y * f[2] - z * f[1];
+        torque[1] += z * f[0] - x * f[2];
+        torque[2] += x * f[1] - y * f[0];
+        // Column j of X' diag(k) is k_j (r' × e_j).
+        xk[0] -= kh[1] * z;
+        xk[1] += kh[2] * y;
+        xk[2] += kh[0] * z;
+        xk[3] -= kh[2] * x;
+        xk[4] -= kh[0] * y;
+        xk[5] += kh[1] * x;
+        xkx[0] += kh[1] * z * z + kh[2] * y * y;
+        xkx[1] += kh[0] * z * z + kh[2] * x * x;
+        xkx[2] += kh[0] * y * y + kh[1] * x * x;
+        xkx[3] -= kh[2] * x * y;
+        xkx[4] -= kh[1] * x * z;
+        xkx[5] -= kh[0] * y * z;
+    }
+    let (force, torque, ksum) = (sum(force), sum(torque), sum(ksum));
+    let [a01, a02, a10, a12, a20, a21] = xk.map(f32x4::reduce_add);
+    let [s00, s11, s22, s01, s02, s12] = xkx.map(f32x4::reduce_add);
+    let d = Mat3A::from_cols(t, b, n);
+    let dt = d.transpose();
+    // J_r = ±(d_r, arm × d_r) (− for body A): the force term is ±(F, arm × F), F = Σ f_r d_r.
+    let sign = if side_a { -1.0 } else { 1.0 };
+    sums.force += d * force * sign;
+    sums.torque += d * torque * sign;
+    sums.lin += Mat3A::from_cols(t * ksum.x, b * ksum.y, n * ksum.z) * dt;
+    let xk = Mat3A::from_cols(
+        Vec3A::new(0.0, a10, a20),
+        Vec3A::new(a01, 0.0, a21),
+        Vec3A::new(a02, a12, 0.0),
+    );
+    let xkx = Mat3A::from_cols(
+        Vec3A::new(s00, s01, s02),
+        Vec3A::new(s01, s11, s12),
+        Vec3A::new(s02, s12, s22),
+    );
+    sums.ang_lin += d * xk * dt;
+    sums.ang += d * xkx * dt;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::math::tangent_basis;
+    use glam::Vec3;
+
+    /// A small deterministic generator (no test dependency for random numbers).
+    struct Lcg(u64);
+    impl Lcg {
+        fn next(&mut self) -> f32 {
+            self.0 = self
+                .0
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ((self.0 >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+        }
+        fn vec(&mut self, s: f32) -> Vec3 {
+            Vec3::new(self.next(), self.next(), self.next()) * s
+        }
+    }
+
+    /// The kernel gives the gradient and Hessian of the per-point world-frame reference
+    /// (`forces` and `Mat6::add_contact_rows` per point), for manifolds of 1 to 9 points
+    /// in every state: pressing, separated, sticking, sliding, fresh (λ = 0), both sides.
+    #[test]
+    fn manifold_kernel_matches_the_per_point_reference() {
+        let mut rng = Lcg(7);
+        // Points seen pressing and sticking, pressing and sliding, and separated.
+        let mut states = [0usize; 3];
+        for case in 0..400 {
+            let n = rng.vec(1.0).normalize();
+            let (t, _) = tangent_basis(n);
+            let len = 1 + case % 9;
+            let run: Vec<ContactRecord> = (0..len)
+                .map(|_| {
+                    let k = 1e3 + 1e6 * rng.next().abs();
+                    let fresh = rng.next() > 0.5;
+                    let l = |rng: &mut Lcg, s: f32| if fresh { 0.0 } else { rng.next() * s };
+                    ContactRecord {
+                        body_a: 3,
+                        body_b: 5,
+                        flags: if rng.next() > 0.0 { flags::STICK } else { 0 },
+                        prev: 0,
+                        normal: n.extend(0.6).to_array(),
+                        tangent: t.extend(0.4).to_array(),
+                        arm_a: rng.vec(0.5).extend(0.0).to_array(),
+                        arm_b: rng.vec(0.5).extend(0.0).to_array(),
+                        c0: (rng.vec(0.01)).extend(0.0).to_array(),
+                        k: [k, k * 0.5, k * 2.0, 0.0],
+                        lambda: [
+                            l(&mut rng, 50.0),
+                            l(&mut rng, 50.0),
+                            -l(&mut rng, 100.0).abs(),
+                            0.0,
+                        ],
+                    }
+                })
+                .collect();
+            let dxa: Vec6 = [0; 6].map(|_| rng.next() * 0.01);
+            let dxb: Vec6 = [0; 6].map(|_| rng.next() * 0.01);
+            for side_a in [true, false] {
+                let mut sums = ContactSums::default();
+                add(&run, side_a, &dxa, &dxb, &mut sums);
+                let (mut f, mut hm) = ([0.0f32; 6], Mat6::ZERO);
+                sums.add_to(&mut f, &mut hm);
+
+                let (mut f_ref, mut hm_ref) = ([0.0f32; 6], Mat6::ZERO);
+                for c in &run {
+                    let cf = c.forces(&dxa, &dxb);
+                    states[if !cf.normal_active {
+                        2
+                    } else {
+                        (!cf.inside_cone) as usize
+                    }] += 1;
+                    let dirs = c.dirs();
+                    let (arm, sign) = if side_a {
+                        (Vec3::from_slice(&c.arm_a[..3]), -1.0)
+                    } else {
+                        (Vec3::from_slice(&c.arm_b[..3]), 1.0)
+                    };
+                    let force = (dirs[0] * cf.f[0] + dirs[1] * cf.f[1] + dirs[2] * cf.f[2]) * sign;
+                    let torque = arm.cross(force);
+                    for d in 0..3 {
+                        f_ref[d] -= force[d];
+                        f_ref[3 + d] -= torque[d];
+                    }
+                    hm_ref.add_contact_rows(&dirs, &cf.k_hessian, arm);
+                }
+                // f32 sums of terms up to ~1e6 in a different order: relative 1e-4 of
+                // the largest entry.
+                let scale_f = f_ref.iter().fold(1e-3f32, |m, v| m.max(v.abs()));
+                for d in 0..6 {
+                    assert!(
+                        (f[d] - f_ref[d]).abs() <= 1e-4 * scale_f,
+                        "case {case} side_a {side_a}: f {f:?} vs {f_ref:?}"
+                    );
+                }
+                let scale_h = hm_ref
+                    .0
+                    .iter()
+                    .flatten()
+                    .fold(1e-3f32, |m, v| m.max(v.abs()));
+                for r in 0..6 {
+                    for c in 0..=r {
+                        let (a, e) = (hm.0[r][c], hm_ref.0[r][c]);
+                        assert!(
+                            (a - e).abs() <= 1e-4 * scale_h,
+                            "case {case} side_a {side_a} H[{r}][{c}]: {a} vs {e}"
+                        );
+                    }
+                }
+            }
+        }
+        assert!(
+            states.iter().all(|&n| n >= 100),
+            "states covered: {states:?}"
+        );
+    }
+}
