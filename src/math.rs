@@ -207,6 +207,22 @@ pub fn tangent_basis(n: Vec3) -> (Vec3, Vec3) {
     (t, n.cross(t))
 }
 
+/// A small deterministic generator for tests (no test dependency for random numbers).
+#[cfg(test)]
+pub(crate) struct Lcg(pub u64);
+
+#[cfg(test)]
+impl Lcg {
+    /// Uniform in [0, 1).
+    pub fn next(&mut self) -> f32 {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (self.0 >> 40) as f32 / (1u64 << 24) as f32
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

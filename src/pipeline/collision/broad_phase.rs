@@ -123,19 +123,8 @@ impl BroadPhase {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::math::Lcg;
     use glam::Vec3;
-
-    /// A small deterministic generator (no test dependency needed).
-    struct Lcg(u64);
-    impl Lcg {
-        fn next(&mut self) -> f32 {
-            self.0 = self
-                .0
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            (self.0 >> 40) as f32 / (1u64 << 24) as f32
-        }
-    }
 
     fn brute_force(tight: &[Aabb]) -> Vec<(u32, u32)> {
         let mut v = Vec::new();

@@ -217,21 +217,16 @@ pub fn add(run: &[ContactRecord], side_a: bool, dxa: &Vec6, dxb: &Vec6, sums: &m
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::math::tangent_basis;
+    use crate::math::{Lcg, tangent_basis};
     use glam::Vec3;
 
-    /// A small deterministic generator (no test dependency for random numbers).
-    struct Lcg(u64);
     impl Lcg {
-        fn next(&mut self) -> f32 {
-            self.0 = self
-                .0
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            ((self.0 >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+        /// Uniform in [−1, 1).
+        fn signed(&mut self) -> f32 {
+            self.next() * 2.0 - 1.0
         }
         fn vec(&mut self, s: f32) -> Vec3 {
-            Vec3::new(self.next(), self.next(), self.next()) * s
+            Vec3::new(self.signed(), self.signed(), self.signed()) * s
         }
     }
 
@@ -249,13 +244,13 @@ mod tests {
             let len = 1 + case % 9;
             let run: Vec<ContactRecord> = (0..len)
                 .map(|_| {
-                    let k = 1e3 + 1e6 * rng.next().abs();
-                    let fresh = rng.next() > 0.5;
-                    let l = |rng: &mut Lcg, s: f32| if fresh { 0.0 } else { rng.next() * s };
+                    let k = 1e3 + 1e6 * rng.signed().abs();
+                    let fresh = rng.signed() > 0.5;
+                    let l = |rng: &mut Lcg, s: f32| if fresh { 0.0 } else { rng.signed() * s };
                     ContactRecord {
                         body_a: 3,
                         body_b: 5,
-                        flags: if rng.next() > 0.0 { flags::STICK } else { 0 },
+                        flags: if rng.signed() > 0.0 { flags::STICK } else { 0 },
                         prev: 0,
                         normal: n.extend(0.6).to_array(),
                         tangent: t.extend(0.4).to_array(),
@@ -272,8 +267,8 @@ mod tests {
                     }
                 })
                 .collect();
-            let dxa: Vec6 = [0; 6].map(|_| rng.next() * 0.01);
-            let dxb: Vec6 = [0; 6].map(|_| rng.next() * 0.01);
+            let dxa: Vec6 = [0; 6].map(|_| rng.signed() * 0.01);
+            let dxb: Vec6 = [0; 6].map(|_| rng.signed() * 0.01);
             for side_a in [true, false] {
                 let mut sums = ContactSums::default();
                 add(&run, side_a, &dxa, &dxb, &mut sums);
