@@ -59,5 +59,6 @@ pub fn dual_update(world: &mut PhysicsWorld) {
         &world.bodies,
         &mut world.joints,
         &mut world.solver,
+        dual::Pass::Inner,
     );
 }

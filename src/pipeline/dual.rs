@@ -3,9 +3,9 @@
 
 use rayon::prelude::*;
 
-use super::SolverData;
 use super::islands::Forest;
 use super::primal::{row_error, row_force};
+use super::{SolverData, warm_start};
 use crate::body::PoseRecord;
 use crate::config::SolverConfig;
 use crate::contact::{ContactRecord, flags as cflags};
@@ -137,8 +137,25 @@ pub fn warm_start_joints(
     }
 }
 
+/// Which dual update of the step this is.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Pass {
+    /// Another primal sweep follows.
+    Inner,
+    /// The step's last: each contact's penalties, multipliers and flags also go straight
+    /// to what it carries to the next step (`s.warm_next`, whose anchors the warm start
+    /// wrote), so the records are not read again after the iterations.
+    Last,
+}
+
 /// Dual update of every contact and joint at the current iterate.
-pub fn update(cfg: &SolverConfig, bodies: &BodySet, joints: &mut JointSet, s: &mut SolverData) {
+pub fn update(
+    cfg: &SolverConfig,
+    bodies: &BodySet,
+    joints: &mut JointSet,
+    s: &mut SolverData,
+    pass: Pass,
+) {
     let iterate = &s.iterate;
     let delta = |b: u32| {
         if b == WORLD {
@@ -147,10 +164,22 @@ pub fn update(cfg: &SolverConfig, bodies: &BodySet, joints: &mut JointSet, s: &m
             iterate[b as usize].delta6()
         }
     };
-    s.contacts
-        .par_iter_mut()
-        .with_min_len(CHUNK)
-        .for_each(|c| update_contact(cfg, c, &delta(c.body_a), &delta(c.body_b)));
+    match pass {
+        Pass::Inner => s
+            .contacts
+            .par_iter_mut()
+            .with_min_len(CHUNK)
+            .for_each(|c| update_contact(cfg, c, &delta(c.body_a), &delta(c.body_b))),
+        Pass::Last => s
+            .contacts
+            .par_iter_mut()
+            .zip(s.warm_next.par_iter_mut())
+            .with_min_len(CHUNK)
+            .for_each(|(c, w)| {
+                update_contact(cfg, c, &delta(c.body_a), &delta(c.body_b));
+                warm_start::carry(c, w);
+            }),
+    }
 
     let pose = |b: u32| {
         if b == WORLD {

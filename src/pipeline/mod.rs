@@ -11,12 +11,13 @@
 //!    sticking anchors (Eq. 19); [`integration::begin_step`]: inertial targets and the
 //!    adaptive initial guess;
 //!    b. [`coloring::build`]: body→constraint adjacency (CSR) and greedy body colouring;
-//!    c. [`iterate`]: `iterations` × ([`primal::sweep`] per colour, then [`dual::update`]);
+//!    c. [`iterate`]: `iterations` × ([`primal::sweep`] per colour, then [`dual::update`];
+//!    the last one also writes what each contact carries to the next step);
 //!    d. [`integration::end_step`]: velocities, poses, frozen non-finite bodies;
 //! 4. [`integration::IslandMomentum`]: momentum of isolated islands (both backends);
 //! 5. [`dual::fracture`] of overloaded joints at the final poses, and (CPU backend)
-//!    [`warm_start::store`] of what the contacts carry to the next step (the GPU backend
-//!    keeps it on the device).
+//!    [`warm_start::store`]: what the contacts carry becomes the state the next step's
+//!    points index (the GPU backend keeps it on the device).
 
 pub mod collision;
 pub mod coloring;
@@ -43,9 +44,14 @@ pub fn iterate(
     s: &mut SolverData,
 ) {
     rayon::scope(|_| {
-        for _ in 0..cfg.iterations {
+        for i in 0..cfg.iterations {
             primal::sweep(cfg, bodies, joints, s);
-            dual::update(cfg, bodies, joints, s);
+            let pass = if i + 1 == cfg.iterations {
+                dual::Pass::Last
+            } else {
+                dual::Pass::Inner
+            };
+            dual::update(cfg, bodies, joints, s, pass);
         }
     });
 }

@@ -114,18 +114,18 @@ pub fn contacts(cfg: &SolverConfig, bodies: &BodySet, s: &mut SolverData) {
         });
 }
 
-/// What each solved contact carries to the next step: its penalties, multipliers and flags
-/// next to the anchors [`contacts`] stored; then it becomes the state the next step's
-/// points index.
+/// What a solved contact carries to the next step: its penalties, multipliers and flags,
+/// next to the anchors [`contacts`] stored. The last dual update calls it for every
+/// contact ([`super::dual::Pass::Last`]).
+#[inline]
+pub fn carry(c: &ContactRecord, w: &mut ContactWarm) {
+    w.k = c.k;
+    w.lambda = [c.lambda[0], c.lambda[1], c.lambda[2]];
+    w.flags = c.flags;
+}
+
+/// After the step: what its contacts carry (complete since the last dual update) becomes
+/// the state the next step's points index.
 pub fn store(s: &mut SolverData) {
-    s.contacts
-        .par_iter()
-        .zip(s.warm_next.par_iter_mut())
-        .with_min_len(1024)
-        .for_each(|(c, w)| {
-            w.k = c.k;
-            w.lambda = [c.lambda[0], c.lambda[1], c.lambda[2]];
-            w.flags = c.flags;
-        });
     std::mem::swap(&mut s.warm, &mut s.warm_next);
 }
