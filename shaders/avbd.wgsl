@@ -269,7 +269,7 @@ fn contact_forces(c: Contact) -> ContactForce {
     let dirs = contact_dirs(c);
     var out: ContactForce;
     // Rows written out (no loop index into the vectors: keeps them in registers).
-    let cc = c.c0.xyz + vec3<f32>(dot(dirs[0], delta), dot(dirs[1], delta), dot(dirs[2], delta));
+    let cc = c.c0 + vec3<f32>(dot(dirs[0], delta), dot(dirs[1], delta), dot(dirs[2], delta));
     var f = c.k.xyz * cc + c.lambda.xyz;
     var kh = c.k.xyz;
     out.normal_active = f.z < 0.0;

@@ -37,13 +37,14 @@ struct Pose {
 struct Contact {
     body_a: u32,
     body_b: u32,
-    flags: u32,
     prev: u32,          // index in the previous step's records
+    reserved: u32,
     normal: vec4<f32>,  // xyz normal A→B, w static μ
     tangent: vec4<f32>, // xyz tangent, w dynamic μ
     arm_a: vec4<f32>,
     arm_b: vec4<f32>,
-    c0: vec4<f32>,      // start errors of rows t, b, n (Eq. 18)
+    c0: vec3<f32>,      // start errors of rows t, b, n (Eq. 18)
+    flags: u32,         // next to k and λ: the dual update writes one half of the record
     k: vec4<f32>,       // penalties of rows t, b, n; w: the normal row's floor share
     lambda: vec4<f32>,
 };

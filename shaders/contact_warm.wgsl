@@ -194,11 +194,12 @@ fn warm_start_contacts(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(n
     c.body_b = p.body_b;
     c.flags = select(0u, STICK, !carried || stick);
     c.prev = p.prev;
+    c.reserved = 0u;
     c.normal = vec4<f32>(n, mu_s);
     c.tangent = vec4<f32>(t, mu_d);
     c.arm_a = vec4<f32>(p.arm_a.xyz, 0.0);
     c.arm_b = vec4<f32>(p.arm_b.xyz, 0.0);
-    c.c0 = vec4<f32>(c0, 0.0);
+    c.c0 = c0;
     c.k = k;
     c.lambda = vec4<f32>(lambda, 0.0);
     store_record(i, c);

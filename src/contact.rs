@@ -27,9 +27,10 @@ pub mod flags {
 pub struct ContactRecord {
     pub body_a: u32,
     pub body_b: u32,
-    pub flags: u32,
     /// This point's index in the previous step's records ([`NEW_POINT`] if it is new).
     pub prev: u32,
+    /// Unused; keeps the vectors 16-byte aligned, as the GPU's layout wants them.
+    pub reserved: u32,
     /// World normal from A to B (xyz), static friction μ_s (w).
     pub normal: [f32; 4],
     /// World tangent (xyz), dynamic friction μ_d (w).
@@ -38,7 +39,10 @@ pub struct ContactRecord {
     pub arm_a: [f32; 4],
     pub arm_b: [f32; 4],
     /// Regularised start error for rows t, b, n (Eq. 18 applied).
-    pub c0: [f32; 4],
+    pub c0: [f32; 3],
+    /// [`flags`]. In the record's second 64 bytes with `k` and `lambda`, the only fields
+    /// the dual update writes, so it dirties one of the record's two cache lines.
+    pub flags: u32,
     /// Penalty k for rows t, b, n; w: the share of the normal row's k that is this step's
     /// load-aware floor (not carried over to the next step).
     pub k: [f32; 4],

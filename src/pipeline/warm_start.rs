@@ -82,11 +82,12 @@ pub fn expand(
             0
         },
         prev: p.prev,
+        reserved: 0,
         normal: n.extend(mu_s).to_array(),
         tangent: t.extend(mu_d).to_array(),
         arm_a: arm_a.extend(0.0).to_array(),
         arm_b: arm_b.extend(0.0).to_array(),
-        c0: [c0[0], c0[1], c0[2], 0.0],
+        c0,
         k: [k[0], k[1], k[2], k_floor],
         lambda: [lambda[0], lambda[1], lambda[2], 0.0],
     };

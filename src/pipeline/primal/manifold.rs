@@ -128,7 +128,7 @@ pub fn add(run: &[ContactRecord], side_a: bool, dxa: &Vec6, dxb: &Vec6, sums: &m
             [v[0], v[1], v[2]]
         };
         let (arm_a, arm_b) = (lanes(|r| r.arm_a), lanes(|r| r.arm_b));
-        let (c0, k, lambda) = (lanes(|r| r.c0), lanes(|r| r.k), lanes(|r| r.lambda));
+        let (c0, k, lambda) = (lanes(|r| [r.c0[0], r.c0[1], r.c0[2], 0.0]), lanes(|r| r.k), lanes(|r| r.lambda));
         let mu = f32x4::from([0, 1, 2, 3].map(|l| {
             if rec(l).flags & flags::STICK != 0 {
                 mu_s
@@ -252,11 +252,12 @@ mod tests {
                         body_b: 5,
                         flags: if rng.signed() > 0.0 { flags::STICK } else { 0 },
                         prev: 0,
+                        reserved: 0,
                         normal: n.extend(0.6).to_array(),
                         tangent: t.extend(0.4).to_array(),
                         arm_a: rng.vec(0.5).extend(0.0).to_array(),
                         arm_b: rng.vec(0.5).extend(0.0).to_array(),
-                        c0: (rng.vec(0.01)).extend(0.0).to_array(),
+                        c0: rng.vec(0.01).to_array(),
                         k: [k, k * 0.5, k * 2.0, 0.0],
                         lambda: [
                             l(&mut rng, 50.0),
