@@ -24,6 +24,7 @@ pub mod coloring;
 pub mod dual;
 pub mod integration;
 pub mod islands;
+pub mod manifold;
 pub mod primal;
 pub mod warm_start;
 

@@ -8,7 +8,7 @@
 use glam::Vec3;
 use rayon::prelude::*;
 
-mod manifold;
+use super::manifold;
 
 use super::coloring::ITEM_JOINT;
 use super::{IterateRecord, SolverData};

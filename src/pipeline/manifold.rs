@@ -1,11 +1,12 @@
-//! The primal's contact kernel: the rows of one contact manifold, four points at a time.
+//! Contact manifolds, four points at a time: the kernels of the primal and dual stages.
 //!
 //! The points of a manifold share their bodies and their frame `D = [t, b, n]`. Per point
-//! only its errors, its forces (the clamps of [`ContactRecord::forces_at`]) and its lever
-//! arm in the contact frame are computed, in the lanes of 4-wide SIMD vectors; the gradient
-//! and the Hessian blocks are summed in the contact frame and rotated to the world once
-//! per manifold. With `r' = Dᵀ arm` and `X' = [r']×`, a point's three rows add
-//! `D diag(k) Dᵀ`, `D X' diag(k) Dᵀ` and `D X' diag(k) X'ᵀ Dᵀ`: the blocks
+//! only its errors and its forces (the clamps of [`ContactRecord::forces_at`], the same
+//! bits: [`PointLanes`]) are computed, in the lanes of 4-wide SIMD vectors. The dual update
+//! (`super::dual`) stores them; the primal ([`add`]) also takes each point's lever arm in
+//! the contact frame, sums the gradient and the Hessian blocks there and rotates them to
+//! the world once per manifold. With `r' = Dᵀ arm` and `X' = [r']×`, a point's three rows
+//! add `D diag(k) Dᵀ`, `D X' diag(k) Dᵀ` and `D X' diag(k) X'ᵀ Dᵀ`: the blocks
 //! `Mat6::add_contact_rows` writes per point in the world frame (the reference the tests
 //! compare with).
 
@@ -75,7 +76,7 @@ impl ContactSums {
 }
 
 /// Lane-wise 3-vectors of four points.
-type V3 = [f32x4; 3];
+pub type V3 = [f32x4; 3];
 
 #[inline(always)]
 fn splat3(v: &[f32]) -> V3 {
@@ -98,29 +99,63 @@ fn sum(v: V3) -> Vec3A {
     Vec3A::new(v[0].reduce_add(), v[1].reduce_add(), v[2].reduce_add())
 }
 
-/// Adds the rows of manifold `run` (consecutive records for which [`same`] holds) to the
-/// terms of body A (`side_a`) or body B, at displacements `dxa`, `dxb` of the two bodies.
-#[inline(always)]
-pub fn add(run: &[ContactRecord], side_a: bool, dxa: &Vec6, dxb: &Vec6, sums: &mut ContactSums) {
-    let first = &run[0];
-    let [t, b, n] = first.dirs().map(Vec3A::from);
-    let (mu_s, mu_d) = (first.normal[3], first.tangent[3]);
-    let (tv, bv, nv) = (
-        splat3(&t.to_array()),
-        splat3(&b.to_array()),
-        splat3(&n.to_array()),
-    );
-    let (lin_a, ang_a) = (splat3(&dxa[..3]), splat3(&dxa[3..]));
-    let (lin_b, ang_b) = (splat3(&dxb[..3]), splat3(&dxb[3..]));
-    let zero = f32x4::ZERO;
-    let (mut force, mut torque, mut ksum) = ([zero; 3], [zero; 3], [zero; 3]);
-    // Entries of Σ X' diag(k): (0,1) (0,2) (1,0) (1,2) (2,0) (2,1) (its diagonal is zero);
-    // of Σ X' diag(k) X'ᵀ (symmetric): (0,0) (1,1) (2,2) (0,1) (0,2) (1,2).
-    let (mut xk, mut xkx) = ([zero; 6], [zero; 6]);
-    // Lanes past the last point read a zero record: k = λ = 0 makes every force and every
-    // rescaled stiffness exactly 0, so it adds nothing.
-    let pad = ContactRecord::default();
-    for group in run.chunks(4) {
+/// One manifold's frame `D = [t, b, n]`, its friction coefficients and its two bodies'
+/// displacements, each in every lane.
+pub struct Frame {
+    t: Vec3A,
+    b: Vec3A,
+    n: Vec3A,
+    dirs: [V3; 3],
+    mu_s: f32,
+    mu_d: f32,
+    lin_a: V3,
+    ang_a: V3,
+    lin_b: V3,
+    ang_b: V3,
+}
+
+impl Frame {
+    /// The frame of the manifold whose first record is `first`, at displacements `dxa`,
+    /// `dxb` of its bodies.
+    #[inline(always)]
+    pub fn new(first: &ContactRecord, dxa: &[f32; 6], dxb: &[f32; 6]) -> Self {
+        let [t, b, n] = first.dirs().map(Vec3A::from);
+        Self {
+            t,
+            b,
+            n,
+            dirs: [t, b, n].map(|d| splat3(&d.to_array())),
+            mu_s: first.normal[3],
+            mu_d: first.tangent[3],
+            lin_a: splat3(&dxa[..3]),
+            ang_a: splat3(&dxa[3..]),
+            lin_b: splat3(&dxb[..3]),
+            ang_b: splat3(&dxb[3..]),
+        }
+    }
+}
+
+/// Up to four points of one manifold, one per lane: their errors and their forces after
+/// the normal bound and the friction cone, with the same operations in the same order as
+/// [`ContactRecord::forces`] per point (the same bits). Lanes past the last point read a
+/// zero record (k = λ = 0: every force 0).
+pub struct PointLanes {
+    pub err: V3,
+    pub f: V3,
+    pub k: V3,
+    pub lambda: V3,
+    /// Normal force inside its bound (pressing), as a lane mask.
+    pub pressing: f32x4,
+    /// Friction inside its cone (sticking), as a lane mask.
+    pub inside: f32x4,
+    pub arm_a: V3,
+    pub arm_b: V3,
+}
+
+impl PointLanes {
+    #[inline(always)]
+    pub fn new(frame: &Frame, group: &[ContactRecord]) -> Self {
+        let pad = ContactRecord::default();
         let rec = |l: usize| group.get(l).unwrap_or(&pad);
         // Field xyz of the four records, x, y and z each in one vector.
         let lanes = |field: fn(&ContactRecord) -> [f32; 4]| {
@@ -128,34 +163,32 @@ pub fn add(run: &[ContactRecord], side_a: bool, dxa: &Vec6, dxb: &Vec6, sums: &m
             [v[0], v[1], v[2]]
         };
         let (arm_a, arm_b) = (lanes(|r| r.arm_a), lanes(|r| r.arm_b));
-        let (c0, k, lambda) = (lanes(|r| [r.c0[0], r.c0[1], r.c0[2], 0.0]), lanes(|r| r.k), lanes(|r| r.lambda));
+        let (c0, k, lambda) = (
+            lanes(|r| [r.c0[0], r.c0[1], r.c0[2], 0.0]),
+            lanes(|r| r.k),
+            lanes(|r| r.lambda),
+        );
         let mu = f32x4::from([0, 1, 2, 3].map(|l| {
             if rec(l).flags & flags::STICK != 0 {
-                mu_s
+                frame.mu_s
             } else {
-                mu_d
+                frame.mu_d
             }
         }));
         // Errors Dᵀ δ + c0, δ the relative displacement of the two contact points.
-        let pa = cross(ang_a, arm_a);
-        let pb = cross(ang_b, arm_b);
-        let delta: V3 = [0, 1, 2].map(|i| (lin_b[i] + pb[i]) - (lin_a[i] + pa[i]));
+        let pa = cross(frame.ang_a, arm_a);
+        let pb = cross(frame.ang_b, arm_b);
+        let delta: V3 = [0, 1, 2].map(|i| (frame.lin_b[i] + pb[i]) - (frame.lin_a[i] + pa[i]));
+        let [tv, bv, nv] = frame.dirs;
         let err = [
             c0[0] + dot(tv, delta),
             c0[1] + dot(bv, delta),
             c0[2] + dot(nv, delta),
         ];
-        // Forces and Hessian stiffness: the normal bound, then the friction cone, with the
-        // Eq. 14 rescaling of clamped rows, as `ContactRecord::forces_at` per point.
+        let zero = f32x4::ZERO;
         let mut f = [0, 1, 2].map(|r| k[r] * err[r] + lambda[r]);
         let pressing = f[2].simd_lt(zero);
         f[2] = pressing.select(f[2], zero);
-        let keep_n = pressing | err[2].simd_eq(zero);
-        let mut kh = [
-            k[0],
-            k[1],
-            keep_n.select(k[2], ((zero - lambda[2]) / err[2]).abs()),
-        ];
         let limit = mu * -f[2];
         let ft2 = f[0] * f[0] + f[1] * f[1];
         let inside = ft2.simd_le(limit * limit);
@@ -163,6 +196,52 @@ pub fn add(run: &[ContactRecord], side_a: bool, dxa: &Vec6, dxb: &Vec6, sums: &m
         let scale = ft.simd_gt(zero).select(limit / ft, zero);
         for r in 0..2 {
             f[r] = inside.select(f[r], f[r] * scale);
+        }
+        Self {
+            err,
+            f,
+            k,
+            lambda,
+            pressing,
+            inside,
+            arm_a,
+            arm_b,
+        }
+    }
+}
+
+/// Adds the rows of manifold `run` (consecutive records for which [`same`] holds) to the
+/// terms of body A (`side_a`) or body B, at displacements `dxa`, `dxb` of the two bodies.
+#[inline(always)]
+pub fn add(run: &[ContactRecord], side_a: bool, dxa: &Vec6, dxb: &Vec6, sums: &mut ContactSums) {
+    let frame = Frame::new(&run[0], dxa, dxb);
+    let (t, b, n) = (frame.t, frame.b, frame.n);
+    let [tv, bv, nv] = frame.dirs;
+    let zero = f32x4::ZERO;
+    let (mut force, mut torque, mut ksum) = ([zero; 3], [zero; 3], [zero; 3]);
+    // Entries of Σ X' diag(k): (0,1) (0,2) (1,0) (1,2) (2,0) (2,1) (its diagonal is zero);
+    // of Σ X' diag(k) X'ᵀ (symmetric): (0,0) (1,1) (2,2) (0,1) (0,2) (1,2).
+    let (mut xk, mut xkx) = ([zero; 6], [zero; 6]);
+    for group in run.chunks(4) {
+        let PointLanes {
+            err,
+            f,
+            k,
+            lambda,
+            pressing,
+            inside,
+            arm_a,
+            arm_b,
+        } = PointLanes::new(&frame, group);
+        // Hessian stiffness: the Eq. 14 rescaling of clamped rows, as
+        // `ContactRecord::forces_at` per point.
+        let keep_n = pressing | err[2].simd_eq(zero);
+        let mut kh = [
+            k[0],
+            k[1],
+            keep_n.select(k[2], ((zero - lambda[2]) / err[2]).abs()),
+        ];
+        for r in 0..2 {
             let keep = inside | err[r].simd_eq(zero);
             kh[r] = keep.select(k[r], ((f[r] - lambda[r]) / err[r]).abs());
         }
@@ -215,7 +294,7 @@ pub fn add(run: &[ContactRecord], side_a: bool, dxa: &Vec6, dxb: &Vec6, sums: &m
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::math::{Lcg, tangent_basis};
     use glam::Vec3;
@@ -230,6 +309,37 @@ mod tests {
         }
     }
 
+    /// A random manifold of `len` points (pressing or not, sticking or sliding, fresh or
+    /// warm-started) and random displacements of its two bodies.
+    pub(crate) fn random_manifold(rng: &mut Lcg, len: usize) -> (Vec<ContactRecord>, Vec6, Vec6) {
+        let n = rng.vec(1.0).normalize();
+        let (t, _) = tangent_basis(n);
+        let run = (0..len)
+            .map(|_| {
+                let k = 1e3 + 1e6 * rng.signed().abs();
+                let fresh = rng.signed() > 0.5;
+                let l = |rng: &mut Lcg, s: f32| if fresh { 0.0 } else { rng.signed() * s };
+                ContactRecord {
+                    body_a: 3,
+                    body_b: 5,
+                    flags: if rng.signed() > 0.0 { flags::STICK } else { 0 },
+                    prev: 0,
+                    reserved: 0,
+                    normal: n.extend(0.6).to_array(),
+                    tangent: t.extend(0.4).to_array(),
+                    arm_a: rng.vec(0.5).extend(0.0).to_array(),
+                    arm_b: rng.vec(0.5).extend(0.0).to_array(),
+                    c0: rng.vec(0.01).to_array(),
+                    k: [k, k * 0.5, k * 2.0, 0.0],
+                    lambda: [l(rng, 50.0), l(rng, 50.0), -l(rng, 100.0).abs(), 0.0],
+                }
+            })
+            .collect();
+        let dxa: Vec6 = [0; 6].map(|_| rng.signed() * 0.01);
+        let dxb: Vec6 = [0; 6].map(|_| rng.signed() * 0.01);
+        (run, dxa, dxb)
+    }
+
     /// The kernel gives the gradient and Hessian of the per-point world-frame reference
     /// (`forces` and `Mat6::add_contact_rows` per point), for manifolds of 1 to 9 points
     /// in every state: pressing, separated, sticking, sliding, fresh (λ = 0), both sides.
@@ -239,37 +349,7 @@ mod tests {
         // Points seen pressing and sticking, pressing and sliding, and separated.
         let mut states = [0usize; 3];
         for case in 0..400 {
-            let n = rng.vec(1.0).normalize();
-            let (t, _) = tangent_basis(n);
-            let len = 1 + case % 9;
-            let run: Vec<ContactRecord> = (0..len)
-                .map(|_| {
-                    let k = 1e3 + 1e6 * rng.signed().abs();
-                    let fresh = rng.signed() > 0.5;
-                    let l = |rng: &mut Lcg, s: f32| if fresh { 0.0 } else { rng.signed() * s };
-                    ContactRecord {
-                        body_a: 3,
-                        body_b: 5,
-                        flags: if rng.signed() > 0.0 { flags::STICK } else { 0 },
-                        prev: 0,
-                        reserved: 0,
-                        normal: n.extend(0.6).to_array(),
-                        tangent: t.extend(0.4).to_array(),
-                        arm_a: rng.vec(0.5).extend(0.0).to_array(),
-                        arm_b: rng.vec(0.5).extend(0.0).to_array(),
-                        c0: rng.vec(0.01).to_array(),
-                        k: [k, k * 0.5, k * 2.0, 0.0],
-                        lambda: [
-                            l(&mut rng, 50.0),
-                            l(&mut rng, 50.0),
-                            -l(&mut rng, 100.0).abs(),
-                            0.0,
-                        ],
-                    }
-                })
-                .collect();
-            let dxa: Vec6 = [0; 6].map(|_| rng.signed() * 0.01);
-            let dxb: Vec6 = [0; 6].map(|_| rng.signed() * 0.01);
+            let (run, dxa, dxb) = random_manifold(&mut rng, 1 + case % 9);
             for side_a in [true, false] {
                 let mut sums = ContactSums::default();
                 add(&run, side_a, &dxa, &dxb, &mut sums);
