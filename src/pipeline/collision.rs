@@ -168,8 +168,9 @@ pub fn detect(
         }
     }
     // Candidate pairs as sorted body-handle keys. The BVH's pairs come sorted by leaf,
-    // and leaves follow body order, so their keys are usually sorted already (not after
-    // removals reused handles); the half-space pairs are a second sorted run.
+    // and leaves follow body order, so their keys are sorted already while body order is
+    // handle order (a removal moves the last body into the freed slot and breaks that);
+    // the half-space pairs are a second sorted run.
     let joint_pairs = &state.joint_pairs;
     let consider = |a: u32, b: u32, out: &mut Vec<(BodyHandle, BodyHandle)>| {
         let (a, b) = (a as usize, b as usize);
