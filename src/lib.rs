@@ -5,38 +5,43 @@
 //! per-body 6×6 block solves in graph-coloured parallel sweeps, hard constraints through an
 //! augmented Lagrangian, frictional contacts and joints with limits, motors and fracture.
 //!
-//! Layers:
-//! - [`PhysicsWorld`]: the plain-Rust core (bodies, colliders, joints, `step()`);
+//! # Layout
+//!
+//! From the bottom up; each layer imports only the ones above it in this list.
+//!
+//! - [`math`], [`config`], [`error`], [`report`]: small shared types ([`SolverConfig`],
+//!   [`PhysicsError`], [`StepReport`]);
+//! - [`rigid`]: the storage of rigid bodies, colliders, joints and contact records;
+//! - [`pipeline`]: the stages of a frame, one module each, with the list of stages in the
+//!   order a step runs them;
+//! - [`gpu`]: the wgpu backend, which runs the same stages on the device on the same records;
+//! - [`world`]: [`PhysicsWorld`], the plain-Rust API, and the frame top to bottom in
+//!   [`PhysicsWorld::begin_step`] / [`PhysicsWorld::finish_step`];
 //! - [`ecs`]: bevy_ecs components, a config resource and public system sets;
 //! - [`scenes`]: the paper's experiments, shared by the CLI, the tests and the benchmarks.
-//!
-//! The frame pipeline lives in [`pipeline`], one module per stage.
 
 // Numerical kernels index several fixed-size arrays in lockstep; index loops read clearer.
 #![allow(clippy::needless_range_loop)]
 
-pub mod body;
-pub mod collider;
 pub mod config;
-pub mod contact;
 pub mod ecs;
 pub mod error;
 pub mod gpu;
-pub mod joint;
 pub mod math;
 pub mod pipeline;
-pub mod world;
-
-pub use body::{BodyDesc, BodyKind};
-pub use collider::Collider;
-pub use config::SolverConfig;
-pub use error::{BodyHandle, JointHandle, PhysicsError};
-pub use gpu::Backend;
-pub use joint::{JointDesc, JointKind, Motor};
+pub mod report;
+pub mod rigid;
 pub mod scenes;
 #[doc(hidden)]
 pub mod stages;
-pub use world::{BodyState, PhysicsWorld, StepReport, StepStats};
+pub mod world;
+
+pub use config::SolverConfig;
+pub use error::{BodyHandle, JointHandle, PhysicsError};
+pub use gpu::Backend;
+pub use report::{StepReport, StepStats};
+pub use rigid::{BodyDesc, BodyKind, Collider, JointDesc, JointKind, Motor};
+pub use world::{BodyState, PhysicsWorld};
 
 pub use glam;
 pub use parry3d;

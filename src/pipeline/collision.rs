@@ -13,10 +13,10 @@ use parry3d::query::{
 use rayon::prelude::*;
 
 use crate::config::SolverConfig;
-use crate::contact::{ContactPoint, NEW_POINT};
 use crate::error::BodyHandle;
 use crate::math::tangent_basis;
-use crate::world::{BodySet, JointSet};
+use crate::rigid::contact::{ContactPoint, NEW_POINT};
+use crate::rigid::{BodySet, JointSet};
 
 mod broad_phase;
 use broad_phase::BroadPhase;

@@ -9,8 +9,8 @@
 use rayon::prelude::*;
 
 use super::SolverData;
-use crate::joint::WORLD;
-use crate::world::{BodySet, JointSet};
+use crate::rigid::joint::WORLD;
+use crate::rigid::{BodySet, JointSet};
 
 /// Tag in the low bit of an adjacency item.
 pub const ITEM_JOINT: u32 = 1;
@@ -85,7 +85,7 @@ pub fn build(bodies: &BodySet, joints: &JointSet, s: &mut SolverData) {
 /// lists on the device (`shaders/adjacency.wgsl`) and only gathers the ends.
 pub fn build_adjacency(
     n: usize,
-    contacts: &[crate::contact::ContactPoint],
+    contacts: &[crate::rigid::contact::ContactPoint],
     joints: &JointSet,
     adj: &mut Adjacency,
     cursor: &mut Vec<u32>,
@@ -102,7 +102,7 @@ pub fn build_adjacency(
 /// Gathers `(body_a, body_b, item)` of every contact and unbroken joint into
 /// [`Adjacency::ends`], in constraint order (contacts, then joints).
 pub fn gather_ends(
-    contacts: &[crate::contact::ContactPoint],
+    contacts: &[crate::rigid::contact::ContactPoint],
     joints: &JointSet,
     adj: &mut Adjacency,
 ) {

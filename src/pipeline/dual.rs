@@ -7,20 +7,21 @@ use super::islands::Forest;
 use super::manifold;
 use super::primal::{row_error, row_force};
 use super::{SolverData, warm_start};
-use crate::body::PoseRecord;
 use crate::config::SolverConfig;
-use crate::contact::{ContactRecord, flags as cflags};
 use crate::error::JointHandle;
-use crate::joint::{JointRecord, JointRowState, WORLD, flags};
 use crate::math::Vec6;
-use crate::world::{BodySet, JointSet, StepReport};
+use crate::report::StepReport;
+use crate::rigid::body::PoseRecord;
+use crate::rigid::contact::{ContactRecord, flags as cflags};
+use crate::rigid::joint::{JointRecord, JointRowState, WORLD, flags};
+use crate::rigid::{BodySet, JointSet};
 
 const CHUNK: usize = 64;
 
 /// Load-aware penalty floor scale of a joint row. Springs take none (a large penalty would
 /// bring back the stiffness-ratio problem), nor do rows bounded on both sides (motors): a
 /// penalty far above the body's inertia makes their clamped force flip between its bounds.
-fn scale(cfg: &SolverConfig, row: &crate::joint::Row) -> f32 {
+fn scale(cfg: &SolverConfig, row: &crate::rigid::joint::Row) -> f32 {
     if row.stiffness > 0.0 || (row.fmin.is_finite() && row.fmax.is_finite()) {
         f32::INFINITY
     } else {

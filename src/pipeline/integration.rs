@@ -6,11 +6,12 @@ use glam::{DMat3, DVec3, Vec3};
 use super::coloring::Adjacency;
 use super::islands::Forest;
 use super::{InertialRecord, IterateRecord, SolverData};
-use crate::body::{BodyKind, PoseRecord, VelocityRecord};
 use crate::config::SolverConfig;
-use crate::joint::WORLD;
 use crate::math::quat_add;
-use crate::world::{BodySet, StepReport};
+use crate::report::StepReport;
+use crate::rigid::BodySet;
+use crate::rigid::body::{BodyKind, PoseRecord, VelocityRecord};
+use crate::rigid::joint::WORLD;
 
 /// Computes the inertial targets and the adaptive initial guess of every body.
 ///

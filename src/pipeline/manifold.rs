@@ -13,8 +13,8 @@
 use glam::{Mat3A, Vec3A};
 use wide::f32x4;
 
-use crate::contact::{ContactRecord, flags};
 use crate::math::{Mat6, Vec6};
+use crate::rigid::contact::{ContactRecord, flags};
 
 /// Whether two contact records belong to the same manifold: the same bodies and the same
 /// frame (the tangent is a function of the normal, so the bits of both match).

@@ -31,8 +31,8 @@ pub mod warm_start;
 use bytemuck::{Pod, Zeroable};
 use glam::{Quat, Vec3};
 
-use crate::body::PoseRecord;
 use crate::math::{Vec6, vec6};
+use crate::rigid::body::PoseRecord;
 
 /// The fixed iteration budget on the CPU: `iterations` × (primal sweep over the colours,
 /// dual update). The loop runs inside one rayon worker (`rayon::scope`), so its 2–3
@@ -40,8 +40,8 @@ use crate::math::{Vec6, vec6};
 /// injected into it from the caller's thread and waited for (~10 µs apiece).
 pub fn iterate(
     cfg: &crate::config::SolverConfig,
-    bodies: &crate::world::BodySet,
-    joints: &mut crate::world::JointSet,
+    bodies: &crate::rigid::BodySet,
+    joints: &mut crate::rigid::JointSet,
     s: &mut SolverData,
 ) {
     rayon::scope(|_| {
@@ -117,13 +117,13 @@ pub struct SolverData {
     pub iterate: Vec<IterateRecord>,
     pub inertial: Vec<InertialRecord>,
     /// This step's contact points (collision detection's output; what the GPU receives).
-    pub points: Vec<crate::contact::ContactPoint>,
+    pub points: Vec<crate::rigid::contact::ContactPoint>,
     /// This step's contact records (the CPU backend's; the GPU's stay on the device).
-    pub contacts: Vec<crate::contact::ContactRecord>,
+    pub contacts: Vec<crate::rigid::contact::ContactRecord>,
     /// What the last step's records carry, by record index (CPU backend).
-    pub warm: Vec<crate::contact::ContactWarm>,
+    pub warm: Vec<crate::rigid::contact::ContactWarm>,
     /// The same for this step, filled by the warm start and the end of the step.
-    pub warm_next: Vec<crate::contact::ContactWarm>,
+    pub warm_next: Vec<crate::rigid::contact::ContactWarm>,
     pub adjacency: coloring::Adjacency,
     pub colors: coloring::Colors,
     /// Double buffer of one colour's new iterates.

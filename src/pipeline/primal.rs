@@ -12,12 +12,12 @@ use super::manifold;
 
 use super::coloring::ITEM_JOINT;
 use super::{IterateRecord, SolverData};
-use crate::body::PoseRecord;
 use crate::config::SolverConfig;
-use crate::contact::ContactRecord;
-use crate::joint::{JointRecord, JointRowState, WORLD, kind, wrap_angle};
 use crate::math::{Mat6, Vec6, ang, lever_geometric_stiffness, lin, quat_add};
-use crate::world::{BodySet, JointSet};
+use crate::rigid::body::PoseRecord;
+use crate::rigid::contact::ContactRecord;
+use crate::rigid::joint::{JointRecord, JointRowState, WORLD, kind, wrap_angle};
+use crate::rigid::{BodySet, JointSet};
 
 /// Bodies per rayon task: small colours run inline, large ones are split in chunks.
 const CHUNK: usize = 8;
@@ -162,7 +162,7 @@ impl Ctx<'_> {
         let e = j.evaluate(&pa, &pb);
         let is_a = j.body_a == me;
         let alpha = self.cfg.alpha;
-        let mut forces = [0.0f32; crate::joint::MAX_JOINT_ROWS];
+        let mut forces = [0.0f32; crate::rigid::joint::MAX_JOINT_ROWS];
         for r in 0..e.n {
             let row = &e.rows[r];
             let c = row_error(row, r, &e, st, alpha, self.cfg.dt, j);
@@ -199,9 +199,9 @@ impl Ctx<'_> {
 /// this step against the target).
 #[inline]
 pub(crate) fn row_error(
-    row: &crate::joint::Row,
+    row: &crate::rigid::joint::Row,
     r: usize,
-    e: &crate::joint::JointEval,
+    e: &crate::rigid::joint::JointEval,
     st: &JointRowState,
     alpha: f32,
     h: f32,
@@ -226,7 +226,7 @@ pub(crate) fn row_error(
 /// iterations and frames so a stiff spring does not have to be stiff in the primal (the
 /// stiffness-ratio problem AVBD's Eq. 16 ramp addresses, without leaving the spring soft).
 #[inline]
-pub(crate) fn row_force(row: &crate::joint::Row, c: f32, k: f32, lambda: f32) -> (f32, f32) {
+pub(crate) fn row_force(row: &crate::rigid::joint::Row, c: f32, k: f32, lambda: f32) -> (f32, f32) {
     let (raw, k_h) = if row.stiffness > 0.0 {
         let s = row.stiffness / (row.stiffness + k);
         (s * (lambda + k * c), s * k)

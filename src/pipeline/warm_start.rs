@@ -9,9 +9,9 @@ use rayon::prelude::*;
 
 use super::SolverData;
 use crate::config::SolverConfig;
-use crate::contact::{ContactPoint, ContactRecord, ContactWarm, flags};
 use crate::math::tangent_basis;
-use crate::world::BodySet;
+use crate::rigid::BodySet;
+use crate::rigid::contact::{ContactPoint, ContactRecord, ContactWarm, flags};
 
 #[inline]
 fn v3(a: [f32; 4]) -> Vec3 {

@@ -8,9 +8,9 @@
 use bytemuck::{Pod, Zeroable};
 use glam::{Quat, Vec3};
 
-use crate::body::PoseRecord;
-use crate::error::BodyHandle;
+use crate::error::{BodyHandle, JointHandle};
 use crate::math::{Vec6, tangent_basis, vec6};
+use crate::rigid::body::PoseRecord;
 
 /// Maximum number of rows of any joint.
 pub const MAX_JOINT_ROWS: usize = 8;
@@ -411,6 +411,25 @@ impl Row {
             c0 < 0.0
         } else {
             c0 > 0.0
+        }
+    }
+}
+
+/// Dense joint storage.
+#[derive(Default)]
+pub struct JointSet {
+    pub(crate) handles: Vec<JointHandle>,
+    pub(crate) index_of: Vec<u32>,
+    pub(crate) records: Vec<JointRecord>,
+    pub(crate) states: Vec<JointRowState>,
+    pub(crate) bodies: Vec<(BodyHandle, Option<BodyHandle>)>,
+}
+
+impl JointSet {
+    pub(crate) fn index(&self, h: JointHandle) -> Option<usize> {
+        match self.index_of.get(h.0 as usize) {
+            Some(&i) if i != u32::MAX => Some(i as usize),
+            _ => None,
         }
     }
 }

@@ -3,8 +3,8 @@
 use bytemuck::{Pod, Zeroable};
 use glam::{Mat3, Quat, Vec3};
 
-use crate::PhysicsError;
-use crate::collider::Collider;
+use crate::error::{BodyHandle, PhysicsError};
+use crate::rigid::collider::Collider;
 
 /// How a body moves.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -245,5 +245,44 @@ impl MassRecord {
         let r = Mat3::from_quat(q * Quat::from_array(self.inertia_frame));
         let d = Mat3::from_diagonal(Vec3::new(self.inertia[0], self.inertia[1], self.inertia[2]));
         r * d * r.transpose()
+    }
+}
+
+/// Dense body storage (structure of arrays); the solver index of a body is its position here.
+#[derive(Default)]
+pub struct BodySet {
+    pub(crate) handles: Vec<BodyHandle>,
+    /// Solver index by handle id (`u32::MAX` once removed).
+    pub(crate) index_of: Vec<u32>,
+    pub(crate) kinds: Vec<BodyKind>,
+    pub(crate) poses: Vec<PoseRecord>,
+    pub(crate) velocities: Vec<VelocityRecord>,
+    pub(crate) prev_velocities: Vec<VelocityRecord>,
+    pub(crate) masses: Vec<MassRecord>,
+    pub(crate) colliders: Vec<Option<Collider>>,
+    /// Translation of the collider in the body frame (body origin = centre of mass).
+    pub(crate) shape_offsets: Vec<Vec3>,
+    /// External force (xyz) and torque (xyz) applied during the next steps.
+    pub(crate) forces: Vec<[f32; 8]>,
+    /// A body that became non-finite is restored to its last pose and frozen.
+    pub(crate) frozen: Vec<bool>,
+}
+
+impl BodySet {
+    pub fn len(&self) -> usize {
+        self.handles.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.handles.is_empty()
+    }
+    #[inline]
+    pub(crate) fn is_solved(&self, i: usize) -> bool {
+        self.masses[i].is_dynamic() && !self.frozen[i]
+    }
+    pub(crate) fn index(&self, h: BodyHandle) -> Option<usize> {
+        match self.index_of.get(h.0 as usize) {
+            Some(&i) if i != u32::MAX => Some(i as usize),
+            _ => None,
+        }
     }
 }

@@ -1,0 +1,428 @@
+//! Device buffers: the slot of each buffer, growth by doubling, the upload by difference of
+//! the resident body state, the upload belt for what goes up whole every step, and blocking
+//! reads for tools and tests.
+
+use std::num::NonZeroU64;
+
+use rayon::prelude::*;
+
+use super::*;
+
+/// Stride of the per-colour uniform slots (dynamic offsets must be 256-byte aligned).
+pub(super) const COLOR_SLOT: u64 = 256;
+
+/// Colour slots: the palette, then the serial group.
+pub(super) const SLOTS: u64 = MAX_COLORS as u64 + 1;
+
+/// Entry of the serial group in `ranges` and `indirect`.
+pub(super) const SERIAL_SLOT: u64 = MAX_COLORS as u64;
+
+/// `ranges`: 64 colours, the serial group, then (colours used, bodies out of rounds).
+pub(super) const RANGES_BYTES: u64 = (SLOTS + 1) * 8;
+
+/// Dispatch arguments: one slot per colour and the serial group (64 bodies per workgroup:
+/// copy-back), then the primal sweep's per colour (`LANE_ARGS_AT`, 4 bodies per workgroup).
+pub(super) const INDIRECT_BYTES: u64 = 2 * SLOTS * 12;
+
+pub(super) const LANE_ARGS_AT: u64 = SLOTS * 12;
+
+pub(super) const COUNTERS: u64 = 131;
+
+// Device buffers.
+pub(super) const POSES: usize = 0;
+pub(super) const MASSES: usize = 1;
+pub(super) const ITERATE: usize = 2;
+pub(super) const INERTIAL: usize = 3;
+pub(super) const CONTACTS: usize = 4;
+pub(super) const JOINTS: usize = 5;
+pub(super) const JOINT_STATES: usize = 6;
+pub(super) const ADJ_OFFSETS: usize = 7;
+pub(super) const ADJ_ITEMS: usize = 8;
+pub(super) const COLOR_BODIES: usize = 9;
+pub(super) const SCRATCH: usize = 10;
+pub(super) const RANGES: usize = 11;
+pub(super) const BODY_FLAGS: usize = 12;
+pub(super) const COLOR_OF: usize = 13;
+pub(super) const INDIRECT: usize = 14;
+pub(super) const COUNTER: usize = 15;
+/// Contacts are split in up to this many bindings (chunk 0 is `CONTACTS`, chunk j > 0 is
+/// buffer 15 + j) of `1 << contact_shift` records, so that no binding exceeds the adapter's
+/// storage binding size (128 MiB on lavapipe: 1,048,576 contacts per chunk).
+pub(super) const CONTACT_CHUNKS: usize = 8;
+pub(super) const fn contact_chunk(j: usize) -> usize {
+    if j == 0 { CONTACTS } else { COUNTER + j }
+}
+pub(super) const VELOCITIES: usize = 23;
+pub(super) const PREV_VELOCITIES: usize = 24;
+pub(super) const FORCES: usize = 25;
+pub(super) const STATUS: usize = 26;
+/// 64-byte per-contact buffers are split in up to this many bindings of `2 << contact_shift`
+/// records: the contact points (uploaded every step), and the two buffers of what the
+/// contacts carry from step to step (one read, one written, alternating).
+pub(super) const HALF_CHUNKS: usize = 4;
+pub(super) const POINTS: usize = 27;
+pub(super) const CARRIED: [usize; 2] = [POINTS + HALF_CHUNKS, POINTS + 2 * HALF_CHUNKS];
+pub(super) const NAMES: [&str; 39] = [
+    "poses",
+    "masses",
+    "iterate",
+    "inertial",
+    "contacts",
+    "joints",
+    "joint_states",
+    "adj_offsets",
+    "adj_items",
+    "color_bodies",
+    "scratch",
+    "ranges",
+    "body_flags",
+    "color_of",
+    "indirect",
+    "counters",
+    "contacts1",
+    "contacts2",
+    "contacts3",
+    "contacts4",
+    "contacts5",
+    "contacts6",
+    "contacts7",
+    "velocities",
+    "prev_velocities",
+    "forces",
+    "status",
+    "points0",
+    "points1",
+    "points2",
+    "points3",
+    "carried_a0",
+    "carried_a1",
+    "carried_a2",
+    "carried_a3",
+    "carried_b0",
+    "carried_b1",
+    "carried_b2",
+    "carried_b3",
+];
+
+/// Buffers uploaded by difference: only the chunks whose bytes differ from what the device
+/// holds go up (the CPU's copy of what the device holds is `GpuSolver::shadow`).
+pub(super) const TRACKED: [usize; 7] = [
+    MASSES,
+    JOINTS,
+    BODY_FLAGS,
+    POSES,
+    VELOCITIES,
+    PREV_VELOCITIES,
+    FORCES,
+];
+
+/// The per-body state (resident, uploaded by difference).
+pub(super) const BODY_STATE: [usize; 6] = [
+    POSES,
+    VELOCITIES,
+    PREV_VELOCITIES,
+    FORCES,
+    MASSES,
+    BODY_FLAGS,
+];
+
+/// Tracked buffers the device writes (the end-of-step kernel); their shadows are the bytes
+/// read back.
+pub(super) const DEVICE_WRITTEN: [usize; 3] = [POSES, VELOCITIES, PREV_VELOCITIES];
+
+/// Granularity of the upload by difference (bytes; a multiple of every record size's
+/// 4-byte alignment that wgpu requires of buffer writes).
+pub(super) const DIFF_CHUNK: usize = 1024;
+
+/// A growable device buffer (reallocated only when a step needs more room).
+pub(super) struct DeviceBuffer {
+    pub(super) buffer: wgpu::Buffer,
+    pub(super) capacity: u64,
+}
+
+/// Persistent `MAP_WRITE` staging for what goes up whole every step (contacts and joint
+/// row states): filled in parallel while mapped, copied into the device buffers at
+/// the start of the step's command buffer, mapped again before the next fill (the map
+/// completes once the GPU has read it). `Queue::write_buffer` would allocate fresh staging
+/// memory and fill it on one thread: at 110,000 bodies that is ~450 MB per step.
+#[derive(Default)]
+pub(super) struct UploadBelt {
+    pub(super) buffer: Option<wgpu::Buffer>,
+    pub(super) capacity: u64,
+    pub(super) mapped: bool,
+    /// This step's copies: (slot, offset in the belt, bytes).
+    pub(super) copies: Vec<(usize, u64, u64)>,
+}
+
+/// Bytes per parallel copy job of the upload belt.
+pub(super) const BELT_PIECE: usize = 1 << 20;
+
+pub(super) fn usage_of(slot: usize) -> wgpu::BufferUsages {
+    let usage =
+        wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC | wgpu::BufferUsages::COPY_DST;
+    if slot == INDIRECT {
+        usage | wgpu::BufferUsages::INDIRECT
+    } else {
+        usage
+    }
+}
+
+impl GpuSolver {
+    /// The slot uniform: `count` 256-byte slots, slot j holding index j.
+    pub(super) fn make_slots(
+        device: &wgpu::Device,
+        queue: &wgpu::Queue,
+        layout: &wgpu::BindGroupLayout,
+        count: u64,
+    ) -> (wgpu::Buffer, wgpu::BindGroup) {
+        let buffer = device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("colour slots"),
+            size: count * COLOR_SLOT,
+            usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        let mut bytes = vec![0u8; (count * COLOR_SLOT) as usize];
+        for j in 0..count as usize {
+            let at = j * COLOR_SLOT as usize;
+            bytes[at..at + 4].copy_from_slice(&(j as u32).to_le_bytes());
+        }
+        queue.write_buffer(&buffer, 0, &bytes);
+        let group = device.create_bind_group(&wgpu::BindGroupDescriptor {
+            label: Some("avbd colour slot"),
+            layout,
+            entries: &[wgpu::BindGroupEntry {
+                binding: 0,
+                resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+                    buffer: &buffer,
+                    offset: 0,
+                    size: NonZeroU64::new(8),
+                }),
+            }],
+        });
+        (buffer, group)
+    }
+
+    pub(super) fn make_buffer(
+        device: &wgpu::Device,
+        label: &str,
+        size: u64,
+        usage: wgpu::BufferUsages,
+    ) -> DeviceBuffer {
+        DeviceBuffer {
+            buffer: device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some(label),
+                size,
+                usage,
+                mapped_at_creation: false,
+            }),
+            capacity: size,
+        }
+    }
+
+    /// Makes sure buffer `slot` holds `bytes`; grows it (doubling) if needed.
+    pub(super) fn ensure(&mut self, slot: usize, bytes: u64) -> bool {
+        let need = bytes.max(256).next_multiple_of(256);
+        let buf = &self.buffers[slot];
+        if buf.capacity >= need {
+            return false;
+        }
+        let size = need.max(buf.capacity * 2).min(self.max_binding.max(need));
+        self.buffers[slot] = Self::make_buffer(&self.device, NAMES[slot], size, usage_of(slot));
+        self.shadow[slot].clear();
+        self.reallocations += 1;
+        true
+    }
+
+    /// Writes `data` into buffer `slot`. Tracked buffers get only the runs of
+    /// [`DIFF_CHUNK`]-byte chunks that differ from their shadow (all of it after the buffer
+    /// was reallocated, when the shadow is empty).
+    pub(super) fn upload(&mut self, slot: usize, data: &[u8]) {
+        if data.is_empty() {
+            return;
+        }
+        if !TRACKED.contains(&slot) {
+            self.queue.write_buffer(&self.buffers[slot].buffer, 0, data);
+            self.last_upload_bytes += data.len() as u64;
+            return;
+        }
+        let shadow = &mut self.shadow[slot];
+        // Bytes past `valid` are not on the device (yet): never clean.
+        let valid = shadow.len().min(data.len());
+        shadow.resize(data.len(), 0);
+        let clean =
+            |at: usize, end: usize, shadow: &[u8]| end <= valid && shadow[at..end] == data[at..end];
+        let mut at = 0;
+        while at < data.len() {
+            let end = (at + DIFF_CHUNK).min(data.len());
+            if clean(at, end, shadow) {
+                at = end;
+                continue;
+            }
+            let start = at;
+            at = end;
+            while at < data.len() {
+                let end = (at + DIFF_CHUNK).min(data.len());
+                if clean(at, end, shadow) {
+                    break;
+                }
+                at = end;
+            }
+            shadow[start..at].copy_from_slice(&data[start..at]);
+            self.queue
+                .write_buffer(&self.buffers[slot].buffer, start as u64, &data[start..at]);
+            self.last_upload_bytes += (at - start) as u64;
+            if BODY_STATE.contains(&slot) {
+                self.last_body_upload_bytes += (at - start) as u64;
+            }
+        }
+    }
+
+    /// Stages buffers that go up whole every step in the upload belt (copied into place
+    /// by the step's command buffer), or through `Queue::write_buffer` when they exceed
+    /// the largest buffer the device allows.
+    pub(super) fn upload_whole(&mut self, parts: &[(usize, &[u8])]) -> Result<(), GpuError> {
+        self.belt.copies.clear();
+        // Parts start on 256-byte boundaries (mapped ranges start on multiples of 8).
+        let mut total = 0u64;
+        for &(slot, data) in parts {
+            self.belt.copies.push((slot, total, data.len() as u64));
+            total = (total + data.len() as u64).next_multiple_of(256);
+        }
+        let max = self.device.limits().max_buffer_size;
+        if total == 0 || total > max {
+            self.belt.copies.clear();
+            for &(slot, data) in parts {
+                self.upload(slot, data);
+            }
+            return Ok(());
+        }
+        if self.belt.capacity < total {
+            let size = total.max(self.belt.capacity * 2).min(max);
+            self.belt.buffer = Some(self.device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some("upload belt"),
+                size,
+                usage: wgpu::BufferUsages::MAP_WRITE | wgpu::BufferUsages::COPY_SRC,
+                mapped_at_creation: true,
+            }));
+            self.belt.capacity = size;
+            self.belt.mapped = true;
+            self.reallocations += 1;
+        }
+        let belt = self.belt.buffer.clone().expect("sized above");
+        if !self.belt.mapped {
+            // The last step's submission has finished (its results were read back), so
+            // the map completes at once.
+            self.map_blocking(belt.slice(..), wgpu::MapMode::Write)
+                .map_err(GpuError::Step)?;
+        }
+        parts
+            .par_iter()
+            .zip(self.belt.copies.par_iter())
+            .flat_map_iter(|(&(_, data), &(_, offset, _))| {
+                data.chunks(BELT_PIECE)
+                    .enumerate()
+                    .map(move |(i, src)| (offset + (i * BELT_PIECE) as u64, src))
+            })
+            .try_for_each(|(offset, src)| {
+                let mut view = belt
+                    .get_mapped_range_mut(offset..offset + src.len() as u64)
+                    .map_err(|e| GpuError::Step(format!("{e:?}")))?;
+                view.slice(..).copy_from_slice(src);
+                Ok::<(), GpuError>(())
+            })?;
+        belt.unmap();
+        self.belt.mapped = false;
+        self.last_upload_bytes += parts.iter().map(|(_, d)| d.len() as u64).sum::<u64>();
+        Ok(())
+    }
+
+    /// A typed error (instead of a wgpu validation panic) when the step does not fit the
+    /// device: a buffer larger than the adapter binds, or more workgroups than one dispatch
+    /// dimension allows.
+    pub(super) fn check_limits(
+        &self,
+        sizes: &[(usize, usize)],
+        n: usize,
+        contacts: usize,
+    ) -> Result<(), GpuError> {
+        let limits = self.device.limits();
+        let max_bytes = self.max_binding;
+        let unsupported = |reason: String| GpuError::Unsupported {
+            adapter: self.info.name.clone(),
+            reason,
+        };
+        for &(slot, bytes) in sizes {
+            // Growth doubles, so the next size must fit as well.
+            let need = (bytes as u64).max(256).next_multiple_of(256);
+            if need > max_bytes {
+                return Err(unsupported(format!(
+                    "the {} buffer needs {need} bytes, the adapter binds at most {max_bytes}",
+                    NAMES[slot]
+                )));
+            }
+        }
+        let max_contacts = (CONTACT_CHUNKS as u64) << self.contact_shift;
+        if contacts as u64 > max_contacts {
+            return Err(unsupported(format!(
+                "{contacts} contacts, at most {max_contacts} fit in {CONTACT_CHUNKS} bindings"
+            )));
+        }
+        let max_items = limits.max_compute_workgroups_per_dimension as u64 * WORKGROUP as u64;
+        // Contacts and joints run on 2-D grids; bodies (colouring, per-colour indirect
+        // dispatches) on 1-D ones.
+        if n as u64 > max_items {
+            return Err(unsupported(format!(
+                "{n} bodies, one dispatch covers at most {max_items}"
+            )));
+        }
+        Ok(())
+    }
+
+    /// Maps `slice` and waits until the map completes (after the GPU work that uses it).
+    pub(super) fn map_blocking(
+        &self,
+        slice: wgpu::BufferSlice,
+        mode: wgpu::MapMode,
+    ) -> Result<(), String> {
+        let (tx, rx) = std::sync::mpsc::channel();
+        slice.map_async(mode, move |r| {
+            let _ = tx.send(r);
+        });
+        self.device
+            .poll(wgpu::PollType::wait_indefinitely())
+            .map_err(|e| e.to_string())?;
+        rx.recv()
+            .map_err(|e| e.to_string())?
+            .map_err(|e| e.to_string())
+    }
+
+    /// Blocking copy of `len` bytes of buffer `slot` from `offset` (a temporary staging
+    /// buffer; not part of the per-step path).
+    pub(super) fn read(&self, slot: usize, offset: u64, len: u64) -> Result<Vec<u8>, GpuError> {
+        if len == 0 {
+            return Ok(Vec::new());
+        }
+        let tmp = Self::make_buffer(
+            &self.device,
+            "debug readback",
+            len.next_multiple_of(4),
+            wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+        );
+        let mut encoder = self
+            .device
+            .create_command_encoder(&wgpu::CommandEncoderDescriptor {
+                label: Some("read"),
+            });
+        encoder.copy_buffer_to_buffer(&self.buffers[slot].buffer, offset, &tmp.buffer, 0, len);
+        self.queue.submit([encoder.finish()]);
+        let slice = tmp.buffer.slice(..);
+        self.map_blocking(slice, wgpu::MapMode::Read)
+            .map_err(GpuError::Readback)?;
+        let out = slice
+            .get_mapped_range()
+            .map_err(|e| GpuError::Readback(format!("{e:?}")))?
+            .to_vec();
+        tmp.buffer.unmap();
+        Ok(out)
+    }
+}

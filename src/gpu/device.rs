@@ -1,0 +1,247 @@
+//! Opening the device: adapter, limits, features, pipelines and the initial buffers.
+
+use super::buffers::*;
+use super::pipelines::*;
+use super::*;
+
+impl GpuSolver {
+    /// Finds an adapter (honouring `WGPU_BACKEND`), opens a device and builds the pipelines.
+    pub fn new() -> Result<Self, GpuError> {
+        let instance =
+            wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env());
+        let adapter = pollster::block_on(instance.request_adapter(&wgpu::RequestAdapterOptions {
+            power_preference: wgpu::PowerPreference::HighPerformance,
+            ..Default::default()
+        }))
+        .map_err(|_| GpuError::NoAdapter)?;
+        let info = adapter.get_info();
+        let limits = adapter.limits();
+        let need = SOLVER_BINDINGS
+            .len()
+            .max(COLORING_BINDINGS.len())
+            .max(warm_bindings(0).len());
+        if (limits.max_storage_buffers_per_shader_stage as usize) < need {
+            return Err(GpuError::Unsupported {
+                adapter: info.name.clone(),
+                reason: format!(
+                    "{} storage buffers per stage, the solver binds {need}",
+                    limits.max_storage_buffers_per_shader_stage,
+                ),
+            });
+        }
+        let max_binding = limits
+            .max_storage_buffer_binding_size
+            .min(limits.max_buffer_size);
+        let contact_shift = (max_binding / std::mem::size_of::<ContactRecord>() as u64)
+            .max(1)
+            .ilog2()
+            .min(31);
+        let timestamp = adapter.features().contains(wgpu::Features::TIMESTAMP_QUERY);
+        let required_features = if timestamp {
+            wgpu::Features::TIMESTAMP_QUERY
+        } else {
+            wgpu::Features::empty()
+        };
+        let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
+            label: Some("avbd"),
+            required_limits: limits.clone(),
+            required_features,
+            ..Default::default()
+        }))
+        .map_err(|e| GpuError::Device(e.to_string()))?;
+        let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
+            label: Some("avbd.wgsl"),
+            source: wgpu::ShaderSource::Wgsl(SHADER.into()),
+        });
+        let coloring_module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
+            label: Some("coloring.wgsl"),
+            source: wgpu::ShaderSource::Wgsl(COLORING_SHADER.into()),
+        });
+        let integration_module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
+            label: Some("integration.wgsl"),
+            source: wgpu::ShaderSource::Wgsl(INTEGRATION_SHADER.into()),
+        });
+        let adjacency_module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
+            label: Some("adjacency.wgsl"),
+            source: wgpu::ShaderSource::Wgsl(ADJACENCY_SHADER.into()),
+        });
+        let warm_module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
+            label: Some("contact_warm.wgsl"),
+            source: wgpu::ShaderSource::Wgsl(CONTACT_WARM_SHADER.into()),
+        });
+        let layout_of = |label: &str, bindings: &[(usize, bool)]| {
+            let mut entries = vec![uniform_entry(0, false, params_size())];
+            for (i, (_, read_only)) in bindings.iter().enumerate() {
+                entries.push(storage_entry(i as u32 + 1, *read_only));
+            }
+            device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
+                label: Some(label),
+                entries: &entries,
+            })
+        };
+        let solver_layout = layout_of("avbd solver", &SOLVER_BINDINGS);
+        let coloring_layout = layout_of("avbd colouring", &COLORING_BINDINGS);
+        let integration_layout = layout_of("avbd integration", &INTEGRATION_BINDINGS);
+        let warm_layout = layout_of("avbd contact warm start", &warm_bindings(0));
+        let slot_layout = device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
+            label: Some("avbd colour slot"),
+            entries: &[uniform_entry(0, true, 8)],
+        });
+        let solver_pipeline_layout =
+            device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
+                label: Some("avbd solver"),
+                bind_group_layouts: &[Some(&solver_layout), Some(&slot_layout)],
+                immediate_size: 0,
+            });
+        let coloring_pipeline_layout =
+            device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
+                label: Some("avbd colouring"),
+                bind_group_layouts: &[Some(&coloring_layout)],
+                immediate_size: 0,
+            });
+        let integration_pipeline_layout =
+            device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
+                label: Some("avbd integration"),
+                bind_group_layouts: &[Some(&integration_layout)],
+                immediate_size: 0,
+            });
+        let warm_pipeline_layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
+            label: Some("avbd contact warm start"),
+            bind_group_layouts: &[Some(&warm_layout)],
+            immediate_size: 0,
+        });
+        let pipeline = |layout: &wgpu::PipelineLayout, module: &wgpu::ShaderModule, entry: &str| {
+            device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+                label: Some(entry),
+                layout: Some(layout),
+                module,
+                entry_point: Some(entry),
+                compilation_options: Default::default(),
+                cache: None,
+            })
+        };
+        let solve = |entry| pipeline(&solver_pipeline_layout, &module, entry);
+        let color = |entry| pipeline(&coloring_pipeline_layout, &coloring_module, entry);
+        let adjacency = |entry| pipeline(&coloring_pipeline_layout, &adjacency_module, entry);
+        let integrate = |entry| pipeline(&integration_pipeline_layout, &integration_module, entry);
+        let warm = |entry| pipeline(&warm_pipeline_layout, &warm_module, entry);
+        let pipelines = Pipelines {
+            primal: solve("primal"),
+            primal_serial: solve("primal_serial"),
+            copy_back: solve("copy_back"),
+            dual_contacts: solve("dual_contacts"),
+            dual_joints: solve("dual_joints"),
+            warm_start_contacts: warm("warm_start_contacts"),
+            store_contact_warm: warm("store_contact_warm"),
+            adj_clear: adjacency("adj_clear"),
+            adj_count: adjacency("adj_count"),
+            adj_scan_blocks: adjacency("adj_scan_blocks"),
+            adj_scan_top: adjacency("adj_scan_top"),
+            adj_scan_add: adjacency("adj_scan_add"),
+            adj_fill: adjacency("adj_fill"),
+            adj_sort: adjacency("adj_sort"),
+            color_init: color("color_init"),
+            color_select: color("color_select"),
+            color_assign: color("color_assign"),
+            color_count: color("color_count"),
+            color_scan: color("color_scan"),
+            color_serial_rank: color("color_serial_rank"),
+            color_scatter: color("color_scatter"),
+            begin_bodies: integrate("begin_bodies"),
+            end_bodies: integrate("end_bodies"),
+        };
+        let params = device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("params"),
+            size: params_size(),
+            usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        let (slots, slot_group) = Self::make_slots(&device, &queue, &slot_layout, SLOTS);
+        let buffers = (0..NAMES.len())
+            .map(|slot| {
+                let size = match slot {
+                    RANGES => RANGES_BYTES,
+                    INDIRECT => INDIRECT_BYTES,
+                    COUNTER => COUNTERS * 4,
+                    _ => 256,
+                };
+                Self::make_buffer(
+                    &device,
+                    NAMES[slot],
+                    size.next_multiple_of(256),
+                    usage_of(slot),
+                )
+            })
+            .collect();
+        let staging = [0, 1].map(|_| {
+            Self::make_buffer(
+                &device,
+                "readback",
+                256,
+                wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+            )
+        });
+        let timestamps = timestamp.then(|| Timestamps {
+            set: device.create_query_set(&wgpu::QuerySetDescriptor {
+                label: Some("avbd passes"),
+                ty: wgpu::QueryType::Timestamp,
+                count: 2,
+            }),
+            resolve: Self::make_buffer(
+                &device,
+                "timestamps",
+                256,
+                wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC,
+            )
+            .buffer,
+            count: 2,
+            period_ns: queue.get_timestamp_period(),
+        });
+        let mut solver = Self {
+            device,
+            queue,
+            info,
+            pipelines,
+            solver_layout,
+            coloring_layout,
+            integration_layout,
+            warm_layout,
+            params,
+            slots,
+            slot_layout,
+            slot_count: SLOTS,
+            buffers,
+            shadow: vec![Vec::new(); NAMES.len()],
+            staging,
+            belt: UploadBelt::default(),
+            pending: None,
+            frame: 0,
+            timestamps,
+            solver_group: None,
+            coloring_group: None,
+            integration_group: None,
+            warm_groups: None,
+            carried_side: 0,
+            slot_group,
+            flags: Vec::new(),
+            last_colors: 0,
+            last_palette: 0,
+            last_serial: 0,
+            last_timings: GpuTimings {
+                supported: timestamp,
+                ..Default::default()
+            },
+            last_upload_bytes: 0,
+            last_body_upload_bytes: 0,
+            counts: (0, 0, 0),
+            color_capacity: 1,
+            serial_capacity: 0,
+            contact_shift,
+            max_binding,
+            max_groups: limits.max_compute_workgroups_per_dimension,
+            reallocations: 0,
+        };
+        solver.rebuild_bind_groups();
+        Ok(solver)
+    }
+}

@@ -1,0 +1,426 @@
+//! wgpu compute backend: the whole step after collision detection — inertial targets and
+//! initial guess, per-step body colouring, the iteration loop (primal sweeps per colour
+//! with their double-buffer copy-back, dual updates of contacts and joints), velocities and
+//! poses — recorded in one command submission, on the same records the CPU backend uses
+//! (`shaders/common.wgsl` prepended to `integration.wgsl`, `contact_warm.wgsl`,
+//! `adjacency.wgsl`, `coloring.wgsl`, `avbd.wgsl`).
+//!
+//! # One step on the GPU backend
+//!
+//! 1. CPU: collision detection (parry3d): this step's contact points (64 bytes each:
+//!    bodies, normal, lever arms, start errors) and each point's index in the previous
+//!    step's records; joint warm start (the same code as the CPU backend).
+//! 2. Upload. The body state (poses, velocities, last velocities, external forces, masses,
+//!    flags) is resident on the device: it goes up by difference, only the 1 KiB chunks
+//!    whose bytes differ from what the device holds ([`GpuSolver::body_upload_bytes`];
+//!    zero in a step after which the CPU changed no body). What changes every step goes up
+//!    whole: the contact points and the joint row states, written in parallel into a persistent mapped staging buffer (the upload
+//!    belt) and copied into place at the start of the step's command buffer. Buffers grow
+//!    by doubling, so a steady scene never reallocates ([`GpuSolver::reallocations`]).
+//! 3. One submission: `begin_bodies` (inertial targets and the adaptive initial guess,
+//!    `integration::begin_step`); `warm_start_contacts` (`contact_warm.wgsl`, the formulas
+//!    of `pipeline::warm_start`: each point becomes a 128-byte contact record carrying the
+//!    λ, k, stick flag and anchors its previous record left, read by index from the
+//!    resident carried state); the body → constraint adjacency (`adjacency.wgsl`:
+//!    counts, a prefix sum, an atomic fill, and a sort of each body's list into the CPU's
+//!    order, so that it is the list [`crate::pipeline::coloring::build_adjacency`] builds);
+//!    Jones–Plassmann–Luby colouring (`coloring.wgsl`: fixed
+//!    hash priorities, a palette of at most [`MAX_COLORS`] colours, [`JPL_ROUNDS`] rounds,
+//!    a serial fallback group, compaction into per-colour ranges and indirect dispatch
+//!    arguments); `iterations` × (primal per colour through indirect dispatches, the serial
+//!    group one body per dispatch, dual of contacts, dual of joints); `end_bodies`
+//!    (velocities, poses, the non-finite guard and the angular speed cap of
+//!    `integration::end_step`) and `store_contact_warm` (what each contact carries to the
+//!    next step, into the other of two alternating carried-state buffers: it never leaves
+//!    the device); then a copy of the results into a staging buffer. The
+//!    number of colour and serial dispatches recorded per sweep is a capacity that only
+//!    grows: a step whose colouring needs more is run again from the CPU's copy of its
+//!    start state with more (the results are identical to a run with enough capacity, so
+//!    determinism holds). Colours beyond the ones used are empty indirect dispatches.
+//! 4. Readback: [`GpuSolver::submit`] requests the map of one of two `MAP_READ` staging
+//!    buffers, used alternately, and returns; [`GpuSolver::finish`] waits for it and copies
+//!    out the poses, velocities, non-finite flags, joint states and the colouring summary
+//!    (nothing per contact: the records stay on the device, [`GpuSolver::contacts`] reads
+//!    them on demand). The CPU then restores the momentum of isolated islands (a
+//!    union–find, `integration::IslandMomentum`; the bodies it corrects go up by
+//!    difference next step) and runs fracture.
+//!
+//! # Latency
+//!
+//! Collision detection of step t+1 needs the poses at the end of step t, and those come
+//! out of the iterations of step t, so step t+1 cannot begin before step t is read back.
+//! What the CPU can do while the GPU solves is the caller's own work:
+//! [`crate::PhysicsWorld::begin_step`] submits and returns,
+//! [`crate::PhysicsWorld::finish_step`] waits and reads back (`step` is the two in a row;
+//! the ECS layer's `StepMode::Overlapped` finishes a run's step at the start of the next
+//! run). The results are the same bits either way. The two staging buffers alternate so
+//! that a step's copy never targets the buffer the CPU read the previous step from.
+//! Overlapping collision detection of step t+1 with the solve of step t would need
+//! collision detection on the GPU (not done in this version).
+
+//! # Where each part lives
+//!
+//! - this module: the public types ([`Backend`], [`GpuError`], [`GpuMemory`],
+//!   [`GpuTimings`], [`GpuColoring`]) and the [`GpuSolver`] that owns everything below;
+//! - `device`: opening the adapter and device, the initial buffers;
+//! - `pipelines`: the WGSL sources, bind group layouts, pipelines and bind groups;
+//! - `buffers`: the slot of every device buffer, growth, the upload by difference and the
+//!   upload belt, blocking reads;
+//! - `step`: one step — sizing, upload, the recorded passes, submission and readback;
+//! - `readback`: on-demand reads of what stays on the device (tests and tools).
+//!
+//! # llvmpipe / lavapipe
+//!
+//! Mesa's software rasteriser caps the loop iterations of one shader invocation at 65,535
+//! and silently stops the loop after that. Every kernel keeps its invocations short (one
+//! body, contact or joint each; the serial group is one dispatch per body), but a single
+//! body touched by many hundreds of contact points can exceed the cap there (its assembly
+//! runs up to about 100 loop iterations per contact point, fewer where the driver unrolls
+//! the fixed-size loops); real GPUs have no such cap.
+
+use bytemuck::{Pod, Zeroable};
+
+use crate::config::SolverConfig;
+use crate::pipeline::{InertialRecord, IterateRecord, SolverData};
+use crate::report::StepReport;
+use crate::rigid::body::BodyKind;
+use crate::rigid::body::{MassRecord, PoseRecord, VelocityRecord};
+use crate::rigid::contact::{ContactPoint, ContactRecord, ContactWarm};
+use crate::rigid::joint::{JointRecord, JointRowState};
+use crate::rigid::{BodySet, JointSet};
+
+mod buffers;
+mod device;
+mod pipelines;
+mod readback;
+mod step;
+
+use buffers::*;
+use pipelines::Pipelines;
+use step::{InFlight, Timestamps};
+
+pub use pipelines::{
+    ADJACENCY_SHADER, COLORING_SHADER, CONTACT_WARM_SHADER, INTEGRATION_SHADER, SHADER,
+};
+
+/// Bodies per workgroup of the adjacency's prefix sum (`adjacency.wgsl`, `SCAN_WG`).
+const ADJ_SCAN_BLOCK: u32 = 256;
+/// Most colours the GPU colouring uses; bodies that cannot get one go to the serial group.
+pub const MAX_COLORS: u32 = 64;
+/// Jones–Plassmann–Luby rounds per step; bodies still uncoloured after them go to the
+/// serial group.
+pub const JPL_ROUNDS: u32 = 48;
+/// The colour reported by [`GpuColoring::color_of`] for bodies of the serial group.
+pub const SERIAL_GROUP: u32 = MAX_COLORS;
+/// The colour reported by [`GpuColoring::color_of`] for bodies that are not solved.
+pub const NOT_SOLVED: u32 = u32::MAX;
+
+/// Which solver runs the iterations.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Backend {
+    /// The GPU if an adapter is found, else the CPU.
+    #[default]
+    Auto,
+    /// Always the CPU (rayon).
+    Cpu,
+    /// The GPU; an error if no adapter is found.
+    Gpu,
+}
+
+/// Why the GPU backend could not start.
+#[derive(Debug, thiserror::Error, Clone, PartialEq)]
+pub enum GpuError {
+    #[error("no GPU adapter found (wgpu backends from WGPU_BACKEND or all)")]
+    NoAdapter,
+    #[error("the adapter `{adapter}` cannot run the solver: {reason}")]
+    Unsupported { adapter: String, reason: String },
+    #[error("GPU device request failed: {0}")]
+    Device(String),
+    #[error("GPU readback failed: {0}")]
+    Readback(String),
+    #[error("GPU error during a step: {0}")]
+    Step(String),
+}
+
+/// An adjacency in CSR form: `(offsets, items)`, body i's items at
+/// `items[offsets[i]..offsets[i + 1]]`.
+pub type CsrLists = (Vec<u32>, Vec<u32>);
+
+/// GPU memory of the solver's buffers, from their sizes.
+///
+/// `bytes_per_*` add up the record sizes of every buffer that grows with bodies, contacts or
+/// joints (device buffers, the upload belt for what goes up whole every step, and both
+/// readback staging buffers for what is read back);
+/// `total_bytes` is what is allocated now (capacities, including the doubling slack, the
+/// fixed buffers and the staging buffers).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct GpuMemory {
+    pub bytes_per_body: u64,
+    pub bytes_per_contact: u64,
+    pub bytes_per_joint: u64,
+    /// Buffers whose size does not depend on the scene (parameters, colour slots, ranges,
+    /// dispatch arguments, counters, timestamp queries).
+    pub fixed_bytes: u64,
+    pub total_bytes: u64,
+}
+
+/// GPU time of the last step per kernel group, from timestamp queries written at the
+/// beginning and end of each compute pass (the begin pass, the colouring pass, a primal
+/// pass and a dual pass per iteration, the end pass). `supported` is false, and the times zero, when the step was
+/// not timed: the adapter lacks `Features::TIMESTAMP_QUERY`, or the step has more passes
+/// than one query set holds (over 1,022 iterations).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct GpuTimings {
+    pub supported: bool,
+    /// Inertial targets and initial guess before the iterations, velocities and poses
+    /// after them.
+    pub integration_ms: f64,
+    pub coloring_ms: f64,
+    pub primal_ms: f64,
+    pub dual_ms: f64,
+    /// From the first pass's start to the last pass's end: the step's whole GPU time,
+    /// gaps between passes included.
+    pub span_ms: f64,
+    /// Host side of the last step, wall clock (always measured): preparing the step,
+    /// staging and encoding the uploads, submitting and waiting for the mapped readback
+    /// (GPU execution and both transfers), and copying the results out.
+    pub host: GpuHostTimes,
+}
+
+/// Wall-clock phases of a step on the host ([`GpuSolver::submit`], [`GpuSolver::finish`]; ms).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct GpuHostTimes {
+    /// Before the upload: the constraint ends for the momentum projection (the adjacency
+    /// itself is built on the device), body flags, buffer sizes and bind groups.
+    pub prepare_ms: f64,
+    pub upload_ms: f64,
+    pub wait_ms: f64,
+    pub unpack_ms: f64,
+}
+
+/// The GPU colouring of the last step (read back on demand, for tests and tools).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct GpuColoring {
+    /// Colour of each body by solver index: `0..MAX_COLORS`, [`SERIAL_GROUP`], or
+    /// [`NOT_SOLVED`] for static, kinematic and frozen bodies.
+    pub color_of: Vec<u32>,
+    /// Colours in use (highest colour + 1).
+    pub colors: u32,
+    /// Palette of the step: [`MAX_COLORS`] (a body's smallest free colour never exceeds its
+    /// number of neighbours, so a smaller palette would colour the same).
+    pub palette: u32,
+    /// Bodies of the serial group, in solve order.
+    pub serial: Vec<u32>,
+    /// Bodies that were still uncoloured after [`JPL_ROUNDS`] rounds (part of `serial`).
+    pub out_of_rounds: u32,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
+struct Params {
+    dt: f32,
+    alpha: f32,
+    beta_linear: f32,
+    beta_angular: f32,
+    k_max: f32,
+    lambda_max: f32,
+    n_contacts: u32,
+    n_joints: u32,
+    n_bodies: u32,
+    palette: u32,
+    contact_shift: u32,
+    /// Largest workgroup count per grid dimension (the primal sweep's 2-D grid).
+    max_groups: u32,
+    max_angular_speed: f32,
+    gamma: f32,
+    k_start: f32,
+    new_row_mass_ratio: f32,
+    floor_mass_ratio: f32,
+    contact_error_scale: f32,
+    /// Contacts of the last step (the length of the carried state the warm start reads).
+    n_prev_contacts: u32,
+    pad: u32,
+    gravity: [f32; 4],
+}
+
+const WORKGROUP: u32 = 64;
+
+/// `body_flags` bits (`integration.wgsl`, `coloring.wgsl`).
+const FLAG_SOLVED: u32 = 1;
+const FLAG_KINEMATIC: u32 = 2;
+
+fn elapsed_ms(t: std::time::Instant) -> f64 {
+    t.elapsed().as_secs_f64() * 1e3
+}
+
+/// The GPU solver: device, pipelines and the resident buffers.
+pub struct GpuSolver {
+    device: wgpu::Device,
+    queue: wgpu::Queue,
+    info: wgpu::AdapterInfo,
+    pipelines: Pipelines,
+    solver_layout: wgpu::BindGroupLayout,
+    coloring_layout: wgpu::BindGroupLayout,
+    integration_layout: wgpu::BindGroupLayout,
+    warm_layout: wgpu::BindGroupLayout,
+    params: wgpu::Buffer,
+    /// Dynamic-offset slots: colour c < 64, then serial-group position k at 64 + k.
+    slots: wgpu::Buffer,
+    slot_layout: wgpu::BindGroupLayout,
+    slot_count: u64,
+    buffers: Vec<DeviceBuffer>,
+    /// Bytes last uploaded to each tracked buffer.
+    shadow: Vec<Vec<u8>>,
+    staging: [DeviceBuffer; 2],
+    belt: UploadBelt,
+    pending: Option<InFlight>,
+    frame: u64,
+    timestamps: Option<Timestamps>,
+    solver_group: Option<wgpu::BindGroup>,
+    coloring_group: Option<wgpu::BindGroup>,
+    integration_group: Option<wgpu::BindGroup>,
+    /// The warm start's group reading `CARRIED[side]`, for each side.
+    warm_groups: Option<[wgpu::BindGroup; 2]>,
+    /// Which of `CARRIED` holds what the last step's contacts carry.
+    carried_side: usize,
+    slot_group: wgpu::BindGroup,
+    flags: Vec<u32>,
+    last_colors: u32,
+    last_palette: u32,
+    last_serial: u32,
+    last_timings: GpuTimings,
+    last_upload_bytes: u64,
+    /// Of `last_upload_bytes`, those of the per-body state ([`BODY_STATE`]).
+    last_body_upload_bytes: u64,
+    counts: (usize, usize, usize),
+    /// Colour dispatches recorded per sweep: grows to the colours a step used (the step is
+    /// then run again), never shrinks.
+    color_capacity: u32,
+    /// Serial-group dispatches recorded per sweep (grows like `color_capacity`).
+    serial_capacity: u32,
+    /// Contacts per contact chunk: `1 << contact_shift`.
+    contact_shift: u32,
+    /// Largest storage binding and buffer the device allows (bytes).
+    max_binding: u64,
+    /// Workgroups per dispatch dimension.
+    max_groups: u32,
+    /// Buffer reallocations so far (steady scenes stop reallocating).
+    pub reallocations: u64,
+}
+
+/// A 2-D grid of `groups` workgroups with at most `max` per dimension (kernels that take
+/// it compute their index as `x + y · width`).
+fn grid(groups: u32, max: u32) -> (u32, u32) {
+    let x = groups.clamp(1, max.max(1));
+    (x, groups.div_ceil(x))
+}
+
+fn params_size() -> u64 {
+    std::mem::size_of::<Params>() as u64
+}
+
+impl GpuSolver {
+    /// Adapter name and backend, e.g. `llvmpipe (LLVM 15.0.6, 256 bits) (Vulkan)`.
+    pub fn adapter_name(&self) -> String {
+        format!("{} ({:?})", self.info.name, self.info.backend)
+    }
+
+    /// Splits contacts in chunks of `1 << shift` records (at most the adapter's binding
+    /// size allows); for testing the chunked contact bindings on small scenes.
+    #[doc(hidden)]
+    pub fn limit_contact_chunk(&mut self, shift: u32) {
+        self.contact_shift = self.contact_shift.min(shift);
+    }
+
+    /// Caps the workgroups per dimension of the contact and joint dual dispatches (2-D
+    /// grids past the cap); for testing the 2-D grids on small scenes.
+    #[doc(hidden)]
+    pub fn limit_dispatch(&mut self, max_groups: u32) {
+        self.max_groups = self.max_groups.min(max_groups.max(1));
+    }
+
+    /// Colours used by the last step's GPU colouring.
+    pub fn colors_used(&self) -> usize {
+        self.last_colors as usize
+    }
+
+    /// Bodies solved in the serial fallback group in the last step.
+    pub fn serial_bodies(&self) -> usize {
+        self.last_serial as usize
+    }
+
+    /// Bytes uploaded to the device in the last step.
+    pub fn upload_bytes(&self) -> u64 {
+        self.last_upload_bytes
+    }
+
+    /// Of [`Self::upload_bytes`], the per-body state (poses, velocities, forces, masses,
+    /// flags): zero in a step after which the CPU changed no body.
+    pub fn body_upload_bytes(&self) -> u64 {
+        self.last_body_upload_bytes
+    }
+
+    /// Per-pass GPU times of the last step (zero and `supported: false` without
+    /// `Features::TIMESTAMP_QUERY`).
+    pub fn timings(&self) -> GpuTimings {
+        self.last_timings
+    }
+
+    /// Whether the adapter supports timestamp queries.
+    pub fn timestamps_supported(&self) -> bool {
+        self.timestamps.is_some()
+    }
+
+    /// GPU memory per body, contact and joint, and in total.
+    pub fn memory(&self) -> GpuMemory {
+        let sz = |n: usize| n as u64;
+        let iterate = sz(std::mem::size_of::<IterateRecord>());
+        let contact = sz(std::mem::size_of::<ContactRecord>());
+        let state = sz(std::mem::size_of::<JointRowState>());
+        let pose = sz(std::mem::size_of::<PoseRecord>());
+        let velocity = sz(std::mem::size_of::<VelocityRecord>());
+        let bytes_per_body = pose
+            + 2 * velocity // velocity, last velocity
+            + 32 // external force and torque
+            + sz(std::mem::size_of::<MassRecord>())
+            + iterate // iterate
+            + sz(std::mem::size_of::<InertialRecord>())
+            + 4 // adjacency offset
+            + 8 // colour lists (grouped + serial scratch)
+            + iterate // scratch (double buffer)
+            + 4 // body flags
+            + 4 // non-finite status
+            + 4 // colour of body
+            + 2 * (pose + 2 * velocity + 4); // two readback staging buffers
+        // The record (written on the device), the point (on the device and in the upload
+        // belt), two adjacency items and the two buffers of carried state.
+        let point = sz(std::mem::size_of::<ContactPoint>());
+        let carried = sz(std::mem::size_of::<ContactWarm>());
+        let bytes_per_contact = contact + 2 * point + 2 * 4 + 2 * carried;
+        let bytes_per_joint =
+            sz(std::mem::size_of::<JointRecord>()) + 2 * state + 2 * 4 + 2 * state;
+        let mut fixed_bytes = params_size() + self.slots.size();
+        let mut total_bytes = fixed_bytes;
+        for (slot, b) in self.buffers.iter().enumerate() {
+            if matches!(slot, RANGES | INDIRECT | COUNTER) {
+                fixed_bytes += b.capacity;
+            }
+            total_bytes += b.capacity;
+        }
+        for b in &self.staging {
+            total_bytes += b.capacity;
+        }
+        total_bytes += self.belt.capacity;
+        if let Some(t) = &self.timestamps {
+            fixed_bytes += t.resolve.size() + 8 * t.count as u64;
+            total_bytes += t.resolve.size() + 8 * t.count as u64;
+        }
+        GpuMemory {
+            bytes_per_body,
+            bytes_per_contact,
+            bytes_per_joint,
+            fixed_bytes,
+            total_bytes,
+        }
+    }
+}

@@ -1,0 +1,219 @@
+//! The compute pipelines: WGSL sources, bind group layouts per kernel group, and the
+//! bind groups that tie them to the device buffers.
+
+use std::num::NonZeroU64;
+
+use super::buffers::*;
+use super::*;
+
+/// The WGSL source of the solver kernels (after the shared records and helpers).
+pub const SHADER: &str = concat!(
+    include_str!("../../shaders/common.wgsl"),
+    include_str!("../../shaders/avbd.wgsl")
+);
+
+/// The WGSL source of the contacts' warm start.
+pub const CONTACT_WARM_SHADER: &str = concat!(
+    include_str!("../../shaders/common.wgsl"),
+    include_str!("../../shaders/contact_warm.wgsl")
+);
+
+/// The WGSL source of the colouring kernels.
+pub const COLORING_SHADER: &str = concat!(
+    include_str!("../../shaders/common.wgsl"),
+    include_str!("../../shaders/constraint_graph.wgsl"),
+    include_str!("../../shaders/coloring.wgsl")
+);
+
+/// The WGSL source of the adjacency kernels (the colouring's bind group).
+pub const ADJACENCY_SHADER: &str = concat!(
+    include_str!("../../shaders/common.wgsl"),
+    include_str!("../../shaders/constraint_graph.wgsl"),
+    include_str!("../../shaders/adjacency.wgsl")
+);
+
+/// The WGSL source of the integration kernels (inertial targets and initial guess before
+/// the iterations, velocities and poses after them).
+pub const INTEGRATION_SHADER: &str = concat!(
+    include_str!("../../shaders/common.wgsl"),
+    include_str!("../../shaders/integration.wgsl")
+);
+
+/// Bindings 1.. of the solver's group 0 (`avbd.wgsl`): (buffer, read-only).
+pub(super) const SOLVER_BINDINGS: [(usize, bool); 19] = [
+    (POSES, true),
+    (MASSES, true),
+    (ITERATE, false),
+    (INERTIAL, true),
+    (CONTACTS, false),
+    (JOINTS, true),
+    (JOINT_STATES, false),
+    (ADJ_OFFSETS, true),
+    (ADJ_ITEMS, true),
+    (COLOR_BODIES, true),
+    (SCRATCH, false),
+    (RANGES, true),
+    (contact_chunk(1), false),
+    (contact_chunk(2), false),
+    (contact_chunk(3), false),
+    (contact_chunk(4), false),
+    (contact_chunk(5), false),
+    (contact_chunk(6), false),
+    (contact_chunk(7), false),
+];
+
+/// Bindings 1.. of the colouring's group 0 (`coloring.wgsl`).
+pub(super) const COLORING_BINDINGS: [(usize, bool); 17] = [
+    (CONTACTS, true),
+    (JOINTS, true),
+    (ADJ_OFFSETS, false),
+    (ADJ_ITEMS, false),
+    (BODY_FLAGS, true),
+    (COLOR_OF, false),
+    (COLOR_BODIES, false),
+    (RANGES, false),
+    (INDIRECT, false),
+    (COUNTER, false),
+    (contact_chunk(1), true),
+    (contact_chunk(2), true),
+    (contact_chunk(3), true),
+    (contact_chunk(4), true),
+    (contact_chunk(5), true),
+    (contact_chunk(6), true),
+    (contact_chunk(7), true),
+];
+
+/// Bindings 1.. of the integration's group 0 (`integration.wgsl`).
+pub(super) const INTEGRATION_BINDINGS: [(usize, bool); 9] = [
+    (POSES, false),
+    (MASSES, true),
+    (VELOCITIES, false),
+    (PREV_VELOCITIES, false),
+    (FORCES, true),
+    (BODY_FLAGS, true),
+    (STATUS, false),
+    (ITERATE, false),
+    (INERTIAL, false),
+];
+
+/// Bindings 1.. of the contacts' warm start (`contact_warm.wgsl`) reading the carried
+/// state from `CARRIED[side]` and writing it to the other.
+pub(super) const fn warm_bindings(side: usize) -> [(usize, bool); 22] {
+    let (prev, next) = (CARRIED[side], CARRIED[1 - side]);
+    [
+        (POSES, true),
+        (MASSES, true),
+        (POINTS, true),
+        (POINTS + 1, true),
+        (POINTS + 2, true),
+        (POINTS + 3, true),
+        (contact_chunk(0), false),
+        (contact_chunk(1), false),
+        (contact_chunk(2), false),
+        (contact_chunk(3), false),
+        (contact_chunk(4), false),
+        (contact_chunk(5), false),
+        (contact_chunk(6), false),
+        (contact_chunk(7), false),
+        (prev, true),
+        (prev + 1, true),
+        (prev + 2, true),
+        (prev + 3, true),
+        (next, false),
+        (next + 1, false),
+        (next + 2, false),
+        (next + 3, false),
+    ]
+}
+
+pub(super) struct Pipelines {
+    pub(super) primal: wgpu::ComputePipeline,
+    pub(super) primal_serial: wgpu::ComputePipeline,
+    pub(super) copy_back: wgpu::ComputePipeline,
+    pub(super) dual_contacts: wgpu::ComputePipeline,
+    pub(super) dual_joints: wgpu::ComputePipeline,
+    pub(super) warm_start_contacts: wgpu::ComputePipeline,
+    pub(super) store_contact_warm: wgpu::ComputePipeline,
+    pub(super) adj_clear: wgpu::ComputePipeline,
+    pub(super) adj_count: wgpu::ComputePipeline,
+    pub(super) adj_scan_blocks: wgpu::ComputePipeline,
+    pub(super) adj_scan_top: wgpu::ComputePipeline,
+    pub(super) adj_scan_add: wgpu::ComputePipeline,
+    pub(super) adj_fill: wgpu::ComputePipeline,
+    pub(super) adj_sort: wgpu::ComputePipeline,
+    pub(super) color_init: wgpu::ComputePipeline,
+    pub(super) color_select: wgpu::ComputePipeline,
+    pub(super) color_assign: wgpu::ComputePipeline,
+    pub(super) color_count: wgpu::ComputePipeline,
+    pub(super) color_scan: wgpu::ComputePipeline,
+    pub(super) color_serial_rank: wgpu::ComputePipeline,
+    pub(super) color_scatter: wgpu::ComputePipeline,
+    pub(super) begin_bodies: wgpu::ComputePipeline,
+    pub(super) end_bodies: wgpu::ComputePipeline,
+}
+
+pub(super) fn storage_entry(binding: u32, read_only: bool) -> wgpu::BindGroupLayoutEntry {
+    wgpu::BindGroupLayoutEntry {
+        binding,
+        visibility: wgpu::ShaderStages::COMPUTE,
+        ty: wgpu::BindingType::Buffer {
+            ty: wgpu::BufferBindingType::Storage { read_only },
+            has_dynamic_offset: false,
+            min_binding_size: None,
+        },
+        count: None,
+    }
+}
+
+pub(super) fn uniform_entry(binding: u32, dynamic: bool, size: u64) -> wgpu::BindGroupLayoutEntry {
+    wgpu::BindGroupLayoutEntry {
+        binding,
+        visibility: wgpu::ShaderStages::COMPUTE,
+        ty: wgpu::BindingType::Buffer {
+            ty: wgpu::BufferBindingType::Uniform,
+            has_dynamic_offset: dynamic,
+            min_binding_size: NonZeroU64::new(size),
+        },
+        count: None,
+    }
+}
+
+impl GpuSolver {
+    pub(super) fn rebuild_bind_groups(&mut self) {
+        let group = |layout: &wgpu::BindGroupLayout, bindings: &[(usize, bool)], label: &str| {
+            let mut entries = vec![wgpu::BindGroupEntry {
+                binding: 0,
+                resource: self.params.as_entire_binding(),
+            }];
+            for (i, (slot, _)) in bindings.iter().enumerate() {
+                entries.push(wgpu::BindGroupEntry {
+                    binding: i as u32 + 1,
+                    resource: self.buffers[*slot].buffer.as_entire_binding(),
+                });
+            }
+            self.device.create_bind_group(&wgpu::BindGroupDescriptor {
+                label: Some(label),
+                layout,
+                entries: &entries,
+            })
+        };
+        self.solver_group = Some(group(&self.solver_layout, &SOLVER_BINDINGS, "avbd solver"));
+        self.coloring_group = Some(group(
+            &self.coloring_layout,
+            &COLORING_BINDINGS,
+            "avbd colouring",
+        ));
+        self.integration_group = Some(group(
+            &self.integration_layout,
+            &INTEGRATION_BINDINGS,
+            "avbd integration",
+        ));
+        self.warm_groups = Some([0, 1].map(|side| {
+            group(
+                &self.warm_layout,
+                &warm_bindings(side),
+                "avbd contact warm start",
+            )
+        }));
+    }
+}

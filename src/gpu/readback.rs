@@ -1,0 +1,63 @@
+//! On-demand readbacks of what stays on the device (colouring, contact records,
+//! adjacency), for tests and tools; not part of the per-step path.
+
+use super::buffers::*;
+use super::*;
+
+impl GpuSolver {
+    /// Reads the last step's colouring back (blocking; for tests and tools).
+    pub fn coloring(&self) -> Result<GpuColoring, GpuError> {
+        let n = self.counts.0;
+        let raw = self.read(COLOR_OF, 0, n as u64 * 4)?;
+        let ranges = self.read(RANGES, 0, RANGES_BYTES)?;
+        let r: Vec<u32> = bytemuck::pod_collect_to_vec(&ranges);
+        let (start, count) = (r[2 * MAX_COLORS as usize], r[2 * MAX_COLORS as usize + 1]);
+        let serial_raw = self.read(COLOR_BODIES, start as u64 * 4, count as u64 * 4)?;
+        let color_of = bytemuck::pod_collect_to_vec::<u8, u32>(&raw)
+            .into_iter()
+            .map(|c| match c {
+                c if c < MAX_COLORS => c,
+                u32::MAX => NOT_SOLVED,
+                _ => SERIAL_GROUP,
+            })
+            .collect();
+        Ok(GpuColoring {
+            color_of,
+            colors: r[2 * SLOTS as usize],
+            palette: self.last_palette,
+            serial: bytemuck::pod_collect_to_vec(&serial_raw),
+            out_of_rounds: r[2 * SLOTS as usize + 1],
+        })
+    }
+
+    /// The contact records as the last step left them (read back on demand: they stay on
+    /// the device from step to step).
+    pub fn contacts(&self) -> Result<Vec<ContactRecord>, GpuError> {
+        let n = self.counts.1;
+        let per_chunk = 1usize << self.contact_shift;
+        let mut out = Vec::with_capacity(n);
+        for j in 0..CONTACT_CHUNKS {
+            let len = n.saturating_sub(j * per_chunk).min(per_chunk);
+            if len == 0 {
+                break;
+            }
+            let bytes = self.read(
+                contact_chunk(j),
+                0,
+                (len * std::mem::size_of::<ContactRecord>()) as u64,
+            )?;
+            out.extend(bytemuck::pod_collect_to_vec::<u8, ContactRecord>(&bytes));
+        }
+        Ok(out)
+    }
+
+    /// The body → constraint adjacency the last step built on the device: `(offsets,
+    /// items)`, with lists for solved bodies only (read back on demand, for tests).
+    pub fn adjacency(&self) -> Result<CsrLists, GpuError> {
+        let n = self.counts.0;
+        let offsets: Vec<u32> =
+            bytemuck::pod_collect_to_vec(&self.read(ADJ_OFFSETS, 0, (n as u64 + 1) * 4)?);
+        let items = self.read(ADJ_ITEMS, 0, offsets[n] as u64 * 4)?;
+        Ok((offsets, bytemuck::pod_collect_to_vec(&items)))
+    }
+}

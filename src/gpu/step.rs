@@ -1,0 +1,646 @@
+//! One step on the device: sizing the buffers, uploading, recording every pass of the
+//! step in one command buffer, submitting it, and reading the results back.
+
+use super::buffers::*;
+use super::*;
+
+/// What one step records: sizes and options.
+#[derive(Clone, Copy)]
+pub(super) struct StepShape {
+    pub(super) iterations: u32,
+    pub(super) palette: u32,
+    /// Write timestamp queries.
+    pub(super) timed: bool,
+    pub(super) n: usize,
+    pub(super) n_contacts: usize,
+    pub(super) n_joints: usize,
+    /// Bytes of the poses, velocities (and previous velocities), status and joint states
+    /// read back.
+    pub(super) lens: [usize; 4],
+}
+
+/// A step submitted and not yet read back.
+pub(super) struct InFlight {
+    pub(super) shape: StepShape,
+    /// The readback staging buffer it copies into, and the bytes it copies.
+    pub(super) staging: usize,
+    pub(super) read_bytes: u64,
+    pub(super) ts_bytes: u64,
+    /// Set when the staging buffer is mapped (the step and its copies are done).
+    pub(super) mapped: std::sync::Arc<std::sync::OnceLock<Result<(), wgpu::BufferAsyncError>>>,
+    pub(super) host: GpuHostTimes,
+}
+
+/// Timestamp queries: one pair per compute pass.
+pub(super) struct Timestamps {
+    pub(super) set: wgpu::QuerySet,
+    pub(super) resolve: wgpu::Buffer,
+    pub(super) count: u32,
+    pub(super) period_ns: f32,
+}
+
+impl GpuSolver {
+    /// Query set with room for `count` timestamps (grown when the iteration count grows);
+    /// false when `count` exceeds what one query set holds (the step is then not timed).
+    pub(super) fn ensure_timestamps(&mut self, count: u32) -> bool {
+        let Some(t) = &mut self.timestamps else {
+            return false;
+        };
+        if count > wgpu::QUERY_SET_MAX_QUERIES {
+            return false;
+        }
+        if t.count >= count {
+            return true;
+        }
+        t.set = self.device.create_query_set(&wgpu::QuerySetDescriptor {
+            label: Some("avbd passes"),
+            ty: wgpu::QueryType::Timestamp,
+            count,
+        });
+        t.resolve = Self::make_buffer(
+            &self.device,
+            "timestamps",
+            (count as u64 * 8).next_multiple_of(256),
+            wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC,
+        )
+        .buffer;
+        t.count = count;
+        self.reallocations += 1;
+        true
+    }
+
+    /// Starts one step on the GPU, in one submission: inertial targets and initial guess,
+    /// colouring, `cfg.iterations` AVBD iterations, velocities and poses, and the copy of
+    /// the results into a staging buffer whose map is requested. Returns without waiting
+    /// for the device; [`Self::finish`] reads the results back. Builds the step's adjacency
+    /// into `s.adjacency` first.
+    pub fn submit(
+        &mut self,
+        cfg: &SolverConfig,
+        bodies: &BodySet,
+        joints: &JointSet,
+        s: &mut SolverData,
+    ) -> Result<(), GpuError> {
+        if self.pending.is_some() {
+            return Err(GpuError::Step("a step is already in flight".into()));
+        }
+        let n = bodies.len();
+        let t_start = std::time::Instant::now();
+        let mut host = GpuHostTimes::default();
+        // The adjacency is built on the device (`adjacency.wgsl`); the CPU only gathers the
+        // constraint ends, for the momentum projection's islands.
+        crate::pipeline::coloring::gather_ends(&s.points, joints, &mut s.adjacency);
+        let mut flags = std::mem::take(&mut self.flags);
+        flags.clear();
+        flags.extend((0..n).map(|i| {
+            let solved = bodies.is_solved(i);
+            let kinematic = bodies.kinds[i] == BodyKind::Kinematic && !bodies.frozen[i];
+            (solved as u32 * FLAG_SOLVED) | (kinematic as u32 * FLAG_KINEMATIC)
+        }));
+        // A body's smallest free colour never exceeds its number of neighbours, so the
+        // full palette colours exactly as one of (largest degree + 1) would.
+        let palette = MAX_COLORS;
+        self.last_upload_bytes = 0;
+        self.last_body_upload_bytes = 0;
+
+        let iterations = cfg.iterations;
+        let it_len = n * std::mem::size_of::<IterateRecord>();
+        let n_contacts = s.points.len();
+        let (pose_len, vel_len, status_len, js_len) = (
+            std::mem::size_of_val(bodies.poses.as_slice()),
+            std::mem::size_of_val(bodies.velocities.as_slice()),
+            n * 4,
+            std::mem::size_of_val(joints.states.as_slice()),
+        );
+        let mut grown = false;
+        let chunk_bytes = std::mem::size_of::<ContactRecord>() << self.contact_shift;
+        let mut sizes = vec![
+            (POSES, n * std::mem::size_of::<PoseRecord>()),
+            (MASSES, n * std::mem::size_of::<MassRecord>()),
+            (ITERATE, it_len),
+            (INERTIAL, n * std::mem::size_of::<InertialRecord>()),
+            (JOINTS, std::mem::size_of_val(joints.records.as_slice())),
+            (JOINT_STATES, js_len),
+            (ADJ_OFFSETS, (n + 1) * 4),
+            // At most two items per constraint (a list for each solved body).
+            (ADJ_ITEMS, 2 * (n_contacts + joints.records.len()) * 4),
+            (COLOR_BODIES, 2 * n * 4),
+            (SCRATCH, it_len),
+            (BODY_FLAGS, n * 4),
+            (COLOR_OF, n * 4),
+            (VELOCITIES, vel_len),
+            (PREV_VELOCITIES, vel_len),
+            (FORCES, std::mem::size_of_val(bodies.forces.as_slice())),
+            (STATUS, status_len),
+        ];
+        let records_len = n_contacts * std::mem::size_of::<ContactRecord>();
+        for j in 0..CONTACT_CHUNKS {
+            let bytes = records_len.saturating_sub(j * chunk_bytes).min(chunk_bytes);
+            sizes.push((contact_chunk(j), bytes));
+        }
+        // 64-byte records: twice as many per binding (2 << contact_shift), so a binding
+        // holds the bytes of one record chunk. The carried state the last step wrote is
+        // read by this one and keeps its buffers; the other side is written.
+        let half_len = n_contacts * std::mem::size_of::<ContactPoint>();
+        let next = CARRIED[1 - self.carried_side];
+        for j in 0..HALF_CHUNKS {
+            let bytes = half_len.saturating_sub(j * chunk_bytes).min(chunk_bytes);
+            sizes.push((POINTS + j, bytes));
+            sizes.push((next + j, bytes));
+        }
+        self.check_limits(&sizes, n, n_contacts)?;
+        let scopes = self.push_error_scopes();
+        for &(slot, bytes) in &sizes {
+            grown |= self.ensure(slot, bytes as u64);
+        }
+        if grown {
+            self.rebuild_bind_groups();
+        }
+        self.pop_error_scopes(scopes)?;
+        // Readback layout: poses | velocities | previous velocities | status | contacts |
+        // joint states | ranges | timestamps.
+        let timed = self.ensure_timestamps(2 * (3 + 2 * iterations));
+        self.flags = flags;
+        host.prepare_ms = elapsed_ms(t_start);
+        let shape = StepShape {
+            iterations,
+            palette,
+            timed,
+            n,
+            n_contacts,
+            n_joints: joints.records.len(),
+            lens: [pose_len, vel_len, status_len, js_len],
+        };
+        self.launch(cfg, bodies, joints, s, shape, host)
+    }
+
+    /// Uploads the step's data, records and submits it, and requests the readback map.
+    pub(super) fn launch(
+        &mut self,
+        cfg: &SolverConfig,
+        bodies: &BodySet,
+        joints: &JointSet,
+        s: &SolverData,
+        shape: StepShape,
+        mut host: GpuHostTimes,
+    ) -> Result<(), GpuError> {
+        let t_upload = std::time::Instant::now();
+        let scopes = self.push_error_scopes();
+        let launched = self
+            .upload_step(cfg, bodies, joints, s, shape.palette)
+            .map(|()| self.record_and_submit(&shape));
+        self.pop_error_scopes(scopes)?;
+        let (k, read_bytes, ts_bytes) = launched?;
+        let mapped = std::sync::Arc::new(std::sync::OnceLock::new());
+        let done = mapped.clone();
+        self.staging[k]
+            .buffer
+            .slice(0..read_bytes)
+            .map_async(wgpu::MapMode::Read, move |r| {
+                let _ = done.set(r);
+            });
+        host.upload_ms += elapsed_ms(t_upload);
+        self.pending = Some(InFlight {
+            shape,
+            staging: k,
+            read_bytes,
+            ts_bytes,
+            mapped,
+            host,
+        });
+        Ok(())
+    }
+
+    /// Whether a step was submitted and not yet finished.
+    pub fn in_flight(&self) -> bool {
+        self.pending.is_some()
+    }
+
+    /// Waits for the step begun by [`Self::submit`] and reads the poses, velocities,
+    /// contact multipliers and joint states back into `bodies`, `s` and `joints`; bodies
+    /// whose result was not finite are frozen and listed in `report`. `cfg`, `bodies`,
+    /// `joints` and `s` must be those the step was submitted with: a step whose colouring
+    /// needs more dispatches than were recorded is submitted again from them.
+    pub fn finish(
+        &mut self,
+        cfg: &SolverConfig,
+        bodies: &mut BodySet,
+        joints: &mut JointSet,
+        s: &mut SolverData,
+        report: &mut StepReport,
+    ) -> Result<(), GpuError> {
+        loop {
+            let Some(flight) = self.pending.take() else {
+                return Err(GpuError::Step("no step in flight".into()));
+            };
+            let InFlight {
+                shape,
+                staging: k,
+                read_bytes,
+                ts_bytes,
+                mapped,
+                mut host,
+            } = flight;
+            let [pose_len, vel_len, status_len, js_len] = shape.lens;
+            let iterations = shape.iterations;
+            let t_wait = std::time::Instant::now();
+            let staging = self.staging[k].buffer.clone();
+            let slice = staging.slice(0..read_bytes);
+            self.device
+                .poll(wgpu::PollType::wait_indefinitely())
+                .map_err(|e| GpuError::Readback(e.to_string()))?;
+            // The wait runs the map callback.
+            mapped
+                .get()
+                .ok_or_else(|| GpuError::Readback("the readback map did not complete".into()))?
+                .clone()
+                .map_err(|e| GpuError::Readback(e.to_string()))?;
+            host.wait_ms += elapsed_ms(t_wait);
+            let t_unpack = std::time::Instant::now();
+            let rerun = {
+                let data = slice
+                    .get_mapped_range()
+                    .map_err(|e| GpuError::Readback(format!("{e:?}")))?;
+                let (poses, rest) = data.split_at(pose_len);
+                let (velocities, rest) = rest.split_at(vel_len);
+                let (prev, rest) = rest.split_at(vel_len);
+                let (status, rest) = rest.split_at(status_len);
+                let (c, rest) = rest.split_at(js_len);
+                let (r, rest) = rest.split_at(RANGES_BYTES as usize);
+                let r: Vec<u32> = bytemuck::pod_collect_to_vec(r);
+                let colors = r[2 * SLOTS as usize];
+                let serial = r[2 * SERIAL_SLOT as usize + 1];
+                if colors > self.color_capacity || serial > self.serial_capacity {
+                    self.color_capacity = self.color_capacity.max(colors);
+                    self.serial_capacity = self.serial_capacity.max(serial.next_power_of_two());
+                    true
+                } else {
+                    for (slot, bytes, mirror) in [
+                        (POSES, poses, bytemuck::cast_slice_mut(&mut bodies.poses)),
+                        (
+                            VELOCITIES,
+                            velocities,
+                            bytemuck::cast_slice_mut(&mut bodies.velocities),
+                        ),
+                        (
+                            PREV_VELOCITIES,
+                            prev,
+                            bytemuck::cast_slice_mut(&mut bodies.prev_velocities),
+                        ),
+                    ] {
+                        mirror.copy_from_slice(bytes);
+                        self.shadow[slot].clear();
+                        self.shadow[slot].extend_from_slice(bytes);
+                    }
+                    let status: &[u32] = bytemuck::cast_slice(status);
+                    for (i, _) in status.iter().enumerate().filter(|(_, s)| **s != 0) {
+                        bodies.frozen[i] = true;
+                        report.frozen.push(bodies.handles[i]);
+                    }
+                    joints.states.copy_from_slice(bytemuck::cast_slice(c));
+                    self.last_serial = serial;
+                    self.last_colors = colors;
+                    self.last_palette = shape.palette;
+                    self.last_timings = match (&self.timestamps, shape.timed) {
+                        (Some(t), true) => {
+                            Self::timings_from(&rest[..ts_bytes as usize], t.period_ns, iterations)
+                        }
+                        // Not timed: no adapter support, or more passes than one query set.
+                        _ => GpuTimings::default(),
+                    };
+                    false
+                }
+            };
+            staging.unmap();
+            host.unpack_ms += elapsed_ms(t_unpack);
+            if !rerun {
+                self.counts = (shape.n, shape.n_contacts, shape.n_joints);
+                // What this step's contacts carry is now the state the next step reads.
+                self.carried_side = 1 - self.carried_side;
+                self.last_timings.host = host;
+                return Ok(());
+            }
+            // The end-of-step kernel overwrote the start state: upload it again.
+            for slot in DEVICE_WRITTEN {
+                self.shadow[slot].clear();
+            }
+            if self.slot_count < SLOTS + self.serial_capacity as u64 {
+                let count = SLOTS + self.serial_capacity as u64;
+                (self.slots, self.slot_group) =
+                    Self::make_slots(&self.device, &self.queue, &self.slot_layout, count);
+                self.slot_count = count;
+                self.reallocations += 1;
+            }
+            self.launch(cfg, bodies, joints, s, shape, host)?;
+        }
+    }
+
+    /// wgpu reports validation and out-of-memory errors to these scopes (instead of the
+    /// default handler, which panics); [`Self::pop_error_scopes`] turns them into typed
+    /// errors. The guards are not `Send`: pushed and popped within one call.
+    pub(super) fn push_error_scopes(&self) -> [wgpu::ErrorScopeGuard; 2] {
+        [
+            self.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory),
+            self.device.push_error_scope(wgpu::ErrorFilter::Validation),
+        ]
+    }
+
+    pub(super) fn pop_error_scopes(
+        &self,
+        [oom, validation]: [wgpu::ErrorScopeGuard; 2],
+    ) -> Result<(), GpuError> {
+        for scope in [validation, oom] {
+            if let Some(e) = pollster::block_on(scope.pop()) {
+                return Err(GpuError::Step(e.to_string()));
+            }
+        }
+        Ok(())
+    }
+
+    pub(super) fn timings_from(bytes: &[u8], period_ns: f32, iterations: u32) -> GpuTimings {
+        let ticks: Vec<u64> = bytemuck::pod_collect_to_vec(bytes);
+        let ms = |pass: usize| {
+            ticks[2 * pass + 1].saturating_sub(ticks[2 * pass]) as f64 * period_ns as f64 * 1e-6
+        };
+        let mut timings = GpuTimings {
+            supported: true,
+            integration_ms: ms(0) + ms(2 + 2 * iterations as usize),
+            coloring_ms: ms(1),
+            span_ms: ticks[ticks.len() - 1].saturating_sub(ticks[0]) as f64
+                * period_ns as f64
+                * 1e-6,
+            ..Default::default()
+        };
+        for i in 0..iterations as usize {
+            timings.primal_ms += ms(2 + 2 * i);
+            timings.dual_ms += ms(3 + 2 * i);
+        }
+        timings
+    }
+
+    /// Uploads the step's data (tracked buffers only when changed) and the parameters.
+    pub(super) fn upload_step(
+        &mut self,
+        cfg: &SolverConfig,
+        bodies: &BodySet,
+        joints: &JointSet,
+        s: &SolverData,
+        palette: u32,
+    ) -> Result<(), GpuError> {
+        let n = bodies.len();
+        // The body state is resident: only what the CPU changed since the last readback
+        // (user edits, the momentum projection, added or removed bodies) goes up.
+        self.upload(POSES, bytemuck::cast_slice(&bodies.poses));
+        self.upload(VELOCITIES, bytemuck::cast_slice(&bodies.velocities));
+        self.upload(
+            PREV_VELOCITIES,
+            bytemuck::cast_slice(&bodies.prev_velocities),
+        );
+        self.upload(FORCES, bytemuck::cast_slice(&bodies.forces));
+        self.upload(MASSES, bytemuck::cast_slice(&bodies.masses));
+        self.upload(JOINTS, bytemuck::cast_slice(&joints.records));
+        // The contact points go up whole (the device warm-starts them into records).
+        let per_chunk = 2usize << self.contact_shift;
+        let mut whole: Vec<(usize, &[u8])> = s
+            .points
+            .chunks(per_chunk)
+            .enumerate()
+            .map(|(j, chunk)| (POINTS + j, bytemuck::cast_slice(chunk)))
+            .collect();
+        whole.push((JOINT_STATES, bytemuck::cast_slice(&joints.states)));
+        self.upload_whole(&whole)?;
+        let flags = std::mem::take(&mut self.flags);
+        self.upload(BODY_FLAGS, bytemuck::cast_slice(&flags));
+        self.flags = flags;
+        let params = Params {
+            dt: cfg.dt,
+            alpha: cfg.alpha,
+            beta_linear: cfg.beta_linear,
+            beta_angular: cfg.beta_angular,
+            k_max: cfg.k_max,
+            lambda_max: cfg.lambda_max,
+            n_contacts: s.points.len() as u32,
+            n_joints: joints.records.len() as u32,
+            n_bodies: n as u32,
+            palette,
+            contact_shift: self.contact_shift,
+            max_groups: self.max_groups,
+            max_angular_speed: cfg.max_angular_speed,
+            gamma: cfg.gamma,
+            k_start: cfg.k_start,
+            new_row_mass_ratio: cfg.new_row_mass_ratio,
+            floor_mass_ratio: cfg.floor_mass_ratio,
+            contact_error_scale: cfg.contact_error_scale,
+            n_prev_contacts: self.counts.1 as u32,
+            pad: 0,
+            gravity: cfg.gravity.extend(0.0).to_array(),
+        };
+        self.queue
+            .write_buffer(&self.params, 0, bytemuck::bytes_of(&params));
+        self.last_upload_bytes += params_size();
+        Ok(())
+    }
+
+    /// Records the whole step in one command buffer and submits it: the inertial targets,
+    /// the colouring, the iterations, the velocities and poses, and the copies into a
+    /// staging buffer. Returns the staging buffer used, the bytes to read back and the
+    /// timestamp bytes.
+    pub(super) fn record_and_submit(&mut self, shape: &StepShape) -> (usize, u64, u64) {
+        let &StepShape {
+            iterations,
+            palette,
+            timed,
+            n,
+            n_contacts,
+            n_joints,
+            lens: [pose_len, vel_len, status_len, js_len],
+        } = shape;
+        let passes = 3 + 2 * iterations;
+        let ts_bytes = if timed { 2 * passes as u64 * 8 } else { 0 };
+        let ranges_at = (pose_len + 2 * vel_len + status_len + js_len) as u64;
+        let read_bytes = ranges_at + RANGES_BYTES + ts_bytes;
+        let k = (self.frame % 2) as usize;
+        self.frame += 1;
+        if self.staging[k].capacity < read_bytes {
+            self.staging[k] = Self::make_buffer(
+                &self.device,
+                "readback",
+                read_bytes
+                    .next_multiple_of(256)
+                    .max(self.staging[k].capacity * 2),
+                wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+            );
+            self.reallocations += 1;
+        }
+        let mut encoder = self
+            .device
+            .create_command_encoder(&wgpu::CommandEncoderDescriptor {
+                label: Some("avbd step"),
+            });
+        if let Some(belt) = &self.belt.buffer {
+            for &(slot, offset, bytes) in self.belt.copies.iter().filter(|c| c.2 > 0) {
+                encoder.copy_buffer_to_buffer(belt, offset, &self.buffers[slot].buffer, 0, bytes);
+            }
+        }
+        let groups = |n: usize| (n as u32).div_ceil(WORKGROUP);
+        let mut pass_index = 0u32;
+        let ts = self.timestamps.as_ref().filter(|_| timed);
+        let mut writes = || {
+            let w = ts.map(|t| wgpu::ComputePassTimestampWrites {
+                query_set: &t.set,
+                beginning_of_pass_write_index: Some(2 * pass_index),
+                end_of_pass_write_index: Some(2 * pass_index + 1),
+            });
+            pass_index += 1;
+            w
+        };
+        let p = &self.pipelines;
+        let all = groups(n).max(1);
+        let warm_group =
+            &self.warm_groups.as_ref().expect("built with the buffers")[self.carried_side];
+        let (cx, cy) = grid(groups(n_contacts).max(1), self.max_groups);
+        let (bx, by) = grid(all, self.max_groups);
+        {
+            let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                label: Some("avbd begin"),
+                timestamp_writes: writes(),
+            });
+            pass.set_bind_group(0, self.integration_group.as_ref(), &[]);
+            pass.set_pipeline(&p.begin_bodies);
+            pass.dispatch_workgroups(bx, by, 1);
+            if n_contacts > 0 {
+                // This step's contact records from its points and the carried state.
+                pass.set_bind_group(0, warm_group, &[]);
+                pass.set_pipeline(&p.warm_start_contacts);
+                pass.dispatch_workgroups(cx, cy, 1);
+            }
+        }
+        {
+            let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                label: Some("avbd colouring"),
+                timestamp_writes: writes(),
+            });
+            pass.set_bind_group(0, self.coloring_group.as_ref(), &[]);
+            // The adjacency of this step's contacts and joints, then the colouring over it.
+            let (ex, ey) = grid(groups(n_contacts + n_joints).max(1), self.max_groups);
+            let blocks = (n as u32).div_ceil(ADJ_SCAN_BLOCK).max(1);
+            for (pipeline, (x, y)) in [
+                (&p.adj_clear, (all, 1)),
+                (&p.adj_count, (ex, ey)),
+                (&p.adj_scan_blocks, (blocks, 1)),
+                (&p.adj_scan_top, (1, 1)),
+                (&p.adj_scan_add, (blocks, 1)),
+                (&p.adj_fill, (ex, ey)),
+                (&p.adj_sort, (all, 1)),
+            ] {
+                pass.set_pipeline(pipeline);
+                pass.dispatch_workgroups(x, y, 1);
+            }
+            pass.set_pipeline(&p.color_init);
+            pass.dispatch_workgroups(all.max(groups(COUNTERS as usize)), 1, 1);
+            for _ in 0..JPL_ROUNDS {
+                pass.set_pipeline(&p.color_select);
+                pass.dispatch_workgroups(all, 1, 1);
+                pass.set_pipeline(&p.color_assign);
+                pass.dispatch_workgroups(all, 1, 1);
+            }
+            pass.set_pipeline(&p.color_count);
+            pass.dispatch_workgroups(all, 1, 1);
+            pass.set_pipeline(&p.color_scan);
+            pass.dispatch_workgroups(1, 1, 1);
+            pass.set_pipeline(&p.color_serial_rank);
+            pass.dispatch_workgroups(all, 1, 1);
+            pass.set_pipeline(&p.color_scatter);
+            pass.dispatch_workgroups(all, 1, 1);
+        }
+        let indirect = &self.buffers[INDIRECT].buffer;
+        let colors = self.color_capacity.min(palette) as u64;
+        for _ in 0..iterations {
+            {
+                let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                    label: Some("avbd primal"),
+                    timestamp_writes: writes(),
+                });
+                pass.set_bind_group(0, self.solver_group.as_ref(), &[]);
+                for c in 0..colors {
+                    pass.set_bind_group(1, &self.slot_group, &[(c * COLOR_SLOT) as u32]);
+                    pass.set_pipeline(&p.primal);
+                    pass.dispatch_workgroups_indirect(indirect, LANE_ARGS_AT + c * 12);
+                    pass.set_pipeline(&p.copy_back);
+                    pass.dispatch_workgroups_indirect(indirect, c * 12);
+                }
+                pass.set_pipeline(&p.primal_serial);
+                for j in 0..self.serial_capacity as u64 {
+                    let slot = SERIAL_SLOT + j;
+                    pass.set_bind_group(1, &self.slot_group, &[(slot * COLOR_SLOT) as u32]);
+                    pass.dispatch_workgroups_indirect(indirect, SERIAL_SLOT * 12);
+                }
+            }
+            let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                label: Some("avbd dual"),
+                timestamp_writes: writes(),
+            });
+            pass.set_bind_group(0, self.solver_group.as_ref(), &[]);
+            pass.set_bind_group(1, &self.slot_group, &[0]);
+            if n_contacts > 0 {
+                pass.set_pipeline(&p.dual_contacts);
+                let (x, y) = grid(groups(n_contacts), self.max_groups);
+                pass.dispatch_workgroups(x, y, 1);
+            }
+            if n_joints > 0 {
+                pass.set_pipeline(&p.dual_joints);
+                let (x, y) = grid(groups(n_joints), self.max_groups);
+                pass.dispatch_workgroups(x, y, 1);
+            }
+        }
+        {
+            let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                label: Some("avbd end"),
+                timestamp_writes: writes(),
+            });
+            pass.set_bind_group(0, self.integration_group.as_ref(), &[]);
+            pass.set_pipeline(&p.end_bodies);
+            pass.dispatch_workgroups(bx, by, 1);
+            if n_contacts > 0 {
+                // What the contacts carry to the next step stays on the device.
+                pass.set_bind_group(0, warm_group, &[]);
+                pass.set_pipeline(&p.store_contact_warm);
+                pass.dispatch_workgroups(cx, cy, 1);
+            }
+        }
+        let staging = &self.staging[k].buffer;
+        let mut copies = vec![
+            (POSES, pose_len as u64),
+            (VELOCITIES, vel_len as u64),
+            (PREV_VELOCITIES, vel_len as u64),
+            (STATUS, status_len as u64),
+        ];
+        copies.push((JOINT_STATES, js_len as u64));
+        let mut offset = 0u64;
+        for (slot, len) in copies {
+            if len > 0 {
+                encoder.copy_buffer_to_buffer(&self.buffers[slot].buffer, 0, staging, offset, len);
+            }
+            offset += len;
+        }
+        encoder.copy_buffer_to_buffer(
+            &self.buffers[RANGES].buffer,
+            0,
+            staging,
+            ranges_at,
+            RANGES_BYTES,
+        );
+        if let Some(t) = ts {
+            encoder.resolve_query_set(&t.set, 0..2 * passes, &t.resolve, 0);
+            encoder.copy_buffer_to_buffer(
+                &t.resolve,
+                0,
+                staging,
+                ranges_at + RANGES_BYTES,
+                ts_bytes,
+            );
+        }
+        self.queue.submit([encoder.finish()]);
+        (k, read_bytes, ts_bytes)
+    }
+}

@@ -1,0 +1,24 @@
+//! What a step returns: its timings and counts, and the events the caller may act on.
+
+use crate::error::{BodyHandle, JointHandle};
+
+/// Timing and counts of the last step.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct StepStats {
+    pub collision_ms: f64,
+    pub solver_ms: f64,
+    pub total_ms: f64,
+    pub contacts: usize,
+    pub colors: usize,
+    /// Deepest penetration among the contacts found this step (m).
+    pub max_penetration: f32,
+}
+
+/// What happened in a step that the caller may need to act on.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct StepReport {
+    /// Bodies that became non-finite this step: restored to their start pose and frozen.
+    pub frozen: Vec<BodyHandle>,
+    /// Joints that broke this step.
+    pub broken: Vec<JointHandle>,
+}

@@ -1,0 +1,197 @@
+//! The body half of the world's API: adding, removing, reading and editing rigid bodies.
+
+use glam::{Quat, Vec3};
+
+use super::{BodyState, PhysicsWorld};
+use crate::error::{BodyHandle, JointHandle, PhysicsError};
+use crate::rigid::body::{BodyDesc, PoseRecord, VelocityRecord};
+
+impl PhysicsWorld {
+    /// Adds a body; the description is validated first and nothing changes on error.
+    pub fn add_body(&mut self, desc: BodyDesc) -> Result<BodyHandle, PhysicsError> {
+        self.idle()?;
+        let mut mass = desc.validate()?;
+        if let Some(c) = &desc.collider {
+            mass.friction = [c.friction, c.dynamic_friction];
+        }
+        let b = &mut self.bodies;
+        let handle = BodyHandle(b.index_of.len() as u32);
+        b.index_of.push(b.handles.len() as u32);
+        b.handles.push(handle);
+        b.kinds.push(desc.kind);
+        let offset = desc
+            .collider
+            .as_ref()
+            .filter(|c| c.has_volume())
+            .map(|c| -c.mass_properties().local_com)
+            .unwrap_or(Vec3::ZERO);
+        b.poses
+            .push(PoseRecord::new(desc.position, desc.rotation.normalize()));
+        let vel = VelocityRecord::new(desc.linear_velocity, desc.angular_velocity);
+        b.velocities.push(vel);
+        b.prev_velocities.push(vel);
+        b.masses.push(mass);
+        b.colliders.push(desc.collider);
+        b.shape_offsets.push(offset);
+        b.forces.push([0.0; 8]);
+        b.frozen.push(false);
+        Ok(handle)
+    }
+
+    /// Removes a body and every joint attached to it (returned).
+    pub fn remove_body(&mut self, h: BodyHandle) -> Result<Vec<JointHandle>, PhysicsError> {
+        self.idle()?;
+        let i = self.bodies.index(h).ok_or(PhysicsError::MissingBody(h))?;
+        let attached: Vec<JointHandle> = self
+            .joints
+            .handles
+            .iter()
+            .zip(&self.joints.bodies)
+            .filter(|(_, (a, b))| *a == h || *b == Some(h))
+            .map(|(jh, _)| *jh)
+            .collect();
+        for jh in &attached {
+            self.remove_joint(*jh)?;
+        }
+        let b = &mut self.bodies;
+        let last = b.handles.len() - 1;
+        b.handles.swap_remove(i);
+        b.kinds.swap_remove(i);
+        b.poses.swap_remove(i);
+        b.velocities.swap_remove(i);
+        b.prev_velocities.swap_remove(i);
+        b.masses.swap_remove(i);
+        b.colliders.swap_remove(i);
+        b.shape_offsets.swap_remove(i);
+        b.forces.swap_remove(i);
+        b.frozen.swap_remove(i);
+        b.index_of[h.0 as usize] = u32::MAX;
+        if i != last {
+            let moved = b.handles[i];
+            b.index_of[moved.0 as usize] = i as u32;
+            // Joint records refer to solver indices: re-point the moved body.
+            for rec in &mut self.joints.records {
+                if rec.body_a == last as u32 {
+                    rec.body_a = i as u32;
+                }
+                if rec.body_b == last as u32 {
+                    rec.body_b = i as u32;
+                }
+            }
+        }
+        self.collision.forget_body(h);
+        Ok(attached)
+    }
+
+    pub fn contains_body(&self, h: BodyHandle) -> bool {
+        self.bodies.index(h).is_some()
+    }
+
+    pub fn body_count(&self) -> usize {
+        self.bodies.len()
+    }
+
+    /// Handles of all bodies, in solver order.
+    pub fn body_handles(&self) -> &[BodyHandle] {
+        &self.bodies.handles
+    }
+
+    pub fn body(&self, h: BodyHandle) -> Result<BodyState, PhysicsError> {
+        let i = self.bodies.index(h).ok_or(PhysicsError::MissingBody(h))?;
+        let b = &self.bodies;
+        Ok(BodyState {
+            kind: b.kinds[i],
+            position: b.poses[i].p(),
+            rotation: b.poses[i].q(),
+            linear_velocity: b.velocities[i].v(),
+            angular_velocity: b.velocities[i].w(),
+            mass: b.masses[i].mass,
+            frozen: b.frozen[i],
+        })
+    }
+
+    /// World-space inertia tensor of a body (`R I Rᵀ`).
+    pub fn world_inertia(&self, h: BodyHandle) -> Result<glam::Mat3, PhysicsError> {
+        let i = self.bodies.index(h).ok_or(PhysicsError::MissingBody(h))?;
+        Ok(self.bodies.masses[i].world_inertia(self.bodies.poses[i].q()))
+    }
+
+    /// Teleports a body (and unfreezes it).
+    pub fn set_pose(
+        &mut self,
+        h: BodyHandle,
+        position: Vec3,
+        rotation: Quat,
+    ) -> Result<(), PhysicsError> {
+        self.idle()?;
+        let i = self.bodies.index(h).ok_or(PhysicsError::MissingBody(h))?;
+        if !position.is_finite() {
+            return Err(PhysicsError::InvalidBody {
+                field: "position",
+                reason: "not finite".into(),
+            });
+        }
+        if !rotation.is_finite() || (rotation.length() - 1.0).abs() > 1e-3 {
+            return Err(PhysicsError::InvalidBody {
+                field: "rotation",
+                reason: "not a finite unit quaternion".into(),
+            });
+        }
+        self.bodies.poses[i] = PoseRecord::new(position, rotation.normalize());
+        self.bodies.frozen[i] = false;
+        Ok(())
+    }
+
+    pub fn set_velocity(
+        &mut self,
+        h: BodyHandle,
+        linear: Vec3,
+        angular: Vec3,
+    ) -> Result<(), PhysicsError> {
+        self.idle()?;
+        let i = self.bodies.index(h).ok_or(PhysicsError::MissingBody(h))?;
+        if !linear.is_finite() {
+            return Err(PhysicsError::InvalidBody {
+                field: "linear_velocity",
+                reason: "not finite".into(),
+            });
+        }
+        if !angular.is_finite() {
+            return Err(PhysicsError::InvalidBody {
+                field: "angular_velocity",
+                reason: "not finite".into(),
+            });
+        }
+        let v = VelocityRecord::new(linear, angular);
+        self.bodies.velocities[i] = v;
+        self.bodies.prev_velocities[i] = v;
+        Ok(())
+    }
+
+    /// Sets the external force (N, at the centre of mass) and torque (N·m) applied every step until changed.
+    pub fn set_external_force(
+        &mut self,
+        h: BodyHandle,
+        force: Vec3,
+        torque: Vec3,
+    ) -> Result<(), PhysicsError> {
+        self.idle()?;
+        let i = self.bodies.index(h).ok_or(PhysicsError::MissingBody(h))?;
+        if !force.is_finite() {
+            return Err(PhysicsError::InvalidBody {
+                field: "external_force",
+                reason: "not finite".into(),
+            });
+        }
+        if !torque.is_finite() {
+            return Err(PhysicsError::InvalidBody {
+                field: "external_torque",
+                reason: "not finite".into(),
+            });
+        }
+        self.bodies.forces[i] = [
+            force.x, force.y, force.z, 0.0, torque.x, torque.y, torque.z, 0.0,
+        ];
+        Ok(())
+    }
+}

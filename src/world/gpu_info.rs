@@ -1,0 +1,95 @@
+//! What the world tells about its GPU backend (adapter, memory, timings, uploads) and the
+//! debug readbacks that compare the GPU's intermediate results with the CPU's.
+
+use super::PhysicsWorld;
+use crate::error::PhysicsError;
+
+impl PhysicsWorld {
+    /// The GPU adapter's name and API, when on the GPU backend.
+    pub fn adapter(&self) -> Option<String> {
+        self.gpu.as_ref().map(|g| g.adapter_name())
+    }
+
+    /// GPU buffer reallocations so far (zero growth once a scene is steady).
+    pub fn gpu_reallocations(&self) -> Option<u64> {
+        self.gpu.as_ref().map(|g| g.reallocations)
+    }
+
+    /// GPU memory per body, contact and joint and in total, when on the GPU backend.
+    pub fn gpu_memory(&self) -> Option<crate::gpu::GpuMemory> {
+        self.gpu.as_ref().map(|g| g.memory())
+    }
+
+    /// Per-kernel GPU times of the last step (timestamp queries), when on the GPU backend.
+    pub fn gpu_timings(&self) -> Option<crate::gpu::GpuTimings> {
+        self.gpu.as_ref().map(|g| g.timings())
+    }
+
+    /// Bytes uploaded to the GPU in the last step, when on the GPU backend.
+    pub fn gpu_upload_bytes(&self) -> Option<u64> {
+        self.gpu.as_ref().map(|g| g.upload_bytes())
+    }
+
+    /// Of [`Self::gpu_upload_bytes`], the per-body state (the GPU backend keeps poses and
+    /// velocities on the device and uploads only the bodies the CPU changed).
+    pub fn gpu_body_upload_bytes(&self) -> Option<u64> {
+        self.gpu.as_ref().map(|g| g.body_upload_bytes())
+    }
+
+    /// Bodies solved in the serial fallback group of the GPU colouring in the last step.
+    pub fn gpu_serial_bodies(&self) -> Option<usize> {
+        self.gpu.as_ref().map(|g| g.serial_bodies())
+    }
+
+    /// Test hook: split GPU contacts in chunks of `1 << shift` records and cap dual
+    /// dispatches at `max_groups` workgroups per dimension (as if the scene were huge).
+    #[doc(hidden)]
+    pub fn gpu_limit_for_tests(&mut self, shift: u32, max_groups: u32) {
+        if let Some(g) = self.gpu.as_mut() {
+            g.limit_contact_chunk(shift);
+            g.limit_dispatch(max_groups);
+        }
+    }
+
+    /// The last step's GPU colouring (a blocking readback), when on the GPU backend.
+    pub fn gpu_coloring(&self) -> Option<Result<crate::gpu::GpuColoring, PhysicsError>> {
+        self.gpu
+            .as_ref()
+            .map(|g| g.coloring().map_err(|e| PhysicsError::Gpu(e.to_string())))
+    }
+
+    /// The body → constraint adjacency (CSR `offsets`, `items`) the GPU built in the last
+    /// step; `None` on the CPU backend.
+    pub fn gpu_adjacency(&self) -> Option<Result<crate::gpu::CsrLists, PhysicsError>> {
+        self.gpu
+            .as_ref()
+            .map(|g| g.adjacency().map_err(|e| PhysicsError::Gpu(e.to_string())))
+    }
+
+    /// The adjacency the CPU backend builds (`(offsets, items)`, every body) from the last
+    /// step's contacts and the joints unbroken now, e.g. to check the GPU's.
+    pub fn cpu_adjacency(&self) -> crate::gpu::CsrLists {
+        let mut adj = crate::pipeline::coloring::Adjacency::default();
+        crate::pipeline::coloring::build_adjacency(
+            self.bodies.len(),
+            &self.solver.points,
+            &self.joints,
+            &mut adj,
+            &mut Vec::new(),
+        );
+        (adj.offsets, adj.items)
+    }
+
+    /// Solver indices of the two bodies of every contact of the last step and every
+    /// unbroken joint (`u32::MAX` for the world), e.g. to check a colouring.
+    pub fn constraint_pairs(&self) -> Vec<(u32, u32)> {
+        let contacts = self.solver.points.iter().map(|c| (c.body_a, c.body_b));
+        let joints = self
+            .joints
+            .records
+            .iter()
+            .filter(|j| !j.broken())
+            .map(|j| (j.body_a, j.body_b));
+        contacts.chain(joints).collect()
+    }
+}

@@ -1,0 +1,301 @@
+//! `PhysicsWorld`: the plain-Rust core. Owns bodies, joints and the solver state, and runs
+//! the frame pipeline top to bottom in [`PhysicsWorld::step`].
+
+use std::time::Instant;
+
+use glam::{Quat, Vec3};
+
+use crate::config::SolverConfig;
+use crate::error::{BodyHandle, PhysicsError};
+use crate::pipeline::{SolverData, collision, coloring, dual, integration, warm_start};
+use crate::report::{StepReport, StepStats};
+use crate::rigid::body::BodyKind;
+use crate::rigid::{BodySet, JointSet};
+
+mod bodies;
+mod gpu_info;
+mod joints;
+
+/// A physics world stepped by AVBD with a fixed iteration budget.
+#[derive(Default)]
+pub struct PhysicsWorld {
+    pub config: SolverConfig,
+    /// The GPU solver when the world runs on the GPU backend.
+    pub(crate) gpu: Option<Box<crate::gpu::GpuSolver>>,
+    pub(crate) bodies: BodySet,
+    pub(crate) joints: JointSet,
+    pub(crate) collision: collision::CollisionState,
+    pub(crate) solver: SolverData,
+    pub(crate) stats: StepStats,
+    /// The step begun by [`Self::begin_step`] and not yet finished.
+    in_flight: Option<StepInFlight>,
+}
+
+/// What [`PhysicsWorld::finish_step`] needs of the step [`PhysicsWorld::begin_step`]
+/// started.
+struct StepInFlight {
+    /// The configuration the step began with (`config` is a public field).
+    config: SolverConfig,
+    report: StepReport,
+    collision_ms: f64,
+    /// Time spent in `begin_step`.
+    host_ms: f64,
+}
+
+/// Read-only view of one body's state.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct BodyState {
+    pub kind: BodyKind,
+    pub position: Vec3,
+    pub rotation: Quat,
+    pub linear_velocity: Vec3,
+    pub angular_velocity: Vec3,
+    pub mass: f32,
+    pub frozen: bool,
+}
+
+impl PhysicsWorld {
+    /// A world on the CPU backend.
+    pub fn new(config: SolverConfig) -> Result<Self, PhysicsError> {
+        config.validate()?;
+        Ok(Self {
+            config,
+            ..Default::default()
+        })
+    }
+
+    /// A world on the chosen backend. `Backend::Auto` takes the GPU when an adapter is
+    /// found and falls back to the CPU otherwise (logged to stderr); `Backend::Gpu` fails
+    /// with [`PhysicsError::Gpu`] when no usable adapter is found.
+    pub fn with_backend(
+        config: SolverConfig,
+        backend: crate::gpu::Backend,
+    ) -> Result<Self, PhysicsError> {
+        use crate::gpu::{Backend, GpuSolver};
+        let mut world = Self::new(config)?;
+        world.gpu = match backend {
+            Backend::Cpu => None,
+            Backend::Gpu => Some(Box::new(
+                GpuSolver::new().map_err(|e| PhysicsError::Gpu(e.to_string()))?,
+            )),
+            Backend::Auto => match GpuSolver::new() {
+                Ok(gpu) => {
+                    eprintln!("bevy_avbd: GPU backend on {}", gpu.adapter_name());
+                    Some(Box::new(gpu))
+                }
+                Err(e) => {
+                    eprintln!("bevy_avbd: CPU backend ({e})");
+                    None
+                }
+            },
+        };
+        Ok(world)
+    }
+
+    /// `"cpu"` or `"gpu"`.
+    pub fn backend(&self) -> &'static str {
+        if self.gpu.is_some() { "gpu" } else { "cpu" }
+    }
+
+    // ---------------------------------------------------------------- stepping
+
+    /// Statistics of the last step.
+    pub fn stats(&self) -> &StepStats {
+        &self.stats
+    }
+
+    /// The contact records of the last step as the solver left them (solver indices of the
+    /// bodies, world-space basis and lever arms, λ and k of the tangent, bitangent and
+    /// normal rows; λ is the force of each row). On the GPU backend they live on the
+    /// device and this reads them back (blocking; not part of the per-step path).
+    pub fn contacts(
+        &self,
+    ) -> Result<std::borrow::Cow<'_, [crate::rigid::contact::ContactRecord]>, PhysicsError> {
+        match &self.gpu {
+            Some(gpu) => gpu
+                .contacts()
+                .map(std::borrow::Cow::Owned)
+                .map_err(|e| PhysicsError::Gpu(e.to_string())),
+            None => Ok(std::borrow::Cow::Borrowed(&self.solver.contacts)),
+        }
+    }
+
+    /// The contact points collision detection found in the last step (both backends):
+    /// bodies, normal, lever arms and the point's index in the step before.
+    pub fn contact_points(&self) -> &[crate::rigid::contact::ContactPoint] {
+        &self.solver.points
+    }
+
+    /// Handle of the body with solver index `i` (as stored in contact and joint records).
+    pub fn handle_of_index(&self, i: u32) -> Option<BodyHandle> {
+        self.bodies.handles.get(i as usize).copied()
+    }
+
+    /// Number of contact points in the last step.
+    pub fn contact_count(&self) -> usize {
+        self.solver.points.len()
+    }
+
+    /// Advances the world by one implicit-Euler step of `config.dt`, spending exactly
+    /// `config.iterations` AVBD iterations: [`Self::begin_step`] then
+    /// [`Self::finish_step`].
+    pub fn step(&mut self) -> Result<StepReport, PhysicsError> {
+        self.begin_step()?;
+        self.finish_step()
+    }
+
+    /// Starts a step: collision detection, the joints' warm start, and the solve on the
+    /// chosen backend. On the GPU backend the solve is submitted to the device and this
+    /// returns without waiting for it, so the caller's own work (game logic, rendering)
+    /// overlaps the GPU's, and the world reads as it was before the step until
+    /// [`Self::finish_step`]; on the CPU backend the solve runs here and its poses are
+    /// already in place (the momentum projection and fracture wait for `finish_step`).
+    /// Either way, edits and another step are refused until then
+    /// ([`PhysicsError::StepInFlight`]).
+    pub fn begin_step(&mut self) -> Result<(), PhysicsError> {
+        self.idle()?;
+        self.config.validate()?;
+        let cfg = &self.config;
+        let t0 = Instant::now();
+
+        // 1. collision detection at xᵗ: contact points, each with its index in the last step
+        collision::detect(
+            cfg,
+            &self.bodies,
+            &self.joints,
+            &mut self.collision,
+            &mut self.solver.points,
+        );
+        let collision_ms = t0.elapsed().as_secs_f64() * 1e3;
+
+        // 2. joints: start error C*(xᵗ), warm start of k and λ
+        dual::warm_start_joints(
+            cfg,
+            &self.bodies,
+            &mut self.joints,
+            &mut self.solver.joint_islands,
+        );
+
+        // 3. the step on the chosen backend: contacts warm-started from the last step,
+        //    inertial targets and initial guess, body→constraint adjacency and colouring,
+        //    the fixed iteration budget, velocities and poses (bodies that became
+        //    non-finite are frozen)
+        let mut report = StepReport::default();
+        let s = &mut self.solver;
+        if cfg.conserve_momentum {
+            // From the start state, before the backend overwrites it.
+            s.islands.record_targets(cfg, &self.bodies);
+        }
+        if let Some(gpu) = self.gpu.as_mut() {
+            // On the device, in one submission; read back by `finish_step`.
+            gpu.submit(cfg, &self.bodies, &self.joints, s)
+                .map_err(|e| PhysicsError::Gpu(e.to_string()))?;
+        } else {
+            warm_start::contacts(cfg, &self.bodies, s);
+            integration::begin_step(cfg, &self.bodies, s);
+            coloring::build(&self.bodies, &self.joints, s);
+            crate::pipeline::iterate(cfg, &self.bodies, &mut self.joints, s);
+            integration::end_step(cfg, &mut self.bodies, s, &mut report);
+        }
+        self.in_flight = Some(StepInFlight {
+            config: cfg.clone(),
+            report,
+            collision_ms,
+            host_ms: t0.elapsed().as_secs_f64() * 1e3,
+        });
+        Ok(())
+    }
+
+    /// Finishes the step started by [`Self::begin_step`]: waits for the GPU's results (if
+    /// on the GPU backend), then restores the momentum of isolated islands, breaks
+    /// overloaded joints and keeps what the contacts carry to the next step.
+    pub fn finish_step(&mut self) -> Result<StepReport, PhysicsError> {
+        let Some(flight) = self.in_flight.take() else {
+            return Err(PhysicsError::NoStepInFlight);
+        };
+        let StepInFlight {
+            config: cfg,
+            mut report,
+            collision_ms,
+            host_ms,
+        } = flight;
+        let t0 = Instant::now();
+        let s = &mut self.solver;
+        if let Some(gpu) = self.gpu.as_mut() {
+            gpu.finish(&cfg, &mut self.bodies, &mut self.joints, s, &mut report)
+                .map_err(|e| PhysicsError::Gpu(e.to_string()))?;
+        }
+        // 4. momentum of isolated islands, on the CPU for both backends (its islands are a
+        //    union–find)
+        if cfg.conserve_momentum {
+            s.islands
+                .project(&mut self.bodies, &s.adjacency, cfg.max_angular_speed);
+        }
+
+        // 5. fracture of overloaded joints; what the contacts carry to the next step (the
+        //    GPU backend keeps it on the device)
+        dual::fracture(&self.bodies, &mut self.joints, &mut report);
+        if self.gpu.is_none() {
+            warm_start::store(&mut self.solver);
+        }
+
+        // Time spent in `begin_step` and here, not the caller's work in between.
+        let total_ms = host_ms + t0.elapsed().as_secs_f64() * 1e3;
+        self.stats = StepStats {
+            collision_ms,
+            solver_ms: total_ms - collision_ms,
+            total_ms,
+            contacts: self.solver.points.len(),
+            colors: match &self.gpu {
+                Some(gpu) => gpu.colors_used(),
+                None => self.solver.colors.count(),
+            },
+            max_penetration: self.collision.max_penetration,
+        };
+        if !report.broken.is_empty() {
+            self.collision.joints_changed();
+        }
+        report.broken = report
+            .broken
+            .iter()
+            .map(|j| self.joints.handles[j.0 as usize])
+            .collect();
+        Ok(report)
+    }
+
+    /// Whether a step was begun and not yet finished.
+    pub fn step_in_flight(&self) -> bool {
+        self.in_flight.is_some()
+    }
+
+    /// Edits are refused while a step is in flight: its results would overwrite them.
+    fn idle(&self) -> Result<(), PhysicsError> {
+        match self.in_flight {
+            Some(_) => Err(PhysicsError::StepInFlight),
+            None => Ok(()),
+        }
+    }
+
+    /// Total linear momentum of the dynamic bodies (kg·m/s).
+    pub fn linear_momentum(&self) -> Vec3 {
+        let b = &self.bodies;
+        (0..b.len())
+            .filter(|&i| b.is_solved(i))
+            .map(|i| b.velocities[i].v() * b.masses[i].mass)
+            .sum()
+    }
+
+    /// Total angular momentum of the dynamic bodies about the origin (kg·m²/s).
+    pub fn angular_momentum(&self) -> Vec3 {
+        let b = &self.bodies;
+        (0..b.len())
+            .filter(|&i| b.is_solved(i))
+            .map(|i| {
+                let m = &b.masses[i];
+                let q = b.poses[i].q();
+                m.world_inertia(q) * b.velocities[i].w()
+                    + b.poses[i].p().cross(b.velocities[i].v() * m.mass)
+            })
+            .sum()
+    }
+}
