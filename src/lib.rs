@@ -27,6 +27,7 @@ pub mod config;
 pub mod ecs;
 pub mod error;
 pub mod gpu;
+pub mod graph;
 pub mod math;
 pub mod pipeline;
 pub mod report;

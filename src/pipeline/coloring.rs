@@ -9,7 +9,6 @@
 use rayon::prelude::*;
 
 use super::SolverData;
-use crate::rigid::joint::WORLD;
 use crate::rigid::{BodySet, JointSet};
 
 /// Tag in the low bit of an adjacency item.
@@ -45,25 +44,8 @@ impl Adjacency {
     }
 }
 
-/// Bodies grouped by colour (CSR): colour c holds `bodies[offsets[c]..offsets[c+1]]`.
-#[derive(Default, Clone, Debug)]
-pub struct Colors {
-    pub offsets: Vec<u32>,
-    pub bodies: Vec<u32>,
-    /// Colour of each body (`u32::MAX` for bodies that are not solved).
-    pub of_body: Vec<u32>,
-    mark: Vec<u32>,
-}
-
-impl Colors {
-    pub fn count(&self) -> usize {
-        self.offsets.len().saturating_sub(1)
-    }
-    #[inline]
-    pub fn group(&self, c: usize) -> &[u32] {
-        &self.bodies[self.offsets[c] as usize..self.offsets[c + 1] as usize]
-    }
-}
+/// Bodies grouped by colour: the greedy colouring of the constraint graph.
+pub type Colors = crate::graph::Coloring;
 
 /// Builds the adjacency of this step's constraints and colours the dynamic bodies.
 pub fn build(bodies: &BodySet, joints: &JointSet, s: &mut SolverData) {
@@ -71,11 +53,10 @@ pub fn build(bodies: &BodySet, joints: &JointSet, s: &mut SolverData) {
         points,
         adjacency: adj,
         colors,
+        adjacency_cursor,
         ..
     } = s;
-    let mut cursor = std::mem::take(&mut colors.mark);
-    build_adjacency(bodies.len(), points, joints, adj, &mut cursor);
-    colors.mark = cursor;
+    build_adjacency(bodies.len(), points, joints, adj, adjacency_cursor);
     color_greedy(bodies, adj, colors);
 }
 
@@ -190,62 +171,17 @@ fn fill_csr(
 }
 
 fn color_greedy(bodies: &BodySet, adj: &Adjacency, colors: &mut Colors) {
-    let n = bodies.len();
-    colors.of_body.clear();
-    colors.of_body.resize(n, u32::MAX);
-    colors.mark.clear();
-    let mut count = 0usize;
-    for i in 0..n {
-        if !bodies.is_solved(i) {
-            continue;
-        }
-        // Stamp the colours of already-coloured neighbours with i, then take the first free one.
-        for &o in adj.others(i) {
-            if o == WORLD {
-                continue;
-            }
-            let oc = colors.of_body[o as usize];
-            if oc != u32::MAX {
-                colors.mark[oc as usize] = i as u32;
-            }
-        }
-        let c = (0..count)
-            .find(|&c| colors.mark[c] != i as u32)
-            .unwrap_or(count);
-        if c == count {
-            count += 1;
-            colors.mark.push(u32::MAX);
-        }
-        colors.of_body[i] = c as u32;
-    }
-    // Group by colour, bodies in index order inside a colour (deterministic).
-    colors.offsets.clear();
-    colors.offsets.resize(count + 1, 0);
-    for &c in &colors.of_body {
-        if c != u32::MAX {
-            colors.offsets[c as usize + 1] += 1;
-        }
-    }
-    for c in 0..count {
-        colors.offsets[c + 1] += colors.offsets[c];
-    }
-    colors.bodies.clear();
-    colors.bodies.resize(colors.offsets[count] as usize, 0);
-    // The stamps are done with: `mark` becomes the fill cursor (no allocation per step).
-    let cursor = &mut colors.mark;
-    cursor.clear();
-    cursor.extend_from_slice(&colors.offsets[..count]);
-    for (i, &c) in colors.of_body.iter().enumerate() {
-        if c != u32::MAX {
-            colors.bodies[cursor[c as usize] as usize] = i as u32;
-            cursor[c as usize] += 1;
-        }
-    }
+    colors.greedy(
+        bodies.len(),
+        |i| bodies.is_solved(i),
+        |i| adj.others(i).iter().copied(),
+    );
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::rigid::joint::WORLD;
 
     /// The parallel fill gives the lists of one serial pass, for any number of ranges:
     /// constraint order per body, world ends skipped, a body with no constraint empty.

@@ -3,12 +3,12 @@
 
 use rayon::prelude::*;
 
-use super::islands::Forest;
 use super::manifold;
 use super::primal::{row_error, row_force};
 use super::{SolverData, warm_start};
 use crate::config::SolverConfig;
 use crate::error::JointHandle;
+use crate::graph::Forest;
 use crate::math::Vec6;
 use crate::report::StepReport;
 use crate::rigid::body::PoseRecord;

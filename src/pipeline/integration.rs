@@ -4,9 +4,9 @@
 use glam::{DMat3, DVec3, Vec3};
 
 use super::coloring::Adjacency;
-use super::islands::Forest;
 use super::{InertialRecord, IterateRecord, SolverData};
 use crate::config::SolverConfig;
+use crate::graph::Forest;
 use crate::math::quat_add;
 use crate::report::StepReport;
 use crate::rigid::BodySet;

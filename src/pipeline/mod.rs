@@ -23,7 +23,6 @@ pub mod collision;
 pub mod coloring;
 pub mod dual;
 pub mod integration;
-pub mod islands;
 pub mod manifold;
 pub mod primal;
 pub mod warm_start;
@@ -125,6 +124,8 @@ pub struct SolverData {
     /// The same for this step, filled by the warm start and the end of the step.
     pub warm_next: Vec<crate::rigid::contact::ContactWarm>,
     pub adjacency: coloring::Adjacency,
+    /// Scratch of the adjacency's fill.
+    pub adjacency_cursor: Vec<u32>,
     pub colors: coloring::Colors,
     /// Double buffer of one colour's new iterates.
     pub scratch: Vec<IterateRecord>,
