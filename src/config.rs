@@ -67,6 +67,10 @@ pub struct SolverConfig {
     /// island removes it. Positions are not touched; islands that touch the ground are
     /// never changed. Not in the paper; see README. Default true.
     pub conserve_momentum: bool,
+    /// Nodes of each deformable body's coarse grid (the two-level step of vertex block
+    /// descent, `pipeline::coarse`): at most this many, 0 turns the coarse correction off.
+    /// Default 64.
+    pub coarse_nodes: u32,
 }
 
 impl Default for SolverConfig {
@@ -89,6 +93,7 @@ impl Default for SolverConfig {
             collision_margin: 0.01,
             max_angular_speed: 100.0,
             conserve_momentum: true,
+            coarse_nodes: 64,
         }
     }
 }
@@ -113,6 +118,7 @@ impl SolverConfig {
         "max_angular_speed",
         "gravity_y",
         "conserve_momentum",
+        "coarse_nodes",
     ];
 
     /// Sets a field by name (for command lines and config files). The result is validated
@@ -152,6 +158,15 @@ impl SolverConfig {
             "collision_margin" => self.collision_margin = v,
             "max_angular_speed" => self.max_angular_speed = v,
             "gravity_y" => self.gravity.y = v,
+            "coarse_nodes" => {
+                if !(value >= 0.0 && value.fract() == 0.0 && value <= 4096.0) {
+                    return Err(crate::PhysicsError::InvalidConfig {
+                        field: "coarse_nodes",
+                        value: v,
+                    });
+                }
+                self.coarse_nodes = value as u32
+            }
             "conserve_momentum" => {
                 if value != 0.0 && value != 1.0 {
                     return Err(crate::PhysicsError::InvalidConfig {

@@ -10,6 +10,14 @@ pub struct BodyHandle(pub u32);
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct JointHandle(pub u32);
 
+/// Handle of a deformable body (a tet solid or a cloth) in a [`crate::PhysicsWorld`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct DeformableHandle(pub u32);
+
+/// Handle of an attachment of a deformable's vertex to a rigid body.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct AttachmentHandle(pub u32);
+
 #[derive(Debug, Error, Clone, PartialEq)]
 pub enum PhysicsError {
     #[error("invalid body field `{field}`: {reason}")]
@@ -22,6 +30,30 @@ pub enum PhysicsError {
     MissingBody(BodyHandle),
     #[error("joint {0:?} does not exist")]
     MissingJoint(JointHandle),
+    #[error("invalid mesh: {element} {index} {reason}")]
+    InvalidMesh {
+        /// `"vertex"`, `"tet"` or `"triangle"`.
+        element: &'static str,
+        index: usize,
+        reason: String,
+    },
+    #[error("cannot read the {format} mesh: {reason}")]
+    MeshImport {
+        format: &'static str,
+        reason: String,
+    },
+    #[error("invalid material field `{field}`: {reason}")]
+    InvalidMaterial { field: &'static str, reason: String },
+    #[error("invalid deformable field `{field}`: {reason}")]
+    InvalidDeformable { field: &'static str, reason: String },
+    #[error("invalid attachment field `{field}`: {reason}")]
+    InvalidAttachment { field: &'static str, reason: String },
+    #[error("deformable {0:?} does not exist")]
+    MissingDeformable(DeformableHandle),
+    #[error("attachment {0:?} does not exist")]
+    MissingAttachment(AttachmentHandle),
+    #[error("not supported: {0}")]
+    Unsupported(String),
     #[error("GPU backend: {0}")]
     Gpu(String),
     #[error(

@@ -24,12 +24,14 @@
 #![allow(clippy::needless_range_loop)]
 
 pub mod config;
+pub mod deformable;
 pub mod ecs;
 pub mod error;
 pub mod gpu;
 pub mod graph;
 pub mod math;
 pub mod pipeline;
+pub mod reference;
 pub mod report;
 pub mod rigid;
 pub mod scenes;
@@ -38,11 +40,14 @@ pub mod stages;
 pub mod world;
 
 pub use config::SolverConfig;
-pub use error::{BodyHandle, JointHandle, PhysicsError};
+pub use deformable::{
+    AttachmentDesc, ClothMaterial, DeformableDesc, SolidMaterial, TetMesh, TetPattern, TriMesh,
+};
+pub use error::{AttachmentHandle, BodyHandle, DeformableHandle, JointHandle, PhysicsError};
 pub use gpu::Backend;
 pub use report::{StepReport, StepStats};
 pub use rigid::{BodyDesc, BodyKind, Collider, JointDesc, JointKind, Motor};
-pub use world::{BodyState, PhysicsWorld};
+pub use world::{BodyState, DeformableView, PhysicsWorld};
 
 pub use glam;
 pub use parry3d;

@@ -221,6 +221,10 @@ impl Lcg {
             .wrapping_add(1442695040888963407);
         (self.0 >> 40) as f32 / (1u64 << 24) as f32
     }
+    /// Uniform in [−1, 1).
+    pub fn signed(&mut self) -> f32 {
+        2.0 * self.next() - 1.0
+    }
 }
 
 #[cfg(test)]

@@ -1,6 +1,6 @@
 //! What a step returns: its timings and counts, and the events the caller may act on.
 
-use crate::error::{BodyHandle, JointHandle};
+use crate::error::{AttachmentHandle, BodyHandle, DeformableHandle, JointHandle};
 
 /// Timing and counts of the last step.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -12,6 +12,8 @@ pub struct StepStats {
     pub colors: usize,
     /// Deepest penetration among the contacts found this step (m).
     pub max_penetration: f32,
+    /// Colours of the deformable vertices (static: computed at load).
+    pub vertex_colors: usize,
 }
 
 /// What happened in a step that the caller may need to act on.
@@ -21,4 +23,9 @@ pub struct StepReport {
     pub frozen: Vec<BodyHandle>,
     /// Joints that broke this step.
     pub broken: Vec<JointHandle>,
+    /// Deformable bodies that became non-finite this step: restored to their start state
+    /// and frozen.
+    pub frozen_deformables: Vec<DeformableHandle>,
+    /// Attachments that broke this step.
+    pub broken_attachments: Vec<AttachmentHandle>,
 }

@@ -48,6 +48,7 @@ pub fn primal_sweep(world: &mut PhysicsWorld) {
         &world.config,
         &world.bodies,
         &world.joints,
+        &world.attachments,
         &mut world.solver,
     );
 }

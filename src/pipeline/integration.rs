@@ -6,6 +6,7 @@ use glam::{DMat3, DVec3, Vec3};
 use super::coloring::Adjacency;
 use super::{InertialRecord, IterateRecord, SolverData};
 use crate::config::SolverConfig;
+use crate::deformable::AttachmentSet;
 use crate::graph::Forest;
 use crate::math::quat_add;
 use crate::report::StepReport;
@@ -214,12 +215,19 @@ impl IslandMomentum {
         &mut self,
         bodies: &mut BodySet,
         adjacency: &Adjacency,
+        attachments: &AttachmentSet,
         max_angular_speed: f32,
     ) {
         let n = bodies.len();
         self.forest.reset(n);
         self.anchored.clear();
         self.anchored.resize(n, false);
+        // A body held by deformable vertices exchanges momentum with them: not isolated.
+        for b in 0..n {
+            if !attachments.of_body(b).is_empty() {
+                self.anchored[b] = true;
+            }
+        }
         let mut last = None;
         for &(a, b, _) in adjacency.ends() {
             // A pair's contact points are listed together (about four per manifold):

@@ -300,10 +300,6 @@ pub(crate) mod tests {
     use glam::Vec3;
 
     impl Lcg {
-        /// Uniform in [−1, 1).
-        fn signed(&mut self) -> f32 {
-            self.next() * 2.0 - 1.0
-        }
         fn vec(&mut self, s: f32) -> Vec3 {
             Vec3::new(self.signed(), self.signed(), self.signed()) * s
         }

@@ -19,12 +19,15 @@
 //!    [`warm_start::store`]: what the contacts carry becomes the state the next step's
 //!    points index (the GPU backend keeps it on the device).
 
+pub mod attachments;
+pub mod coarse;
 pub mod collision;
 pub mod coloring;
 pub mod dual;
 pub mod integration;
 pub mod manifold;
 pub mod primal;
+pub mod vbd;
 pub mod warm_start;
 
 use bytemuck::{Pod, Zeroable};
@@ -41,17 +44,40 @@ pub fn iterate(
     cfg: &crate::config::SolverConfig,
     bodies: &crate::rigid::BodySet,
     joints: &mut crate::rigid::JointSet,
+    deformables: &crate::deformable::DeformableSet,
+    attachments: &mut crate::deformable::AttachmentSet,
     s: &mut SolverData,
 ) {
     rayon::scope(|_| {
         for i in 0..cfg.iterations {
-            primal::sweep(cfg, bodies, joints, s);
+            primal::sweep(cfg, bodies, joints, attachments, s);
+            if !deformables.is_empty() {
+                vbd::coarse_correction(
+                    cfg,
+                    deformables,
+                    attachments,
+                    bodies,
+                    &s.iterate,
+                    &mut s.vertices,
+                );
+                vbd::sweep(
+                    cfg,
+                    deformables,
+                    attachments,
+                    bodies,
+                    &s.iterate,
+                    &mut s.vertices,
+                );
+            }
             let pass = if i + 1 == cfg.iterations {
                 dual::Pass::Last
             } else {
                 dual::Pass::Inner
             };
             dual::update(cfg, bodies, joints, s, pass);
+            if !attachments.is_empty() {
+                attachments::update(cfg, bodies, &s.vertices.x, &s.iterate, attachments);
+            }
         }
     });
 }
@@ -133,4 +159,6 @@ pub struct SolverData {
     pub joint_islands: dual::JointIslands,
     /// Scratch of the end-of-step momentum projection.
     pub islands: integration::IslandMomentum,
+    /// The deformable vertices' iterate and inertial targets.
+    pub vertices: vbd::VertexState,
 }

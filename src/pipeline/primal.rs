@@ -8,7 +8,8 @@
 use glam::Vec3;
 use rayon::prelude::*;
 
-use super::manifold;
+use super::{attachments, manifold};
+use crate::deformable::AttachmentSet;
 
 use super::coloring::ITEM_JOINT;
 use super::{IterateRecord, SolverData};
@@ -23,7 +24,13 @@ use crate::rigid::{BodySet, JointSet};
 const CHUNK: usize = 8;
 
 /// Runs one primal sweep over all colours.
-pub fn sweep(cfg: &SolverConfig, bodies: &BodySet, joints: &JointSet, s: &mut SolverData) {
+pub fn sweep(
+    cfg: &SolverConfig,
+    bodies: &BodySet,
+    joints: &JointSet,
+    attachments: &AttachmentSet,
+    s: &mut SolverData,
+) {
     for c in 0..s.colors.count() {
         let group = s.colors.group(c);
         let mut scratch = std::mem::take(&mut s.scratch);
@@ -37,6 +44,8 @@ pub fn sweep(cfg: &SolverConfig, bodies: &BodySet, joints: &JointSet, s: &mut So
                 inertial: &s.inertial,
                 contacts: &s.contacts,
                 adjacency: &s.adjacency,
+                attachments,
+                vertices: &s.vertices.x,
             };
             if group.len() <= CHUNK {
                 scratch.extend(group.iter().map(|&i| ctx.solve_body(i as usize)));
@@ -64,6 +73,9 @@ pub(crate) struct Ctx<'a> {
     pub inertial: &'a [super::InertialRecord],
     pub contacts: &'a [ContactRecord],
     pub adjacency: &'a super::coloring::Adjacency,
+    /// Links of this step's bodies to deformable vertices, and the vertices' iterate.
+    pub attachments: &'a AttachmentSet,
+    pub vertices: &'a [glam::Vec3A],
 }
 
 impl Ctx<'_> {
@@ -147,6 +159,22 @@ impl Ctx<'_> {
             j += len;
         }
         sums.add_to(&mut f, &mut hm);
+        let attached = self.attachments.of_body(i);
+        if !attached.is_empty() {
+            let pose = it.pose(&self.bodies.poses[i]);
+            for &a in attached {
+                let x = self.vertices[self.attachments.records[a as usize].vertex as usize];
+                attachments::add_body_rows(
+                    self.cfg,
+                    self.attachments,
+                    a,
+                    &pose,
+                    x.into(),
+                    &mut f,
+                    &mut hm,
+                );
+            }
+        }
 
         let Some(dx) = hm.solve_ldlt(&f) else {
             return it; // non-finite system: keep the iterate, the end-of-step guard reports it

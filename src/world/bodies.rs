@@ -38,7 +38,8 @@ impl PhysicsWorld {
         Ok(handle)
     }
 
-    /// Removes a body and every joint attached to it (returned).
+    /// Removes a body and every joint attached to it (returned), and the attachments of
+    /// deformable vertices to it.
     pub fn remove_body(&mut self, h: BodyHandle) -> Result<Vec<JointHandle>, PhysicsError> {
         self.idle()?;
         let i = self.bodies.index(h).ok_or(PhysicsError::MissingBody(h))?;
@@ -52,6 +53,17 @@ impl PhysicsWorld {
             .collect();
         for jh in &attached {
             self.remove_joint(*jh)?;
+        }
+        let held: Vec<_> = self
+            .attachments
+            .handles
+            .iter()
+            .zip(&self.attachments.ends)
+            .filter(|(_, e)| e.2 == h)
+            .map(|(a, _)| *a)
+            .collect();
+        for a in held {
+            self.attachments.remove(a);
         }
         let b = &mut self.bodies;
         let last = b.handles.len() - 1;
@@ -76,6 +88,11 @@ impl PhysicsWorld {
                 }
                 if rec.body_b == last as u32 {
                     rec.body_b = i as u32;
+                }
+            }
+            for rec in &mut self.attachments.records {
+                if rec.body == last as u32 {
+                    rec.body = i as u32;
                 }
             }
         }

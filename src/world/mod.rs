@@ -6,15 +6,21 @@ use std::time::Instant;
 use glam::{Quat, Vec3};
 
 use crate::config::SolverConfig;
+use crate::deformable::{AttachmentSet, DeformableSet};
 use crate::error::{BodyHandle, PhysicsError};
-use crate::pipeline::{SolverData, collision, coloring, dual, integration, warm_start};
+use crate::pipeline::{
+    SolverData, attachments, collision, coloring, dual, integration, vbd, warm_start,
+};
 use crate::report::{StepReport, StepStats};
 use crate::rigid::body::BodyKind;
 use crate::rigid::{BodySet, JointSet};
 
 mod bodies;
+mod deformables;
 mod gpu_info;
 mod joints;
+
+pub use deformables::DeformableView;
 
 /// A physics world stepped by AVBD with a fixed iteration budget.
 #[derive(Default)]
@@ -24,6 +30,8 @@ pub struct PhysicsWorld {
     pub(crate) gpu: Option<Box<crate::gpu::GpuSolver>>,
     pub(crate) bodies: BodySet,
     pub(crate) joints: JointSet,
+    pub(crate) deformables: DeformableSet,
+    pub(crate) attachments: AttachmentSet,
     pub(crate) collision: collision::CollisionState,
     pub(crate) solver: SolverData,
     pub(crate) stats: StepStats,
@@ -175,11 +183,14 @@ impl PhysicsWorld {
             &mut self.joints,
             &mut self.solver.joint_islands,
         );
+        //    attachments of deformable vertices to bodies: the same, and their lists
+        attachments::warm_start(cfg, &self.bodies, &self.deformables, &mut self.attachments);
 
         // 3. the step on the chosen backend: contacts warm-started from the last step,
-        //    inertial targets and initial guess, body→constraint adjacency and colouring,
-        //    the fixed iteration budget, velocities and poses (bodies that became
-        //    non-finite are frozen)
+        //    inertial targets and initial guess of bodies and vertices, body→constraint
+        //    adjacency and colouring (the vertices' colouring is static), the fixed
+        //    iteration budget (each iteration: body colours, vertex colours, dual update),
+        //    velocities and poses (bodies that became non-finite are frozen)
         let mut report = StepReport::default();
         let s = &mut self.solver;
         if cfg.conserve_momentum {
@@ -193,9 +204,18 @@ impl PhysicsWorld {
         } else {
             warm_start::contacts(cfg, &self.bodies, s);
             integration::begin_step(cfg, &self.bodies, s);
+            vbd::begin_step(cfg, &self.deformables, &self.attachments, &mut s.vertices);
             coloring::build(&self.bodies, &self.joints, s);
-            crate::pipeline::iterate(cfg, &self.bodies, &mut self.joints, s);
+            crate::pipeline::iterate(
+                cfg,
+                &self.bodies,
+                &mut self.joints,
+                &self.deformables,
+                &mut self.attachments,
+                s,
+            );
             integration::end_step(cfg, &mut self.bodies, s, &mut report);
+            vbd::end_step(cfg, &mut self.deformables, &s.vertices, &mut report);
         }
         self.in_flight = Some(StepInFlight {
             config: cfg.clone(),
@@ -228,13 +248,18 @@ impl PhysicsWorld {
         // 4. momentum of isolated islands, on the CPU for both backends (its islands are a
         //    union–find)
         if cfg.conserve_momentum {
-            s.islands
-                .project(&mut self.bodies, &s.adjacency, cfg.max_angular_speed);
+            s.islands.project(
+                &mut self.bodies,
+                &s.adjacency,
+                &self.attachments,
+                cfg.max_angular_speed,
+            );
         }
 
-        // 5. fracture of overloaded joints; what the contacts carry to the next step (the
-        //    GPU backend keeps it on the device)
+        // 5. fracture of overloaded joints and attachments; what the contacts carry to the
+        //    next step (the GPU backend keeps it on the device)
         dual::fracture(&self.bodies, &mut self.joints, &mut report);
+        attachments::fracture(&mut self.attachments, &mut report);
         if self.gpu.is_none() {
             warm_start::store(&mut self.solver);
         }
@@ -251,6 +276,7 @@ impl PhysicsWorld {
                 None => self.solver.colors.count(),
             },
             max_penetration: self.collision.max_penetration,
+            vertex_colors: self.deformables.colors.count(),
         };
         if !report.broken.is_empty() {
             self.collision.joints_changed();
