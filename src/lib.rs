@@ -27,6 +27,7 @@ pub mod config;
 pub mod deformable;
 pub mod ecs;
 pub mod error;
+pub mod export;
 pub mod gpu;
 pub mod graph;
 pub mod math;

@@ -15,7 +15,7 @@
 //! residual is exact at every iteration. Pinned vertices take no part, nodes that no free
 //! vertex touches are dropped, and the space is rebuilt when the pinned set changes.
 
-use glam::{Mat3, UVec3, Vec3, Vec3A};
+use glam::{DMat3, DVec3, UVec3, Vec3, Vec3A};
 use rayon::prelude::*;
 
 use crate::config::SolverConfig;
@@ -33,7 +33,11 @@ pub struct CoarseSpace {
     /// Per vertex of the body (in body order): up to 8 nodes and their weights; pinned
     /// vertices have none.
     pub vertex_nodes: Vec<[u32; 8]>,
-    pub vertex_weights: Vec<[f32; 8]>,
+    /// In f64, so that they sum to one to f64 precision: the coarse operator's rigid
+    /// translations must be exactly stiffness-free, or the rounding of a stiff body's
+    /// stiffness (1e5 N/m and more) swamps the inertia (m/h², a few N/m per vertex) and
+    /// the factorisation fails.
+    pub vertex_weights: Vec<[f64; 8]>,
 }
 
 impl CoarseSpace {
@@ -86,7 +90,7 @@ impl CoarseSpace {
         let total = (nodes_per.x * nodes_per.y * nodes_per.z) as usize;
         let mut used = vec![false; total];
         let mut vertex_nodes = vec![[NONE; 8]; rest.len()];
-        let mut vertex_weights = vec![[0.0f32; 8]; rest.len()];
+        let mut vertex_weights = vec![[0.0f64; 8]; rest.len()];
         let size = Vec3::splat(cell);
         let mut any = false;
         for (v, p) in rest.iter().enumerate() {
@@ -94,9 +98,9 @@ impl CoarseSpace {
                 continue;
             }
             any = true;
-            let t = (Vec3::from(*p) - lo) / size;
+            let t = (Vec3::from(*p).as_dvec3() - lo.as_dvec3()) / size.as_dvec3();
             let c = t.floor().as_uvec3().min(dims - UVec3::ONE);
-            let f = (t - c.as_vec3()).clamp(Vec3::ZERO, Vec3::ONE);
+            let f = (t - c.as_dvec3()).clamp(DVec3::ZERO, DVec3::ONE);
             for k in 0..8u32 {
                 let o = UVec3::new(k & 1, k >> 1 & 1, k >> 2 & 1);
                 let w = [(1.0 - f.x, f.x), (1.0 - f.y, f.y), (1.0 - f.z, f.z)];
@@ -232,13 +236,13 @@ pub struct CoarseLevel {
 #[derive(Clone, Copy)]
 struct NodeTerm {
     node: u32,
-    u: Vec3,
-    g: Vec3,
+    u: DVec3,
+    g: DVec3,
 }
 
 /// Adds `w (m, g)` to the node's entry of `terms` (at most 32 distinct nodes per element).
 #[inline]
-fn accumulate(terms: &mut [NodeTerm; 32], len: &mut usize, node: u32, w: f32, m: Vec3, g: Vec3) {
+fn accumulate(terms: &mut [NodeTerm; 32], len: &mut usize, node: u32, w: f64, m: DVec3, g: DVec3) {
     for t in terms[..*len].iter_mut() {
         if t.node == node {
             t.u += m * w;
@@ -254,15 +258,15 @@ fn accumulate(terms: &mut [NodeTerm; 32], len: &mut usize, node: u32, w: f32, m:
     *len += 1;
 }
 
-fn block(m: Mat3) -> [[f64; 3]; 3] {
+fn block(m: DMat3) -> [[f64; 3]; 3] {
     let c = m.to_cols_array_2d();
     // Row-major from glam's columns.
-    [0, 1, 2].map(|r| [0, 1, 2].map(|k| c[k][r] as f64))
+    [0, 1, 2].map(|r| [0, 1, 2].map(|k| c[k][r]))
 }
 
 #[inline]
-fn outer(a: Vec3, b: Vec3) -> Mat3 {
-    Mat3::from_cols(a * b.x, a * b.y, a * b.z)
+fn outer(a: DVec3, b: DVec3) -> DMat3 {
+    DMat3::from_cols(a * b.x, a * b.y, a * b.z)
 }
 
 impl CoarseLevel {
@@ -303,28 +307,30 @@ impl CoarseLevel {
             });
     }
 
-    /// One coarse correction of every body's iterate `x` towards the minimum of the step's
-    /// energy (inertial targets `y`).
+    /// One coarse correction of every body's iterate (displacements `d`, positions `x`)
+    /// towards the minimum of the step's energy (inertial targets `yd`).
+    #[allow(clippy::too_many_arguments)]
     pub fn correct(
         &mut self,
         cfg: &SolverConfig,
         set: &DeformableSet,
         att: &AttachmentSet,
         attach_force: impl Fn(usize, Vec3) -> Vec3 + Sync,
-        y: &[Vec3A],
+        yd: &[Vec3A],
+        d: &mut [Vec3A],
         x: &mut [Vec3A],
     ) {
         let n = set.vertex_count();
         self.residual.resize(n, Vec3A::ZERO);
         let inv_h = 1.0 / cfg.dt;
-        let xs: &[Vec3A] = x;
+        let (xs, ds): (&[Vec3A], &[Vec3A]) = (x, d);
         self.residual
             .par_iter_mut()
             .enumerate()
             .with_min_len(256)
             .for_each(|(v, r)| {
                 *r = if set.is_solved(v) {
-                    Vec3A::from(vertex_force(set, att, &attach_force, xs, y, v, inv_h))
+                    Vec3A::from(vertex_force(set, att, &attach_force, xs, ds, yd, v, inv_h))
                 } else {
                     Vec3A::ZERO
                 };
@@ -351,7 +357,7 @@ impl CoarseLevel {
                         if node == NONE {
                             continue;
                         }
-                        let w = space.vertex_weights[local][k] as f64;
+                        let w = space.vertex_weights[local][k];
                         for d in 0..3 {
                             rhs[3 * node as usize + d] += w * f[d] as f64;
                         }
@@ -364,42 +370,48 @@ impl CoarseLevel {
         for (b, delta) in corrections {
             let space = self.spaces[b].as_ref().expect("solved above");
             let r = set.vertex_range(b);
-            x[r.clone()]
+            let start = r.start;
+            d[r.clone()]
                 .par_iter_mut()
+                .zip(x[r.clone()].par_iter_mut())
                 .enumerate()
                 .with_min_len(256)
-                .for_each(|(local, xv)| {
+                .for_each(|(local, (dv, xv))| {
                     let mut d = [0.0f64; 3];
                     for k in 0..8 {
                         let node = space.vertex_nodes[local][k];
                         if node == NONE {
                             continue;
                         }
-                        let w = space.vertex_weights[local][k] as f64;
+                        let w = space.vertex_weights[local][k];
                         for c in 0..3 {
                             d[c] += w * delta[3 * node as usize + c];
                         }
                     }
-                    *xv += Vec3A::new(d[0] as f32, d[1] as f32, d[2] as f32);
+                    *dv += Vec3A::new(d[0] as f32, d[1] as f32, d[2] as f32);
+                    *xv = set.positions[start + local] + *dv;
                 });
             self.rhs[b] = delta;
         }
     }
 }
 
-/// The force on vertex `v` at positions `x`: inertia towards `y`, its elements, and its
-/// attachments (`attach_force(attachment, x_v)`, the rows' force on the vertex).
+/// The force on vertex `v` at positions `x` (displacements `d`): inertia towards the
+/// target `yd`, its elements, and its attachments (`attach_force(attachment, x_v)`, the
+/// rows' force on the vertex).
+#[allow(clippy::too_many_arguments)]
 fn vertex_force(
     set: &DeformableSet,
     att: &AttachmentSet,
     attach_force: &impl Fn(usize, Vec3) -> Vec3,
     x: &[Vec3A],
-    y: &[Vec3A],
+    d: &[Vec3A],
+    yd: &[Vec3A],
     v: usize,
     inv_h: f32,
 ) -> Vec3 {
     let m_h2 = set.masses[v] * inv_h * inv_h;
-    let mut f = Vec3::from(y[v] - x[v]) * m_h2;
+    let mut f = Vec3::from(yd[v] - d[v]) * m_h2;
     for &it in set.incident(v) {
         let (kind, e, a) = item::unpack(it);
         f += match kind {
@@ -431,7 +443,9 @@ fn vertex_force(
     f
 }
 
-/// Assembles body `b`'s coarse operator `Pᵀ H P` at `x` and factors it.
+/// Assembles body `b`'s coarse operator `Pᵀ H P` at `x` and factors it, in f64 (see
+/// [`CoarseSpace::vertex_weights`]): the shape gradients, deformation gradients and
+/// weights are widened before they are combined.
 fn assemble(
     sys: &mut Dense,
     space: &CoarseSpace,
@@ -448,12 +462,14 @@ fn assemble(
         let local = v - v0;
         (space.vertex_nodes[local], space.vertex_weights[local])
     };
+    let inv_h = inv_h as f64;
+    let pos = |v: u32| Vec3::from(x[v as usize]).as_dvec3();
     // Inertia and attachment penalties: diagonal per vertex.
     for v in set.vertex_range(b) {
         let (nodes, weights) = slots(v);
-        let mut k = Vec3::splat(set.masses[v] * inv_h * inv_h);
+        let mut k = DVec3::splat(set.masses[v] as f64 * inv_h * inv_h);
         for &ai in att.of_vertex(v) {
-            k += att.records[ai as usize].k();
+            k += att.records[ai as usize].k().as_dvec3();
         }
         for i in 0..8 {
             if nodes[i] == NONE {
@@ -467,22 +483,26 @@ fn assemble(
                 sys.add_block(
                     nodes[i] as usize,
                     nodes[j] as usize,
-                    &block(Mat3::from_diagonal(k * w)),
+                    &block(DMat3::from_diagonal(k * w)),
                 );
             }
         }
     }
-    let mut terms = [NodeTerm {
+    let zero = NodeTerm {
         node: 0,
-        u: Vec3::ZERO,
-        g: Vec3::ZERO,
-    }; 32];
+        u: DVec3::ZERO,
+        g: DVec3::ZERO,
+    };
+    let mut terms = [zero; 32];
     // Tets: V₀ (μ (u_p·u_q) I + λ' G_p G_qᵀ) + damping V₀η/h ((u_p·u_q) FFᵀ + (F u_q)(F u_p)ᵀ).
     for t in &set.tets[body.tets.start as usize..body.tets.end as usize] {
         let mat = &set.materials[t.material as usize];
-        let xs = t.v.map(|i| x[i as usize]);
-        let f = t.deformation(&xs);
-        let cof = Mat3::from_cols(
+        let m: [DVec3; 3] = [1, 2, 3].map(|a| t.grad(a).as_dvec3());
+        let grads = [-(m[0] + m[1] + m[2]), m[0], m[1], m[2]];
+        let xs = t.v.map(pos);
+        let e = [xs[1] - xs[0], xs[2] - xs[0], xs[3] - xs[0]];
+        let f = outer(e[0], m[0]) + outer(e[1], m[1]) + outer(e[2], m[2]);
+        let cof = DMat3::from_cols(
             f.y_axis.cross(f.z_axis),
             f.z_axis.cross(f.x_axis),
             f.x_axis.cross(f.y_axis),
@@ -490,52 +510,56 @@ fn assemble(
         let mut len = 0;
         for a in 0..4 {
             let (nodes, weights) = slots(t.v[a] as usize);
-            let m = t.grad(a);
-            let g = cof * m;
+            let g = cof * grads[a];
             for k in 0..8 {
                 if nodes[k] != NONE {
-                    accumulate(&mut terms, &mut len, nodes[k], weights[k], m, g);
+                    accumulate(&mut terms, &mut len, nodes[k], weights[k], grads[a], g);
                 }
             }
         }
-        let damp = mat.viscosity * inv_h;
+        let (mu, lambda, volume) = (mat.mu as f64, mat.lambda as f64, t.volume as f64);
+        let damp = mat.viscosity as f64 * inv_h;
         let ff = f * f.transpose();
         for p in 0..len {
             for q in 0..len {
                 let (tp, tq) = (terms[p], terms[q]);
                 let uu = tp.u.dot(tq.u);
                 let mut h =
-                    Mat3::from_diagonal(Vec3::splat(mat.mu * uu)) + outer(tp.g, tq.g * mat.lambda);
+                    DMat3::from_diagonal(DVec3::splat(mu * uu)) + outer(tp.g, tq.g * lambda);
                 if damp > 0.0 {
                     h += (ff * uu + outer(f * tp.u, f * tq.u)) * damp;
                 }
-                sys.add_block(tp.node as usize, tq.node as usize, &block(h * t.volume));
+                sys.add_block(tp.node as usize, tq.node as usize, &block(h * volume));
             }
         }
     }
     // Membranes: the same with the area gradient of J.
     for t in &set.tris[body.tris.start as usize..body.tris.end as usize] {
         let mat = &set.materials[t.material as usize];
-        let xs = t.v.map(|i| Vec3::from(x[i as usize]));
+        let xs = t.v.map(pos);
         let n = (xs[1] - xs[0]).cross(xs[2] - xs[0]);
         let nh = n.normalize_or_zero();
+        let area = t.area as f64;
+        let m1 = t.grad(1).as_dvec3();
+        let m2 = t.grad(2).as_dvec3();
+        let grads = [-(m1 + m2), m1, m2];
         let mut len = 0;
         for a in 0..3 {
             let (nodes, weights) = slots(t.v[a] as usize);
-            let m = t.grad(a);
-            let g = nh.cross(xs[(a + 2) % 3] - xs[(a + 1) % 3]) / (2.0 * t.area);
+            let g = nh.cross(xs[(a + 2) % 3] - xs[(a + 1) % 3]) / (2.0 * area);
             for k in 0..8 {
                 if nodes[k] != NONE {
-                    accumulate(&mut terms, &mut len, nodes[k], weights[k], m, g);
+                    accumulate(&mut terms, &mut len, nodes[k], weights[k], grads[a], g);
                 }
             }
         }
+        let (mu, lambda) = (mat.mu as f64, mat.lambda as f64);
         for p in 0..len {
             for q in 0..len {
                 let (tp, tq) = (terms[p], terms[q]);
-                let h = Mat3::from_diagonal(Vec3::splat(mat.mu * tp.u.dot(tq.u)))
-                    + outer(tp.g, tq.g * mat.lambda);
-                sys.add_block(tp.node as usize, tq.node as usize, &block(h * t.area));
+                let h = DMat3::from_diagonal(DVec3::splat(mu * tp.u.dot(tq.u)))
+                    + outer(tp.g, tq.g * lambda);
+                sys.add_block(tp.node as usize, tq.node as usize, &block(h * area));
             }
         }
     }
@@ -556,13 +580,13 @@ fn assemble(
                         &mut len,
                         nodes[k],
                         weights[k],
-                        Vec3::ZERO,
-                        grad[a],
+                        DVec3::ZERO,
+                        grad[a].as_dvec3(),
                     );
                 }
             }
         }
-        let k = mat.bending * t.weight;
+        let k = mat.bending as f64 * t.weight as f64;
         for p in 0..len {
             for q in 0..len {
                 sys.add_block(
@@ -592,9 +616,12 @@ mod tests {
         // 10 cubic cells of 0.1 m along the beam, one across: 11 × 2 × 2 nodes.
         assert_eq!(s.nodes, 44);
         for (v, p) in rest.iter().enumerate() {
-            let sum: f32 = s.vertex_weights[v].iter().sum();
+            let sum: f64 = s.vertex_weights[v].iter().sum();
             if p.x > -0.49 {
-                assert!((sum - 1.0).abs() < 1e-5, "vertex {v}: weights sum to {sum}");
+                assert!(
+                    (sum - 1.0).abs() < 1e-12,
+                    "vertex {v}: weights sum to {sum}"
+                );
             } else {
                 assert_eq!(sum, 0.0);
                 assert!(s.vertex_nodes[v].iter().all(|&n| n == NONE));

@@ -7,14 +7,14 @@
 //! positions go to a second buffer and are copied back after the colour, so the result
 //! does not depend on the order or the number of threads.
 
-use glam::{Mat3, Vec3, Vec3A};
+use glam::{DMat3, DVec3, Mat3, Vec3, Vec3A};
 use rayon::prelude::*;
 
 use super::IterateRecord;
 use crate::config::SolverConfig;
 use crate::deformable::AttachmentSet;
 use crate::deformable::elastic::Block;
-use crate::deformable::set::{DeformableSet, item};
+use crate::deformable::set::{DeformableSet, PINNED, item};
 use crate::report::StepReport;
 use crate::rigid::BodySet;
 
@@ -22,12 +22,19 @@ use crate::rigid::BodySet;
 const CHUNK: usize = 64;
 
 /// The deformable half of the step state.
+///
+/// The iterate is kept as a displacement from the start position, as for the rigid
+/// bodies: the velocity `d/h` and the inertia term then keep f32 relative precision
+/// wherever the body is (at 10 m from the origin an absolute position rounds by 1 µm, which
+/// as a velocity error would drift a falling body by a millimetre in two seconds).
 #[derive(Default)]
 pub struct VertexState {
-    /// The current iterate x of every vertex (absolute position).
+    /// Displacement d = x − xᵗ of every vertex in this step.
+    pub d: Vec<Vec3A>,
+    /// The iterate as an absolute position, `xᵗ + d` (what the elements read).
     pub x: Vec<Vec3A>,
-    /// Inertial target y = xᵗ + h vᵗ + h² g.
-    pub y: Vec<Vec3A>,
+    /// Inertial target as a displacement, `y − xᵗ = h vᵗ + h² g`.
+    pub yd: Vec<Vec3A>,
     /// Double buffer of one colour's new positions.
     scratch: Vec<Vec3A>,
     /// The two-level step's coarse spaces and operators.
@@ -49,29 +56,36 @@ pub fn begin_step(
     let h = cfg.dt;
     let g = Vec3A::from(cfg.gravity);
     let g2 = g.length_squared();
+    s.d.resize(n, Vec3A::ZERO);
     s.x.resize(n, Vec3A::ZERO);
-    s.y.resize(n, Vec3A::ZERO);
-    s.x.par_iter_mut()
-        .zip(s.y.par_iter_mut())
+    s.yd.resize(n, Vec3A::ZERO);
+    s.d.par_iter_mut()
+        .zip(s.yd.par_iter_mut())
+        .zip(s.x.par_iter_mut())
         .enumerate()
         .with_min_len(1024)
-        .for_each(|(v, (x, y))| {
+        .for_each(|(v, ((d, yd), x))| {
             let p = set.positions[v];
             if !set.is_solved(v) {
                 let frozen = set.bodies[set.owner[v] as usize].frozen;
-                *x = if frozen { p } else { set.targets[v] };
-                *y = *x;
-                return;
-            }
-            let vel = set.velocities[v];
-            *y = p + vel * h + g * (h * h);
-            let accel = (vel - set.prev_velocities[v]) / h;
-            let weight = if g2 > 0.0 {
-                (accel.dot(g) / g2).clamp(0.0, 1.0)
+                *d = if frozen {
+                    Vec3A::ZERO
+                } else {
+                    set.targets[v] - p
+                };
+                *yd = *d;
             } else {
-                0.0
-            };
-            *x = p + vel * h + g * (weight * h * h);
+                let vel = set.velocities[v];
+                *yd = vel * h + g * (h * h);
+                let accel = (vel - set.prev_velocities[v]) / h;
+                let weight = if g2 > 0.0 {
+                    (accel.dot(g) / g2).clamp(0.0, 1.0)
+                } else {
+                    0.0
+                };
+                *d = vel * h + g * (weight * h * h);
+            }
+            *x = p + *d;
         });
     if cfg.coarse_nodes > 0 {
         s.coarse.prepare(cfg, set, att, &s.x);
@@ -97,7 +111,7 @@ pub fn coarse_correction(
         -rec.force(rec.error(x, &pose), cfg.alpha)
     };
     s.coarse
-        .correct(cfg, set, attachments, force, &s.y, &mut s.x);
+        .correct(cfg, set, attachments, force, &s.yd, &mut s.d, &mut s.x);
 }
 
 /// One sweep over the vertex colours.
@@ -121,7 +135,8 @@ pub fn sweep(
                 bodies,
                 iterate,
                 x: &s.x,
-                y: &s.y,
+                d: &s.d,
+                yd: &s.yd,
             };
             group
                 .par_iter()
@@ -130,7 +145,9 @@ pub fn sweep(
                 .collect_into_vec(&mut scratch);
         }
         for (k, &v) in group.iter().enumerate() {
-            s.x[v as usize] = scratch[k];
+            let v = v as usize;
+            s.d[v] = scratch[k];
+            s.x[v] = set.positions[v] + scratch[k];
         }
         s.scratch = scratch;
     }
@@ -141,6 +158,7 @@ pub fn sweep(
 pub fn end_step(
     cfg: &SolverConfig,
     set: &mut DeformableSet,
+    att: &AttachmentSet,
     s: &VertexState,
     report: &mut StepReport,
 ) {
@@ -151,7 +169,7 @@ pub fn end_step(
             continue;
         }
         let r = set.vertex_range(b);
-        if !s.x[r.clone()].iter().all(|x| x.is_finite()) {
+        if !s.d[r.clone()].iter().all(|d| d.is_finite()) {
             set.bodies[b].frozen = true;
             for v in r {
                 set.velocities[v] = Vec3A::ZERO;
@@ -161,16 +179,88 @@ pub fn end_step(
             refreeze = true;
             continue;
         }
-        for v in r {
-            let vel = (s.x[v] - set.positions[v]) * inv_h;
+        let isolated = cfg.conserve_momentum
+            && r.clone()
+                .all(|v| set.flags[v] & PINNED == 0 && att.of_vertex(v).is_empty());
+        let target = isolated.then(|| momentum_target(cfg, set, s, r.clone()));
+        for v in r.clone() {
             set.prev_velocities[v] = set.velocities[v];
-            set.velocities[v] = vel;
-            set.positions[v] = s.x[v];
+            set.velocities[v] = s.d[v] * inv_h;
+            set.positions[v] += s.d[v];
+        }
+        if let Some(target) = target {
+            project_momentum(set, r, target);
         }
     }
     if refreeze {
         // Frozen vertices leave the colouring.
         set.rebuild();
+    }
+}
+
+/// The momentum an isolated body must end the step with, `[P*, L*]`: a converged
+/// implicit-Euler step changes it only by gravity, `m v = m(vᵗ + h g) + h f(x)`, and its
+/// internal forces sum to zero in force and in torque about the origin at the new
+/// positions x. Computed before the velocities are overwritten.
+fn momentum_target(
+    cfg: &SolverConfig,
+    set: &DeformableSet,
+    s: &VertexState,
+    r: std::ops::Range<usize>,
+) -> [DVec3; 2] {
+    let hg = (cfg.gravity * cfg.dt).as_dvec3();
+    let mut p = DVec3::ZERO;
+    let mut l = DVec3::ZERO;
+    for v in r {
+        let m = set.masses[v] as f64;
+        let mv = (Vec3::from(set.velocities[v]).as_dvec3() + hg) * m;
+        p += mv;
+        l += Vec3::from(s.x[v]).as_dvec3().cross(mv);
+    }
+    [p, l]
+}
+
+/// Momentum projection of an isolated deformable body, as for isolated rigid islands
+/// (`integration::IslandMomentum`): a fixed Gauss–Seidel budget stops before the internal
+/// forces are equal and opposite, so the body's momentum drifts by a little every step;
+/// the smallest rigid velocity correction `Δv = a + b × (x − c)` (kinetic-energy norm)
+/// restores `[P*, L*]`. Positions are not touched.
+fn project_momentum(
+    set: &mut DeformableSet,
+    r: std::ops::Range<usize>,
+    [p_target, l_target]: [DVec3; 2],
+) {
+    let (mut mass, mut com) = (0.0f64, DVec3::ZERO);
+    let (mut p, mut l) = (DVec3::ZERO, DVec3::ZERO);
+    for v in r.clone() {
+        let m = set.masses[v] as f64;
+        let x = Vec3::from(set.positions[v]).as_dvec3();
+        let mv = Vec3::from(set.velocities[v]).as_dvec3() * m;
+        mass += m;
+        com += x * m;
+        p += mv;
+        l += x.cross(mv);
+    }
+    com /= mass;
+    let mut inertia = DMat3::ZERO;
+    for v in r.clone() {
+        let m = set.masses[v] as f64;
+        let q = Vec3::from(set.positions[v]).as_dvec3() - com;
+        inertia += (DMat3::from_diagonal(DVec3::splat(q.length_squared()))
+            - DMat3::from_cols(q * q.x, q * q.y, q * q.z))
+            * m;
+    }
+    let a = (p_target - p) / mass;
+    let det = inertia.determinant();
+    let b = if det.is_finite() && det > 0.0 {
+        inertia.inverse() * (l_target - l - com.cross(a) * mass)
+    } else {
+        DVec3::ZERO
+    };
+    for v in r {
+        let q = Vec3::from(set.positions[v]).as_dvec3() - com;
+        let dv = a + b.cross(q);
+        set.velocities[v] += Vec3A::from(dv.as_vec3());
     }
 }
 
@@ -182,19 +272,21 @@ struct Ctx<'a> {
     bodies: &'a BodySet,
     iterate: &'a [IterateRecord],
     x: &'a [Vec3A],
-    y: &'a [Vec3A],
+    d: &'a [Vec3A],
+    yd: &'a [Vec3A],
 }
 
 impl Ctx<'_> {
-    /// Assembles vertex `v`'s force and 3×3 block and returns its new position.
+    /// Assembles vertex `v`'s force and 3×3 block and returns its new displacement.
     fn solve_vertex(&self, v: usize) -> Vec3A {
         let set = self.set;
         let h = self.cfg.dt;
         let inv_h = 1.0 / h;
         let m_h2 = set.masses[v] * inv_h * inv_h;
         let x = self.x[v];
+        let d = self.d[v];
         let mut acc = Block {
-            f: Vec3::from(self.y[v] - x) * m_h2,
+            f: Vec3::from(self.yd[v] - d) * m_h2,
             h: Mat3::from_diagonal(Vec3::splat(m_h2)),
         };
         for &it in set.incident(v) {
@@ -233,8 +325,8 @@ impl Ctx<'_> {
         }
         let det = acc.h.determinant();
         if !(det.is_finite() && det > 0.0) {
-            return x; // not SPD or not finite: keep the iterate; the end-of-step guard reports it
+            return d; // not SPD or not finite: keep the iterate; the end-of-step guard reports it
         }
-        x + Vec3A::from(acc.h.inverse() * acc.f)
+        d + Vec3A::from(acc.h.inverse() * acc.f)
     }
 }

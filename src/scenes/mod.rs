@@ -4,6 +4,7 @@
 
 mod build;
 mod reference;
+mod soft;
 
 use std::collections::BTreeMap;
 
@@ -205,6 +206,70 @@ pub const SCENES: &[SceneSpec] = &[
         ],
         default_frames: 120,
     },
+    SceneSpec {
+        name: "cantilever",
+        description: "soft beam clamped at one end, bending under its weight (Newton reference)",
+        params: &[
+            p!("length", 1.0, "beam length (m)"),
+            p!("height", 0.1, "square section side (m)"),
+            p!("youngs", 1e8, "Young's modulus (Pa)"),
+            p!("poisson", 0.3, "Poisson ratio"),
+            p!("density", 1000.0, "density (kg/m³)"),
+            p!(
+                "cells",
+                20.0,
+                "cells along the beam (cubic cells, six tets each)"
+            ),
+        ],
+        default_frames: 300,
+    },
+    SceneSpec {
+        name: "hanging_bar",
+        description: "soft bar hanging from its top face, stretched by its weight",
+        params: &[
+            p!("length", 1.0, "bar length (m; section 10% of it)"),
+            p!("youngs", 1e6, "Young's modulus (Pa)"),
+            p!("poisson", 0.3, "Poisson ratio"),
+            p!("density", 1000.0, "density (kg/m³)"),
+            p!("cells", 10.0, "cells along the bar"),
+        ],
+        default_frames: 300,
+    },
+    SceneSpec {
+        name: "soft_free_fall",
+        description: "soft cube falling freely: centre of mass and volume",
+        params: &[
+            p!("youngs", 1e5, "Young's modulus (Pa)"),
+            p!("cells", 4.0, "cells per side of the 0.2 m cube"),
+        ],
+        default_frames: 120,
+    },
+    SceneSpec {
+        name: "twisting_beam",
+        description: "soft beam whose ends are driven in opposite rotation",
+        params: &[
+            p!("turns", 2.0, "relative twist of the ends after 4 s (turns)"),
+            p!("youngs", 1e6, "Young's modulus (Pa)"),
+            p!("cells", 20.0, "cells along the 1 m beam"),
+        ],
+        default_frames: 300,
+    },
+    SceneSpec {
+        name: "cloth_hang",
+        description: "1 m square cloth pinned at two corners",
+        params: &[
+            p!("resolution", 20.0, "quads per side"),
+            p!("youngs", 1e7, "Young's modulus of the 1 mm fabric (Pa)"),
+            p!("bend", 1e-3, "bending stiffness (N·m)"),
+        ],
+        default_frames: 300,
+    },
+    SceneSpec {
+        name: "soft_on_chain",
+        description: "soft block on a rigid chain, and a heavy box hanging from a soft rod",
+        params: &[p!("mass_ratio", 100.0, "box mass / rod mass")],
+        default_frames: 300,
+    },
 ];
 
 /// Errors of the scene layer.
@@ -225,6 +290,16 @@ pub enum SceneError {
 }
 
 /// Finds a scene's spec by name.
+/// The deformable-body scenes (`soft.rs`).
+const SOFT: &[&str] = &[
+    "cantilever",
+    "hanging_bar",
+    "soft_free_fall",
+    "twisting_beam",
+    "cloth_hang",
+    "soft_on_chain",
+];
+
 pub fn spec(name: &str) -> Option<&'static SceneSpec> {
     SCENES.iter().find(|s| s.name == name)
 }
@@ -263,6 +338,8 @@ pub(crate) struct Tracker {
     pub broken: usize,
     pub projectiles: Vec<(u32, BodyHandle, Vec3)>,
     pub finite: bool,
+    /// What the deformable scenes measure.
+    pub soft: soft::SoftTracker,
 }
 
 /// A built scene: the world, its parameters and what it measures.
@@ -324,7 +401,11 @@ impl Scene {
                 ..Default::default()
             },
         };
-        build::build(&mut scene)?;
+        if SOFT.contains(&spec.name) {
+            soft::build(&mut scene)?;
+        } else {
+            build::build(&mut scene)?;
+        }
         scene.start_tracking();
         Ok(scene)
     }
@@ -354,6 +435,7 @@ impl Scene {
                 self.world.set_velocity(h, v, Vec3::ZERO)?;
             }
         }
+        soft::drive(self)?;
         self.world.begin_step()
     }
 
@@ -376,6 +458,9 @@ impl Scene {
     }
 
     fn track(&mut self, report: &StepReport) {
+        if SOFT.contains(&self.name) {
+            soft::track(self);
+        }
         let w = &self.world;
         let t = &mut self.tracker;
         t.broken += report.broken.len();
@@ -510,6 +595,7 @@ impl Scene {
                 m.insert("momentum_error".into(), json!(t.max_momentum_error));
                 m.insert("angular_momentum_drift".into(), json!(t.max_angular_drift));
             }
+            name if SOFT.contains(&name) => soft::metrics(self, &mut m),
             _ => {}
         }
         m

@@ -100,6 +100,19 @@ impl PhysicsWorld {
         Ok(attached)
     }
 
+    /// A body's collider shape, if it has one.
+    pub fn collider_shape(&self, h: BodyHandle) -> Option<&dyn parry3d::shape::Shape> {
+        let i = self.bodies.index(h)?;
+        self.bodies.colliders[i].as_ref().map(|c| c.shape.as_ref())
+    }
+
+    /// Where a body's collider sits in the body frame (the body's origin is its centre of
+    /// mass).
+    pub fn collider_offset(&self, h: BodyHandle) -> Option<Vec3> {
+        let i = self.bodies.index(h)?;
+        Some(self.bodies.shape_offsets[i])
+    }
+
     pub fn contains_body(&self, h: BodyHandle) -> bool {
         self.bodies.index(h).is_some()
     }

@@ -361,6 +361,15 @@ impl PhysicsWorld {
         Ok(&self.attachments.records[i])
     }
 
+    /// The rigid body an attachment holds.
+    pub fn attachment_body(&self, h: AttachmentHandle) -> Result<crate::BodyHandle, PhysicsError> {
+        let i = self
+            .attachments
+            .index(h)
+            .ok_or(PhysicsError::MissingAttachment(h))?;
+        Ok(self.attachments.ends[i].2)
+    }
+
     /// Whether the attachment has broken (it stays in the world, inactive).
     pub fn attachment_broken(&self, h: AttachmentHandle) -> Result<bool, PhysicsError> {
         Ok(self.attachment_record(h)?.broken())

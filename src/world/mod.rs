@@ -215,7 +215,13 @@ impl PhysicsWorld {
                 s,
             );
             integration::end_step(cfg, &mut self.bodies, s, &mut report);
-            vbd::end_step(cfg, &mut self.deformables, &s.vertices, &mut report);
+            vbd::end_step(
+                cfg,
+                &mut self.deformables,
+                &self.attachments,
+                &s.vertices,
+                &mut report,
+            );
         }
         self.in_flight = Some(StepInFlight {
             config: cfg.clone(),

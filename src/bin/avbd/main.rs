@@ -53,6 +53,10 @@ enum Command {
         /// Solver backend: cpu, gpu (error without an adapter) or auto.
         #[arg(long, value_enum, default_value_t = BackendArg::Cpu)]
         backend: BackendArg,
+        /// Write every frame's surfaces as Wavefront OBJ files into this directory:
+        /// `frame_00000.obj` (the start) to `frame_N.obj` (after frame N).
+        #[arg(long, value_name = "DIR")]
+        export: Option<std::path::PathBuf>,
     },
     /// Frame-budget benchmark against rapier3d: Markdown table on stdout, CSV and PNG files.
     #[cfg(feature = "bench")]
@@ -129,6 +133,20 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
     sorted[idx]
 }
 
+/// [`Scene::run`], writing the OBJ of the start and of every frame into `dir`.
+fn run_exporting(sc: &mut Scene, frames: u32, dir: &std::path::Path) -> Result<Vec<f64>, String> {
+    let io = |e: std::io::Error| format!("{}: {e}", dir.display());
+    std::fs::create_dir_all(dir).map_err(io)?;
+    bevy_avbd::export::write_frame(&sc.world, dir, 0).map_err(io)?;
+    let mut times = Vec::with_capacity(frames as usize);
+    for f in 1..=frames {
+        sc.step().map_err(|e| e.to_string())?;
+        times.push(sc.world.stats().total_ms);
+        bevy_avbd::export::write_frame(&sc.world, dir, f).map_err(io)?;
+    }
+    Ok(times)
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     // Output goes through `writeln!`: a closed pipe (`avbd list | head`) ends the program
@@ -177,6 +195,7 @@ fn run(cli: Cli, out: &mut impl Write) -> std::io::Result<ExitCode> {
             config: overrides,
             json,
             backend,
+            export,
         } => {
             let mut config = SolverConfig::default();
             for (k, v) in &overrides {
@@ -200,7 +219,11 @@ fn run(cli: Cli, out: &mut impl Write) -> std::io::Result<ExitCode> {
             };
             let frames =
                 frames.unwrap_or_else(|| bevy_avbd::scenes::spec(&scene).unwrap().default_frames);
-            let mut times = match sc.run(frames) {
+            let ran = match &export {
+                None => sc.run(frames).map_err(|e| e.to_string()),
+                Some(dir) => run_exporting(&mut sc, frames, dir),
+            };
+            let mut times = match ran {
                 Ok(t) => t,
                 Err(e) => {
                     eprintln!("error: {e}");
