@@ -169,6 +169,60 @@ impl TetRecord {
     }
 }
 
+impl TetRecord {
+    /// The element's stress times its rest volume, `V₀ (P + 2ηFĖ)`: the force on local
+    /// vertex a is `−stress · m_a` (what the coarse step's residual needs, once per element
+    /// instead of once per vertex).
+    #[inline]
+    pub fn stress(
+        &self,
+        mat: &MaterialRecord,
+        x: &[Vec3A; 4],
+        start: &[Vec3A; 4],
+        inv_h: f32,
+    ) -> Mat3 {
+        let f = self.deformation(x);
+        let (f0, f1, f2) = (f.x_axis, f.y_axis, f.z_axis);
+        let cof = Mat3::from_cols(f1.cross(f2), f2.cross(f0), f0.cross(f1));
+        let s = mat.lambda * (f0.dot(cof.x_axis) - mat.alpha);
+        let mut p = f * mat.mu + cof * s;
+        if mat.viscosity > 0.0 {
+            let ft = self.deformation(start);
+            let edot = (f.transpose() * f - ft.transpose() * ft) * (0.5 * inv_h);
+            p += f * edot * (2.0 * mat.viscosity);
+        }
+        p * self.volume
+    }
+}
+
+impl TriRecord {
+    /// The forces on the three vertices (N).
+    #[inline]
+    pub fn forces(
+        &self,
+        mat: &MaterialRecord,
+        x: &[Vec3A; 3],
+        start: &[Vec3A; 3],
+        inv_h: f32,
+    ) -> [Vec3; 3] {
+        // The membrane's force is not of the stress form (J's gradient is per vertex):
+        // its blocks' forces, which are exact.
+        [0, 1, 2].map(|a| self.vertex_block(mat, a, x, start, inv_h).f)
+    }
+}
+
+impl HingeRecord {
+    /// The forces on the four vertices (N).
+    #[inline]
+    pub fn forces(&self, mat: &MaterialRecord, x: &[Vec3A; 4]) -> [Vec3; 4] {
+        let Some((theta, grad)) = dihedral(&x.map(Vec3::from)) else {
+            return [Vec3::ZERO; 4];
+        };
+        let k = mat.bending * self.weight * wrap(theta - self.rest_angle);
+        grad.map(|g| g * -k)
+    }
+}
+
 /// Viscous force and Hessian block on a vertex with shape gradient `m` of an element with
 /// deformation `f` (start of step: `ft`) and `c = rest measure × viscosity`:
 /// `f = −2c F Ė m`, `Ė = (FᵀF − FₜᵀFₜ)/(2h)`, block `(c/h)(|m|² F Fᵀ + (F m)(F m)ᵀ)`.

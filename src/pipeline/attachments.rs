@@ -18,7 +18,7 @@ use crate::rigid::body::PoseRecord;
 
 /// Start-of-step state of every attachment: its error at xᵗ, and the warm start
 /// `k = max(γ k, k_start, floor)`, `λ = α γ λ`, where the floor is the joints' load-aware
-/// floor capped by the heavier of the vertex and the body. Also rebuilds the per-vertex and
+/// floor capped by the lighter of the vertex and the body. Also rebuilds the per-vertex and
 /// per-body lists the sweeps read.
 pub fn warm_start(
     cfg: &SolverConfig,
@@ -34,7 +34,13 @@ pub fn warm_start(
             &bodies.poses[b],
         );
         rec.c0 = c.extend(0.0).to_array();
-        let mass = set.masses[rec.vertex as usize].max(bodies.masses[b].mass);
+        // The lighter side's inertia sets the penalty: a vertex weighs grams, and a
+        // penalty far above what it brings turns the multiplier update into an amplifier
+        // of what one sweep leaves unresolved (a 100 kg box on a 1 kg soft rod, capped by
+        // the box's mass as joints are by their heaviest body, swung with a growing
+        // amplitude at 2 iterations; capped by the vertex's, it settles within a second).
+        // λ carries the load either way.
+        let mass = set.masses[rec.vertex as usize].min(bodies.masses[b].mass);
         for r in 0..3 {
             if rec.k[r] == 0.0 {
                 rec.k[r] = cfg.initial_penalty(mass);

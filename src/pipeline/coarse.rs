@@ -15,7 +15,7 @@
 //! residual is exact at every iteration. Pinned vertices take no part, nodes that no free
 //! vertex touches are dropped, and the space is rebuilt when the pinned set changes.
 
-use glam::{DMat3, DVec3, UVec3, Vec3, Vec3A};
+use glam::{DMat3, DVec3, Mat3, UVec3, Vec3, Vec3A};
 use rayon::prelude::*;
 
 use crate::config::SolverConfig;
@@ -30,6 +30,14 @@ pub const NONE: u32 = u32::MAX;
 pub struct CoarseSpace {
     /// Kept nodes (each carries three displacement unknowns).
     pub nodes: usize,
+    /// Per element of the body, the nodes its vertices touch and what they weigh there
+    /// (rest-shape data, computed once): CSR over the body's tets, then its membranes,
+    /// then its hinges.
+    elements: Vec<ElementTerm>,
+    element_offsets: Vec<u32>,
+    /// The part of the operator that does not change (inertia, the μ terms of tets and
+    /// membranes), lower triangle, row-major.
+    constant: Vec<f64>,
     /// Per vertex of the body (in body order): up to 8 nodes and their weights; pinned
     /// vertices have none.
     pub vertex_nodes: Vec<[u32; 8]>,
@@ -136,7 +144,134 @@ impl CoarseSpace {
             nodes,
             vertex_nodes,
             vertex_weights,
+            ..Default::default()
         })
+    }
+}
+
+/// One node of an element's stencil: the weights of the element's vertices at the node
+/// and the weighted shape gradient `u = Σ_a w_a m_a`.
+#[derive(Clone, Copy, Debug, Default)]
+struct ElementTerm {
+    node: u32,
+    w: [f64; 4],
+    u: DVec3,
+}
+
+impl CoarseSpace {
+    /// The element stencils and the constant part of the operator, for body `b` of `set`.
+    fn precompute(&mut self, set: &DeformableSet, b: usize, inv_h: f64) {
+        let body = &set.bodies[b];
+        let v0 = body.vertices.start as usize;
+        let n = 3 * self.nodes;
+        self.elements.clear();
+        self.element_offsets.clear();
+        self.element_offsets.push(0);
+        let mut constant = vec![0.0; n * n];
+        let mut add =
+            |i: u32, j: u32, m: DMat3| add_lower(&mut constant, n, i as usize, j as usize, &m);
+        // Inertia: m/h² Σ w_i w_j I.
+        for v in set.vertex_range(b) {
+            let (nodes, weights) = (self.vertex_nodes[v - v0], self.vertex_weights[v - v0]);
+            let m = set.masses[v] as f64 * inv_h * inv_h;
+            for i in 0..8 {
+                for j in 0..8 {
+                    if nodes[i] != NONE && nodes[j] != NONE && nodes[i] >= nodes[j] {
+                        add(
+                            nodes[i],
+                            nodes[j],
+                            DMat3::from_diagonal(DVec3::splat(m * weights[i] * weights[j])),
+                        );
+                    }
+                }
+            }
+        }
+        let mut stencil = |verts: &[u32],
+                           grads: &[DVec3],
+                           mu_measure: f64,
+                           add: &mut dyn FnMut(u32, u32, DMat3)| {
+            let start = self.elements.len();
+            for (a, &v) in verts.iter().enumerate() {
+                let local = v as usize - v0;
+                for k in 0..8 {
+                    let node = self.vertex_nodes[local][k];
+                    if node == NONE {
+                        continue;
+                    }
+                    let w = self.vertex_weights[local][k];
+                    let at = match self.elements[start..].iter().position(|t| t.node == node) {
+                        Some(p) => start + p,
+                        None => {
+                            self.elements.push(ElementTerm {
+                                node,
+                                ..Default::default()
+                            });
+                            self.elements.len() - 1
+                        }
+                    };
+                    let t = &mut self.elements[at];
+                    t.w[a] += w;
+                    t.u += grads.get(a).copied().unwrap_or(DVec3::ZERO) * w;
+                }
+            }
+            // μ (u_p·u_q) I times the rest measure: constant.
+            if mu_measure > 0.0 {
+                let terms = &self.elements[start..];
+                for p in terms {
+                    for q in terms {
+                        if p.node >= q.node {
+                            add(
+                                p.node,
+                                q.node,
+                                DMat3::from_diagonal(DVec3::splat(mu_measure * p.u.dot(q.u))),
+                            );
+                        }
+                    }
+                }
+            }
+            self.element_offsets.push(self.elements.len() as u32);
+        };
+        for t in &set.tets[body.tets.start as usize..body.tets.end as usize] {
+            let grads = [0, 1, 2, 3].map(|a| t.grad(a).as_dvec3());
+            let grads = [
+                -(grads[1] + grads[2] + grads[3]),
+                grads[1],
+                grads[2],
+                grads[3],
+            ];
+            let mu = set.materials[t.material as usize].mu as f64;
+            stencil(&t.v, &grads, mu * t.volume as f64, &mut add);
+        }
+        for t in &set.tris[body.tris.start as usize..body.tris.end as usize] {
+            let (m1, m2) = (t.grad(1).as_dvec3(), t.grad(2).as_dvec3());
+            let mu = set.materials[t.material as usize].mu as f64;
+            stencil(&t.v, &[-(m1 + m2), m1, m2], mu * t.area as f64, &mut add);
+        }
+        for t in &set.hinges[body.hinges.start as usize..body.hinges.end as usize] {
+            stencil(&t.v, &[], 0.0, &mut add);
+        }
+        self.constant = constant;
+    }
+
+    fn terms(&self, element: usize) -> &[ElementTerm] {
+        &self.elements
+            [self.element_offsets[element] as usize..self.element_offsets[element + 1] as usize]
+    }
+}
+
+/// Adds `m` to block (i, j) of the lower triangle (i ≥ j; for i == j the block itself is
+/// symmetric and only its lower part is read).
+#[inline]
+fn add_lower(a: &mut [f64], n: usize, i: usize, j: usize, m: &DMat3) {
+    let (i, j, m) = if i >= j {
+        (i, j, *m)
+    } else {
+        (j, i, m.transpose())
+    };
+    for r in 0..3 {
+        for c in 0..3 {
+            a[(3 * i + r) * n + 3 * j + c] += m.col(c)[r];
+        }
     }
 }
 
@@ -144,29 +279,14 @@ impl CoarseSpace {
 #[derive(Clone, Debug, Default)]
 struct Dense {
     n: usize,
-    /// Row-major n × n; the lower triangle holds L after [`Dense::factor`].
+    /// Row-major n × n; the lower triangle is the matrix, then its factor L.
     a: Vec<f64>,
     ok: bool,
+    /// The assembly's partial sums, one per chunk of elements.
+    partial: Vec<Vec<f64>>,
 }
 
 impl Dense {
-    fn reset(&mut self, n: usize) {
-        self.n = n;
-        self.a.clear();
-        self.a.resize(n * n, 0.0);
-        self.ok = false;
-    }
-
-    #[inline]
-    fn add_block(&mut self, i: usize, j: usize, b: &[[f64; 3]; 3]) {
-        let n = self.n;
-        for r in 0..3 {
-            for c in 0..3 {
-                self.a[(3 * i + r) * n + 3 * j + c] += b[r][c];
-            }
-        }
-    }
-
     /// Cholesky factorisation; false (and unusable) if a pivot is not positive.
     fn factor(&mut self) -> bool {
         let n = self.n;
@@ -175,22 +295,19 @@ impl Dense {
         let trace: f64 = (0..n).map(|i| a[i * n + i]).sum();
         let shift = 1e-12 * trace / n.max(1) as f64;
         for j in 0..n {
-            let mut d = a[j * n + j] + shift;
-            for k in 0..j {
-                d -= a[j * n + k] * a[j * n + k];
-            }
+            let (row_j, rest) = a.split_at_mut((j + 1) * n);
+            let row_j = &mut row_j[j * n..];
+            let d = row_j[j] + shift - row_j[..j].iter().map(|x| x * x).sum::<f64>();
             if !(d > 0.0 && d.is_finite()) {
                 self.ok = false;
                 return false;
             }
             let d = d.sqrt();
-            a[j * n + j] = d;
-            for i in j + 1..n {
-                let mut s = a[i * n + j];
-                for k in 0..j {
-                    s -= a[i * n + k] * a[j * n + k];
-                }
-                a[i * n + j] = s / d;
+            row_j[j] = d;
+            let lj = &row_j[..j];
+            for row_i in rest.chunks_exact_mut(n) {
+                let s = row_i[j] - row_i[..j].iter().zip(lj).map(|(x, y)| x * y).sum::<f64>();
+                row_i[j] = s / d;
             }
         }
         self.ok = true;
@@ -201,10 +318,8 @@ impl Dense {
     fn solve(&self, b: &mut [f64]) {
         let (n, a) = (self.n, &self.a);
         for i in 0..n {
-            let mut s = b[i];
-            for k in 0..i {
-                s -= a[i * n + k] * b[k];
-            }
+            let row = &a[i * n..i * n + i];
+            let s = b[i] - row.iter().zip(&b[..i]).map(|(x, y)| x * y).sum::<f64>();
             b[i] = s / a[i * n + i];
         }
         for i in (0..n).rev() {
@@ -223,45 +338,27 @@ impl Dense {
 pub struct CoarseLevel {
     generation: u64,
     max_nodes: usize,
+    dt: f32,
     spaces: Vec<Option<CoarseSpace>>,
     systems: Vec<Dense>,
-    /// Per vertex: the residual force of the last correction.
-    residual: Vec<Vec3A>,
     /// Per body: the restricted residual, then the coarse displacement.
     rhs: Vec<Vec<f64>>,
+    /// Residual scratch: each tet's `V₀ P`, each membrane's and hinge's vertex forces,
+    /// then each vertex's force.
+    tet_stress: Vec<Mat3>,
+    tri_forces: Vec<[Vec3; 3]>,
+    hinge_forces: Vec<[Vec3; 4]>,
+    residual: Vec<Vec3A>,
 }
 
-/// An element's contribution to a node: its weighted shape gradient `u = Σ w m_a` and
-/// weighted constraint gradient `G = Σ w g_a`.
-#[derive(Clone, Copy)]
-struct NodeTerm {
-    node: u32,
-    u: DVec3,
-    g: DVec3,
-}
-
-/// Adds `w (m, g)` to the node's entry of `terms` (at most 32 distinct nodes per element).
+/// `[w]×`, the matrix of `v ↦ w × v`.
 #[inline]
-fn accumulate(terms: &mut [NodeTerm; 32], len: &mut usize, node: u32, w: f64, m: DVec3, g: DVec3) {
-    for t in terms[..*len].iter_mut() {
-        if t.node == node {
-            t.u += m * w;
-            t.g += g * w;
-            return;
-        }
-    }
-    terms[*len] = NodeTerm {
-        node,
-        u: m * w,
-        g: g * w,
-    };
-    *len += 1;
-}
-
-fn block(m: DMat3) -> [[f64; 3]; 3] {
-    let c = m.to_cols_array_2d();
-    // Row-major from glam's columns.
-    [0, 1, 2].map(|r| [0, 1, 2].map(|k| c[k][r]))
+fn skew(w: DVec3) -> DMat3 {
+    DMat3::from_cols(
+        DVec3::new(0.0, w.z, -w.y),
+        DVec3::new(-w.z, 0.0, w.x),
+        DVec3::new(w.y, -w.x, 0.0),
+    )
 }
 
 #[inline]
@@ -282,21 +379,28 @@ impl CoarseLevel {
         let max_nodes = cfg.coarse_nodes as usize;
         if self.generation != set.generation
             || self.max_nodes != max_nodes
+            || self.dt != cfg.dt
             || self.spaces.len() != set.bodies.len()
         {
             self.generation = set.generation;
             self.max_nodes = max_nodes;
+            self.dt = cfg.dt;
+            let inv_h = 1.0 / cfg.dt as f64;
             self.spaces = (0..set.bodies.len())
+                .into_par_iter()
                 .map(|b| {
                     let r = set.vertex_range(b);
                     let start = r.start;
-                    CoarseSpace::build(&set.rest[r], |v| set.is_solved(start + v), max_nodes)
+                    let mut space =
+                        CoarseSpace::build(&set.rest[r], |v| set.is_solved(start + v), max_nodes)?;
+                    space.precompute(set, b, inv_h);
+                    Some(space)
                 })
                 .collect();
             self.systems = vec![Dense::default(); set.bodies.len()];
             self.rhs = vec![Vec::new(); set.bodies.len()];
         }
-        let inv_h = 1.0 / cfg.dt;
+        let inv_h = 1.0 / cfg.dt as f64;
         self.systems
             .par_iter_mut()
             .zip(&self.spaces)
@@ -320,21 +424,7 @@ impl CoarseLevel {
         d: &mut [Vec3A],
         x: &mut [Vec3A],
     ) {
-        let n = set.vertex_count();
-        self.residual.resize(n, Vec3A::ZERO);
-        let inv_h = 1.0 / cfg.dt;
-        let (xs, ds): (&[Vec3A], &[Vec3A]) = (x, d);
-        self.residual
-            .par_iter_mut()
-            .enumerate()
-            .with_min_len(256)
-            .for_each(|(v, r)| {
-                *r = if set.is_solved(v) {
-                    Vec3A::from(vertex_force(set, att, &attach_force, xs, ds, yd, v, inv_h))
-                } else {
-                    Vec3A::ZERO
-                };
-            });
+        self.residual(cfg, set, att, attach_force, yd, d, x);
         let residual = &self.residual;
         let corrections: Vec<(usize, Vec<f64>)> = self
             .systems
@@ -358,8 +448,8 @@ impl CoarseLevel {
                             continue;
                         }
                         let w = space.vertex_weights[local][k];
-                        for d in 0..3 {
-                            rhs[3 * node as usize + d] += w * f[d] as f64;
+                        for c in 0..3 {
+                            rhs[3 * node as usize + c] += w * f[c] as f64;
                         }
                     }
                 }
@@ -377,7 +467,7 @@ impl CoarseLevel {
                 .enumerate()
                 .with_min_len(256)
                 .for_each(|(local, (dv, xv))| {
-                    let mut d = [0.0f64; 3];
+                    let mut step = [0.0f64; 3];
                     for k in 0..8 {
                         let node = space.vertex_nodes[local][k];
                         if node == NONE {
@@ -385,67 +475,94 @@ impl CoarseLevel {
                         }
                         let w = space.vertex_weights[local][k];
                         for c in 0..3 {
-                            d[c] += w * delta[3 * node as usize + c];
+                            step[c] += w * delta[3 * node as usize + c];
                         }
                     }
-                    *dv += Vec3A::new(d[0] as f32, d[1] as f32, d[2] as f32);
+                    *dv += Vec3A::new(step[0] as f32, step[1] as f32, step[2] as f32);
                     *xv = set.positions[start + local] + *dv;
                 });
             self.rhs[b] = delta;
         }
     }
+
+    /// Every free vertex's force at the iterate: inertia towards `yd`, its elements (each
+    /// element evaluated once, then gathered per vertex), and its attachments
+    /// (`attach_force(attachment, x_v)`, the rows' force on the vertex).
+    #[allow(clippy::too_many_arguments)]
+    fn residual(
+        &mut self,
+        cfg: &SolverConfig,
+        set: &DeformableSet,
+        att: &AttachmentSet,
+        attach_force: impl Fn(usize, Vec3) -> Vec3 + Sync,
+        yd: &[Vec3A],
+        d: &[Vec3A],
+        x: &[Vec3A],
+    ) {
+        let inv_h = 1.0 / cfg.dt;
+        let at = |v: [u32; 4]| v.map(|i| x[i as usize]);
+        let start = |v: [u32; 4]| v.map(|i| set.positions[i as usize]);
+        set.tets
+            .par_iter()
+            .map(|t| {
+                t.stress(
+                    &set.materials[t.material as usize],
+                    &at(t.v),
+                    &start(t.v),
+                    inv_h,
+                )
+            })
+            .collect_into_vec(&mut self.tet_stress);
+        set.tris
+            .par_iter()
+            .map(|t| {
+                let xs = t.v.map(|i| x[i as usize]);
+                let s = t.v.map(|i| set.positions[i as usize]);
+                t.forces(&set.materials[t.material as usize], &xs, &s, inv_h)
+            })
+            .collect_into_vec(&mut self.tri_forces);
+        set.hinges
+            .par_iter()
+            .map(|t| t.forces(&set.materials[t.material as usize], &at(t.v)))
+            .collect_into_vec(&mut self.hinge_forces);
+        let (stress, tri, hinge) = (&self.tet_stress, &self.tri_forces, &self.hinge_forces);
+        self.residual.resize(set.vertex_count(), Vec3A::ZERO);
+        self.residual
+            .par_iter_mut()
+            .enumerate()
+            .with_min_len(256)
+            .for_each(|(v, r)| {
+                if !set.is_solved(v) {
+                    *r = Vec3A::ZERO;
+                    return;
+                }
+                let m_h2 = set.masses[v] * inv_h * inv_h;
+                let mut f = Vec3::from(yd[v] - d[v]) * m_h2;
+                for &it in set.incident(v) {
+                    let (kind, e, a) = item::unpack(it);
+                    f += match kind {
+                        item::TET => -(stress[e] * set.tets[e].grad(a)),
+                        item::TRI => tri[e][a],
+                        _ => hinge[e][a],
+                    };
+                }
+                for &ai in att.of_vertex(v) {
+                    f += attach_force(ai as usize, Vec3::from(x[v]));
+                }
+                *r = f.into();
+            });
+    }
 }
 
-/// The force on vertex `v` at positions `x` (displacements `d`): inertia towards the
-/// target `yd`, its elements, and its attachments (`attach_force(attachment, x_v)`, the
-/// rows' force on the vertex).
-#[allow(clippy::too_many_arguments)]
-fn vertex_force(
-    set: &DeformableSet,
-    att: &AttachmentSet,
-    attach_force: &impl Fn(usize, Vec3) -> Vec3,
-    x: &[Vec3A],
-    d: &[Vec3A],
-    yd: &[Vec3A],
-    v: usize,
-    inv_h: f32,
-) -> Vec3 {
-    let m_h2 = set.masses[v] * inv_h * inv_h;
-    let mut f = Vec3::from(yd[v] - d[v]) * m_h2;
-    for &it in set.incident(v) {
-        let (kind, e, a) = item::unpack(it);
-        f += match kind {
-            item::TET => {
-                let t = &set.tets[e];
-                let xs = t.v.map(|i| x[i as usize]);
-                let starts = t.v.map(|i| set.positions[i as usize]);
-                t.vertex_block(&set.materials[t.material as usize], a, &xs, &starts, inv_h)
-                    .f
-            }
-            item::TRI => {
-                let t = &set.tris[e];
-                let xs = t.v.map(|i| x[i as usize]);
-                let starts = t.v.map(|i| set.positions[i as usize]);
-                t.vertex_block(&set.materials[t.material as usize], a, &xs, &starts, inv_h)
-                    .f
-            }
-            _ => {
-                let t = &set.hinges[e];
-                let xs = t.v.map(|i| x[i as usize]);
-                t.vertex_block(&set.materials[t.material as usize], a, &xs)
-                    .f
-            }
-        };
-    }
-    for &ai in att.of_vertex(v) {
-        f += attach_force(ai as usize, Vec3::from(x[v]));
-    }
-    f
-}
+/// Elements per job of the assembly: a fixed size (not a share of the threads), so the
+/// partial sums, and the bits of the operator, do not depend on the thread count.
+const ASSEMBLY_CHUNK: usize = 1024;
 
 /// Assembles body `b`'s coarse operator `Pᵀ H P` at `x` and factors it, in f64 (see
-/// [`CoarseSpace::vertex_weights`]): the shape gradients, deformation gradients and
-/// weights are widened before they are combined.
+/// [`CoarseSpace::vertex_weights`]): the constant part, the attachments' penalties, and
+/// per element the terms that follow the deformation, `λ' G_p G_qᵀ` (G the weighted
+/// gradients of J) and the damping and bending terms. Elements are summed in fixed chunks
+/// in parallel, then the chunks in order.
 fn assemble(
     sys: &mut Dense,
     space: &CoarseSpace,
@@ -453,151 +570,178 @@ fn assemble(
     att: &AttachmentSet,
     x: &[Vec3A],
     b: usize,
-    inv_h: f32,
+    inv_h: f64,
 ) {
-    sys.reset(3 * space.nodes);
+    // The exact second-order term of the tets first; where the body is deformed so far
+    // that it makes the operator indefinite, the Gauss–Newton operator.
+    if !assemble_with(sys, space, set, att, x, b, inv_h, true) {
+        assemble_with(sys, space, set, att, x, b, inv_h, false);
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn assemble_with(
+    sys: &mut Dense,
+    space: &CoarseSpace,
+    set: &DeformableSet,
+    att: &AttachmentSet,
+    x: &[Vec3A],
+    b: usize,
+    inv_h: f64,
+    exact: bool,
+) -> bool {
+    let n = 3 * space.nodes;
     let body = &set.bodies[b];
+    let elements = body.tets.len() + body.tris.len() + body.hinges.len();
+    let chunks = elements.div_ceil(ASSEMBLY_CHUNK);
+    sys.partial.resize_with(chunks, Vec::new);
+    sys.partial.par_iter_mut().enumerate().for_each(|(k, acc)| {
+        acc.clear();
+        acc.resize(n * n, 0.0);
+        let range = k * ASSEMBLY_CHUNK..((k + 1) * ASSEMBLY_CHUNK).min(elements);
+        add_elements(acc, n, space, set, x, b, range, inv_h, exact);
+    });
+    sys.n = n;
+    sys.a.clear();
+    sys.a.extend_from_slice(&space.constant);
+    for acc in &sys.partial {
+        for (a, p) in sys.a.iter_mut().zip(acc) {
+            *a += p;
+        }
+    }
     let v0 = body.vertices.start as usize;
-    let slots = |v: usize| {
-        let local = v - v0;
-        (space.vertex_nodes[local], space.vertex_weights[local])
-    };
-    let inv_h = inv_h as f64;
-    let pos = |v: u32| Vec3::from(x[v as usize]).as_dvec3();
-    // Inertia and attachment penalties: diagonal per vertex.
     for v in set.vertex_range(b) {
-        let (nodes, weights) = slots(v);
-        let mut k = DVec3::splat(set.masses[v] as f64 * inv_h * inv_h);
-        for &ai in att.of_vertex(v) {
-            k += att.records[ai as usize].k().as_dvec3();
-        }
-        for i in 0..8 {
-            if nodes[i] == NONE {
-                continue;
-            }
-            for j in 0..8 {
-                if nodes[j] == NONE {
-                    continue;
-                }
-                let w = weights[i] * weights[j];
-                sys.add_block(
-                    nodes[i] as usize,
-                    nodes[j] as usize,
-                    &block(DMat3::from_diagonal(k * w)),
-                );
-            }
-        }
-    }
-    let zero = NodeTerm {
-        node: 0,
-        u: DVec3::ZERO,
-        g: DVec3::ZERO,
-    };
-    let mut terms = [zero; 32];
-    // Tets: V₀ (μ (u_p·u_q) I + λ' G_p G_qᵀ) + damping V₀η/h ((u_p·u_q) FFᵀ + (F u_q)(F u_p)ᵀ).
-    for t in &set.tets[body.tets.start as usize..body.tets.end as usize] {
-        let mat = &set.materials[t.material as usize];
-        let m: [DVec3; 3] = [1, 2, 3].map(|a| t.grad(a).as_dvec3());
-        let grads = [-(m[0] + m[1] + m[2]), m[0], m[1], m[2]];
-        let xs = t.v.map(pos);
-        let e = [xs[1] - xs[0], xs[2] - xs[0], xs[3] - xs[0]];
-        let f = outer(e[0], m[0]) + outer(e[1], m[1]) + outer(e[2], m[2]);
-        let cof = DMat3::from_cols(
-            f.y_axis.cross(f.z_axis),
-            f.z_axis.cross(f.x_axis),
-            f.x_axis.cross(f.y_axis),
-        );
-        let mut len = 0;
-        for a in 0..4 {
-            let (nodes, weights) = slots(t.v[a] as usize);
-            let g = cof * grads[a];
-            for k in 0..8 {
-                if nodes[k] != NONE {
-                    accumulate(&mut terms, &mut len, nodes[k], weights[k], grads[a], g);
-                }
-            }
-        }
-        let (mu, lambda, volume) = (mat.mu as f64, mat.lambda as f64, t.volume as f64);
-        let damp = mat.viscosity as f64 * inv_h;
-        let ff = f * f.transpose();
-        for p in 0..len {
-            for q in 0..len {
-                let (tp, tq) = (terms[p], terms[q]);
-                let uu = tp.u.dot(tq.u);
-                let mut h =
-                    DMat3::from_diagonal(DVec3::splat(mu * uu)) + outer(tp.g, tq.g * lambda);
-                if damp > 0.0 {
-                    h += (ff * uu + outer(f * tp.u, f * tq.u)) * damp;
-                }
-                sys.add_block(tp.node as usize, tq.node as usize, &block(h * volume));
-            }
-        }
-    }
-    // Membranes: the same with the area gradient of J.
-    for t in &set.tris[body.tris.start as usize..body.tris.end as usize] {
-        let mat = &set.materials[t.material as usize];
-        let xs = t.v.map(pos);
-        let n = (xs[1] - xs[0]).cross(xs[2] - xs[0]);
-        let nh = n.normalize_or_zero();
-        let area = t.area as f64;
-        let m1 = t.grad(1).as_dvec3();
-        let m2 = t.grad(2).as_dvec3();
-        let grads = [-(m1 + m2), m1, m2];
-        let mut len = 0;
-        for a in 0..3 {
-            let (nodes, weights) = slots(t.v[a] as usize);
-            let g = nh.cross(xs[(a + 2) % 3] - xs[(a + 1) % 3]) / (2.0 * area);
-            for k in 0..8 {
-                if nodes[k] != NONE {
-                    accumulate(&mut terms, &mut len, nodes[k], weights[k], grads[a], g);
-                }
-            }
-        }
-        let (mu, lambda) = (mat.mu as f64, mat.lambda as f64);
-        for p in 0..len {
-            for q in 0..len {
-                let (tp, tq) = (terms[p], terms[q]);
-                let h = DMat3::from_diagonal(DVec3::splat(mu * tp.u.dot(tq.u)))
-                    + outer(tp.g, tq.g * lambda);
-                sys.add_block(tp.node as usize, tq.node as usize, &block(h * area));
-            }
-        }
-    }
-    // Hinges: D w G_p G_qᵀ with G the weighted angle gradients.
-    for t in &set.hinges[body.hinges.start as usize..body.hinges.end as usize] {
-        let mat = &set.materials[t.material as usize];
-        let xs = t.v.map(|i| Vec3::from(x[i as usize]));
-        let Some((_, grad)) = crate::deformable::elastic::dihedral(&xs) else {
+        let ks = att.of_vertex(v);
+        if ks.is_empty() {
             continue;
-        };
-        let mut len = 0;
-        for a in 0..4 {
-            let (nodes, weights) = slots(t.v[a] as usize);
-            for k in 0..8 {
-                if nodes[k] != NONE {
-                    accumulate(
-                        &mut terms,
-                        &mut len,
-                        nodes[k],
-                        weights[k],
-                        DVec3::ZERO,
-                        grad[a].as_dvec3(),
+        }
+        let k: DVec3 = ks
+            .iter()
+            .map(|&ai| att.records[ai as usize].k().as_dvec3())
+            .sum();
+        let (nodes, weights) = (space.vertex_nodes[v - v0], space.vertex_weights[v - v0]);
+        for i in 0..8 {
+            for j in 0..8 {
+                if nodes[i] != NONE && nodes[j] != NONE && nodes[i] >= nodes[j] {
+                    add_lower(
+                        &mut sys.a,
+                        n,
+                        nodes[i] as usize,
+                        nodes[j] as usize,
+                        &DMat3::from_diagonal(k * (weights[i] * weights[j])),
                     );
                 }
             }
         }
-        let k = mat.bending as f64 * t.weight as f64;
-        for p in 0..len {
-            for q in 0..len {
-                sys.add_block(
-                    terms[p].node as usize,
-                    terms[q].node as usize,
-                    &block(outer(terms[p].g, terms[q].g * k)),
-                );
+    }
+    sys.factor()
+}
+
+/// The deformation-dependent terms of body `b`'s elements in `range` (the body's tets,
+/// then membranes, then hinges), added to `a`.
+#[allow(clippy::too_many_arguments)]
+fn add_elements(
+    a: &mut [f64],
+    n: usize,
+    space: &CoarseSpace,
+    set: &DeformableSet,
+    x: &[Vec3A],
+    b: usize,
+    range: std::ops::Range<usize>,
+    inv_h: f64,
+    exact: bool,
+) {
+    let body = &set.bodies[b];
+    let pos = |v: u32| Vec3::from(x[v as usize]).as_dvec3();
+    let (n_tets, n_tris) = (body.tets.len(), body.tris.len());
+    let mut g = [DVec3::ZERO; 32];
+    let add_pairs = |a: &mut [f64], terms: &[ElementTerm], g: &[DVec3], scale: f64| {
+        for (p, tp) in terms.iter().enumerate() {
+            for (q, tq) in terms.iter().enumerate() {
+                if tp.node >= tq.node {
+                    add_lower(
+                        a,
+                        n,
+                        tp.node as usize,
+                        tq.node as usize,
+                        &outer(g[p], g[q] * scale),
+                    );
+                }
             }
         }
+    };
+    for e in range {
+        let terms = space.terms(e);
+        if e < n_tets {
+            let t = &set.tets[body.tets.start as usize + e];
+            let mat = &set.materials[t.material as usize];
+            let xs = t.v.map(pos);
+            let m = [1, 2, 3].map(|k| t.grad(k).as_dvec3());
+            let f = outer(xs[1] - xs[0], m[0])
+                + outer(xs[2] - xs[0], m[1])
+                + outer(xs[3] - xs[0], m[2]);
+            let cof = DMat3::from_cols(
+                f.y_axis.cross(f.z_axis),
+                f.z_axis.cross(f.x_axis),
+                f.x_axis.cross(f.y_axis),
+            );
+            for (p, term) in terms.iter().enumerate() {
+                g[p] = cof * term.u;
+            }
+            add_pairs(a, terms, &g, mat.lambda as f64 * t.volume as f64);
+            if exact {
+                // λ'(J − α) ∂²J: J is trilinear in the vertices, ∂²J/∂x_a∂x_b =
+                // −[F (m_a × m_b)]×, so the coarse block is −s V₀ [F (u_p × u_q)]× (zero on
+                // the diagonal). With it the operator at rest is exactly linear elasticity;
+                // without it (Gauss–Newton) pure shear is half as stiff and a coarse step
+                // overshoots.
+                let s = mat.lambda as f64 * (f.determinant() - mat.alpha as f64) * t.volume as f64;
+                for tp in terms {
+                    for tq in terms {
+                        if tp.node > tq.node {
+                            let w = f * tp.u.cross(tq.u) * -s;
+                            add_lower(a, n, tp.node as usize, tq.node as usize, &skew(w));
+                        }
+                    }
+                }
+            }
+            let damp = mat.viscosity as f64 * inv_h * t.volume as f64;
+            if damp > 0.0 {
+                let ff = f * f.transpose();
+                for tp in terms {
+                    for tq in terms {
+                        if tp.node >= tq.node {
+                            let h = (ff * tp.u.dot(tq.u) + outer(f * tp.u, f * tq.u)) * damp;
+                            add_lower(a, n, tp.node as usize, tq.node as usize, &h);
+                        }
+                    }
+                }
+            }
+        } else if e < n_tets + n_tris {
+            let t = &set.tris[body.tris.start as usize + e - n_tets];
+            let mat = &set.materials[t.material as usize];
+            let xs = t.v.map(pos);
+            let nh = (xs[1] - xs[0]).cross(xs[2] - xs[0]).normalize_or_zero();
+            let area = t.area as f64;
+            let gj = [0, 1, 2].map(|k| nh.cross(xs[(k + 2) % 3] - xs[(k + 1) % 3]) / (2.0 * area));
+            for (p, term) in terms.iter().enumerate() {
+                g[p] = gj[0] * term.w[0] + gj[1] * term.w[1] + gj[2] * term.w[2];
+            }
+            add_pairs(a, terms, &g, mat.lambda as f64 * area);
+        } else {
+            let t = &set.hinges[body.hinges.start as usize + e - n_tets - n_tris];
+            let mat = &set.materials[t.material as usize];
+            let xs = t.v.map(|i| Vec3::from(x[i as usize]));
+            let Some((_, grad)) = crate::deformable::elastic::dihedral(&xs) else {
+                continue;
+            };
+            let grad = grad.map(|v| v.as_dvec3());
+            for (p, term) in terms.iter().enumerate() {
+                g[p] = (0..4).map(|k| grad[k] * term.w[k]).sum();
+            }
+            add_pairs(a, terms, &g, mat.bending as f64 * t.weight as f64);
+        }
     }
-    sys.factor();
 }
 
 #[cfg(test)]
