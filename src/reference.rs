@@ -164,7 +164,7 @@ impl NewtonProblem {
         for v in vals.iter_mut() {
             *v = v.max(0.0);
         }
-        &eig.eigenvectors * Mat12::from_diagonal(&vals) * eig.eigenvectors.transpose()
+        eig.eigenvectors * Mat12::from_diagonal(&vals) * eig.eigenvectors.transpose()
     }
 
     /// The exact 12×12 Hessian of tet `t` at `x` (indefinite in general).

@@ -66,7 +66,7 @@ impl CoarseSpace {
         );
         let ext = Vec3::from(hi - lo);
         let longest = ext.max_element();
-        if !(longest > 0.0) {
+        if longest.is_nan() || longest <= 0.0 {
             return None;
         }
         let mut best = None;

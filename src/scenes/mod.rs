@@ -290,8 +290,9 @@ pub enum SceneError {
 }
 
 /// Finds a scene's spec by name.
-/// The deformable-body scenes (`soft.rs`).
-const SOFT: &[&str] = &[
+/// The deformable-body scenes (`soft.rs`). They run on the CPU backend only in this
+/// version: the GPU backend does not take deformable bodies yet.
+pub const DEFORMABLE_SCENES: &[&str] = &[
     "cantilever",
     "hanging_bar",
     "soft_free_fall",
@@ -401,7 +402,7 @@ impl Scene {
                 ..Default::default()
             },
         };
-        if SOFT.contains(&spec.name) {
+        if DEFORMABLE_SCENES.contains(&spec.name) {
             soft::build(&mut scene)?;
         } else {
             build::build(&mut scene)?;
@@ -458,7 +459,7 @@ impl Scene {
     }
 
     fn track(&mut self, report: &StepReport) {
-        if SOFT.contains(&self.name) {
+        if DEFORMABLE_SCENES.contains(&self.name) {
             soft::track(self);
         }
         let w = &self.world;
@@ -595,7 +596,7 @@ impl Scene {
                 m.insert("momentum_error".into(), json!(t.max_momentum_error));
                 m.insert("angular_momentum_drift".into(), json!(t.max_angular_drift));
             }
-            name if SOFT.contains(&name) => soft::metrics(self, &mut m),
+            name if DEFORMABLE_SCENES.contains(&name) => soft::metrics(self, &mut m),
             _ => {}
         }
         m
