@@ -606,3 +606,95 @@ fn overlapped_mode_lags_blocking_by_one_step_exactly() {
         assert!(pos(&blocking, boxes[3]).x > 1.5, "{backend:?}");
     }
 }
+
+/// A soft rod entity pinned at its top holds a box entity by vertex attachments: the rod's
+/// positions are written back every frame, the box hangs below it; a bad mesh is an
+/// `InvalidDeformable` naming the element; despawning the rod leaves the attachment
+/// entities waiting with an `InvalidAttachment`, and the box falls.
+#[test]
+fn deformable_entities_attach_write_back_and_despawn() {
+    use bevy_avbd::{DeformableDesc, SolidMaterial, TetMesh};
+    let (mut world, mut schedule) = setup();
+    let mesh = TetMesh::rod(1.0, 0.05, 8);
+    let n = mesh.vertices.len();
+    let top: Vec<u32> = (0..n as u32)
+        .filter(|&v| mesh.vertices[v as usize].x > 0.499)
+        .collect();
+    let bottom: Vec<u32> = (0..n as u32)
+        .filter(|&v| mesh.vertices[v as usize].x < -0.499)
+        .collect();
+    // The rod along x rotated to hang along −y from (0, 3, 0).
+    let rot = Quat::from_rotation_z(std::f32::consts::FRAC_PI_2);
+    let material = SolidMaterial {
+        youngs: 1e7,
+        ..Default::default()
+    };
+    let rod = world
+        .spawn(Deformable(
+            DeformableDesc::solid(mesh.clone(), material)
+                .at(Vec3::new(0.0, 2.5, 0.0))
+                .rotated(rot)
+                .pinned(top),
+        ))
+        .id();
+    let weight = world
+        .spawn((
+            RigidBody::Dynamic,
+            Position(Vec3::new(0.0, 1.95, 0.0)),
+            ColliderShape(Collider::ball(0.05).unwrap()),
+        ))
+        .id();
+    let links: Vec<Entity> = bottom
+        .iter()
+        .map(|&v| {
+            world
+                .spawn(VertexAttachment {
+                    deformable: rod,
+                    vertex: v,
+                    body: weight,
+                    anchor: None,
+                    breaking_force: None,
+                })
+                .id()
+        })
+        .collect();
+    let mut bad = mesh.clone();
+    bad.tets[3].swap(0, 1);
+    let broken_mesh = world
+        .spawn(Deformable(DeformableDesc::solid(bad, material)))
+        .id();
+    run(&mut world, &mut schedule, 60);
+    let p = &world.get::<DeformablePositions>(rod).unwrap().0;
+    assert_eq!(p.len(), n);
+    let core = physics(&world)
+        .core()
+        .deformable(physics(&world).deformable_handle(rod).unwrap())
+        .unwrap();
+    for (a, b) in p.iter().zip(core.positions()) {
+        assert_eq!(*a, Vec3::from(*b));
+    }
+    for &l in &links {
+        assert!(world.get::<PhysicsAttachmentHandle>(l).is_some());
+    }
+    let y = pos(&world, weight).y;
+    assert!(
+        (1.9..2.0).contains(&y),
+        "the weight hangs at the rod's end: y = {y}"
+    );
+    match &world.get::<InvalidDeformable>(broken_mesh).unwrap().0 {
+        PhysicsError::InvalidMesh {
+            element: "tet",
+            index: 3,
+            ..
+        } => {}
+        other => panic!("{other:?}"),
+    }
+    world.despawn(rod);
+    run(&mut world, &mut schedule, 30);
+    for &l in &links {
+        assert!(world.get::<InvalidAttachment>(l).is_some());
+        assert!(world.get::<PhysicsAttachmentHandle>(l).is_none());
+    }
+    assert!(pos(&world, weight).y < 1.0, "released, the weight fell");
+    assert_eq!(physics(&world).core().deformable_count(), 0);
+}

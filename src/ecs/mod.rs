@@ -8,6 +8,9 @@
 //!   Optional: [`ColliderShape`], [`Mass`], [`Inertia`], [`ExternalForce`]. Friction and
 //!   density live on the collider ([`crate::Collider::with_friction`]).
 //! - **Joints** are entities with a [`Joint`] that names its bodies by [`Entity`].
+//! - **Deformable bodies** are entities with a [`Deformable`]; their vertex positions are
+//!   written back into [`DeformablePositions`]. A [`VertexAttachment`] entity holds one of
+//!   their vertices to a body entity (see `deformables`).
 //! - **Resources**: [`Physics`] owns the core world and the entity↔handle maps,
 //!   [`StepMode`] says whether a run waits for its step,
 //!   [`PhysicsConfig`] is the one source of truth for the solver parameters (copied into the
@@ -96,8 +99,15 @@
 //! assert!(y < 2.0 && y > 0.45, "the box fell: y = {y}");
 //! ```
 
+mod deformables;
+
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
+
+pub use deformables::{
+    AttachmentBroken, Deformable, DeformablePositions, InvalidAttachment, InvalidDeformable,
+    PhysicsAttachmentHandle, PhysicsDeformableHandle, VertexAttachment,
+};
 
 use bevy_ecs::prelude::*;
 use glam::{Quat, Vec3};
@@ -300,6 +310,10 @@ pub struct LastStepReport {
     /// Body entities that became non-finite this step and were frozen at their start pose
     /// (writing their [`Position`] unfreezes them).
     pub frozen_bodies: Vec<Entity>,
+    /// Deformable entities that became non-finite this step and were frozen.
+    pub frozen_deformables: Vec<Entity>,
+    /// Attachment entities whose attachment broke this step.
+    pub broken_attachments: Vec<Entity>,
     /// Timings and counts of the core step.
     pub stats: StepStats,
     /// Whether the core stepped this frame.
@@ -373,6 +387,8 @@ pub struct Physics {
     pending_bodies: HashSet<Entity>,
     /// Joint entities not (yet) in the core: retried every frame.
     pending_joints: HashSet<Entity>,
+    /// Deformables and attachments, likewise.
+    soft: deformables::DeformableMaps,
 }
 
 impl Physics {
@@ -394,6 +410,7 @@ impl Physics {
             joint_entities: HashMap::new(),
             pending_bodies: HashSet::new(),
             pending_joints: HashSet::new(),
+            soft: Default::default(),
         })
     }
 
@@ -518,9 +535,12 @@ pub fn add_physics_systems(schedule: &mut Schedule) {
             begin_frame,
             finish_in_flight,
             sync_removals,
+            deformables::sync_deformable_removals,
             sync_bodies,
             sync_edits,
             sync_joints,
+            deformables::sync_deformables,
+            deformables::sync_attachments,
         )
             .chain()
             .in_set(PhysicsSet::SyncToCore),
@@ -538,6 +558,8 @@ fn begin_frame(
     report.errors.clear();
     report.broken_joints.clear();
     report.frozen_bodies.clear();
+    report.frozen_deformables.clear();
+    report.broken_attachments.clear();
     report.stepped = false;
     if config.is_changed() && config.0 != physics.world.config {
         match config.0.validate() {
@@ -946,6 +968,7 @@ fn finish_in_flight(
     mut report: ResMut<LastStepReport>,
     mut commands: Commands,
     mut bodies: Query<BodyStateComponents>,
+    mut soft: Query<&mut DeformablePositions>,
 ) {
     if !physics.world.step_in_flight() {
         return;
@@ -953,6 +976,7 @@ fn finish_in_flight(
     let result = physics.world.finish_step();
     record_step(&physics, &mut report, &mut commands, result);
     write_solved(&mut physics, &mut bodies, true);
+    deformables::write_deformables(&physics, &mut soft);
 }
 
 /// Reports a finished step; maps broken joints and frozen bodies to entities.
@@ -970,6 +994,17 @@ fn record_step(
                 if let Some(e) = physics.joint_entity(h) {
                     report.broken_joints.push(e);
                     commands.entity(e).try_insert(JointBroken);
+                }
+            }
+            for h in r.frozen_deformables {
+                if let Some(&e) = physics.soft.deformable_entities.get(&h) {
+                    report.frozen_deformables.push(e);
+                }
+            }
+            for h in r.broken_attachments {
+                if let Some(&e) = physics.soft.attachment_entities.get(&h) {
+                    report.broken_attachments.push(e);
+                    commands.entity(e).try_insert(AttachmentBroken);
                 }
             }
             for h in r.frozen {
@@ -995,9 +1030,14 @@ type BodyStateComponents = (
 /// Copies the solved pose and velocities of dynamic and kinematic bodies into their
 /// components (only the components whose value changed are marked changed); nothing while
 /// a step is in flight.
-fn writeback(mut physics: ResMut<Physics>, mut bodies: Query<BodyStateComponents>) {
+fn writeback(
+    mut physics: ResMut<Physics>,
+    mut bodies: Query<BodyStateComponents>,
+    mut soft: Query<&mut DeformablePositions>,
+) {
     if !physics.world.step_in_flight() {
         write_solved(&mut physics, &mut bodies, false);
+        deformables::write_deformables(&physics, &mut soft);
     }
 }
 
