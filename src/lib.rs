@@ -1,24 +1,33 @@
 //! # bevy_avbd
 //!
-//! Real-time rigid-body physics solved with **Augmented Vertex Block Descent** (Giles,
-//! Diaz, Yuksel 2025): one implicit-Euler step per frame with a fixed iteration budget,
-//! per-body 6×6 block solves in graph-coloured parallel sweeps, hard constraints through an
-//! augmented Lagrangian, frictional contacts and joints with limits, motors and fracture.
+//! Real-time physics solved with **Augmented Vertex Block Descent** (Giles, Diaz, Yuksel
+//! 2025): one implicit-Euler step per frame with a fixed iteration budget. Rigid bodies
+//! take per-body 6×6 block solves in graph-coloured parallel sweeps, with hard constraints
+//! through an augmented Lagrangian (frictional contacts, joints with limits, motors and
+//! fracture); deformable bodies (Stable Neo-Hookean tet solids, cloth) take per-vertex
+//! 3×3 block solves in the same iterations, with a coarse correction per iteration that
+//! carries loads across a body at once, and hard attachments to rigid bodies.
 //!
 //! # Layout
 //!
 //! From the bottom up; each layer imports only the ones above it in this list.
 //!
-//! - [`math`], [`config`], [`error`], [`report`]: small shared types ([`SolverConfig`],
-//!   [`PhysicsError`], [`StepReport`]);
+//! - [`math`], [`graph`], [`config`], [`error`], [`report`]: small shared types and
+//!   algorithms ([`SolverConfig`], [`PhysicsError`], [`StepReport`], the greedy colouring);
 //! - [`rigid`]: the storage of rigid bodies, colliders, joints and contact records;
-//! - [`pipeline`]: the stages of a frame, one module each, with the list of stages in the
-//!   order a step runs them;
-//! - [`gpu`]: the wgpu backend, which runs the same stages on the device on the same records;
+//! - [`deformable`]: the storage of deformable bodies (meshes, materials, the flat vertex
+//!   and element arrays, attachments) and their element energies;
+//! - [`pipeline`]: the stages of a frame, one module each, with the list of stages (rigid
+//!   and deformable) in the order a step runs them;
+//! - [`gpu`]: the wgpu backend, which runs the rigid stages on the device on the same
+//!   records;
 //! - [`world`]: [`PhysicsWorld`], the plain-Rust API, and the frame top to bottom in
 //!   [`PhysicsWorld::begin_step`] / [`PhysicsWorld::finish_step`];
+//! - [`reference`](mod@reference): an f64 Newton solve of a solid's equilibrium or implicit-Euler step (tests
+//!   and metrics, never in the frame); [`export`]: OBJ files of a frame's surfaces;
 //! - [`ecs`]: bevy_ecs components, a config resource and public system sets;
-//! - [`scenes`]: the paper's experiments, shared by the CLI, the tests and the benchmarks.
+//! - [`scenes`]: the paper's experiments and the deformable scenes, shared by the CLI, the
+//!   tests and the benchmarks.
 
 // Numerical kernels index several fixed-size arrays in lockstep; index loops read clearer.
 #![allow(clippy::needless_range_loop)]

@@ -1,23 +1,32 @@
 //! The stages of one frame, in the order [`crate::PhysicsWorld::step`] runs them
 //! ([`crate::PhysicsWorld::begin_step`] runs 1–3, [`crate::PhysicsWorld::finish_step`]
-//! 4–5):
+//! 4–5). Rigid bodies and deformable vertices share the step, the iteration budget and
+//! the attachments between them:
 //!
 //! 1. [`collision::detect`]: broad phase, parry3d manifolds, contact points, each with its
-//!    index in the previous step;
+//!    index in the previous step (rigid bodies);
 //! 2. [`dual::warm_start_joints`]: joint rows' start error, k and λ decay (Eq. 19);
+//!    [`attachments::warm_start`]: the same for the vertex–body attachments;
 //! 3. on the CPU backend (the GPU backend submits 3a–3d as one command buffer, `crate::gpu`,
-//!    and `finish_step` waits for its readback):
+//!    and `finish_step` waits for its readback; it has no deformable bodies yet):
 //!    a. [`warm_start::contacts`]: contact records carrying the previous step's λ, k and
-//!    sticking anchors (Eq. 19); [`integration::begin_step`]: inertial targets and the
-//!    adaptive initial guess;
-//!    b. [`coloring::build`]: body→constraint adjacency (CSR) and greedy body colouring;
-//!    c. [`iterate`]: `iterations` × ([`primal::sweep`] per colour, then [`dual::update`];
-//!    the last one also writes what each contact carries to the next step);
+//!    sticking anchors (Eq. 19); [`integration::begin_step`]: the bodies' inertial targets
+//!    and adaptive initial guess; [`vbd::begin_step`]: the vertices' (pinned vertices at
+//!    their targets) and each deformable's coarse operator ([`coarse`]);
+//!    b. [`coloring::build`]: body→constraint adjacency (CSR) and greedy body colouring (the
+//!    vertices' colouring is static: computed when a deformable is added);
+//!    c. [`iterate`]: `iterations` × ([`primal::sweep`] over the body colours, then
+//!    [`vbd::coarse_correction`] and [`vbd::sweep`] over the vertex colours, then
+//!    [`dual::update`] and [`attachments::update`]; the last dual update also writes what
+//!    each contact carries to the next step);
 //!    d. [`integration::end_step`]: velocities, poses, frozen non-finite bodies;
-//! 4. [`integration::IslandMomentum`]: momentum of isolated islands (both backends);
-//! 5. [`dual::fracture`] of overloaded joints at the final poses, and (CPU backend)
-//!    [`warm_start::store`]: what the contacts carry becomes the state the next step's
-//!    points index (the GPU backend keeps it on the device).
+//!    [`vbd::end_step`]: the vertices' velocities and positions, frozen non-finite
+//!    deformables, the momentum of isolated deformables;
+//! 4. [`integration::IslandMomentum`]: momentum of isolated rigid islands (both backends);
+//! 5. [`dual::fracture`] of overloaded joints and [`attachments::fracture`] of overloaded
+//!    attachments at the final state, and (CPU backend) [`warm_start::store`]: what the
+//!    contacts carry becomes the state the next step's points index (the GPU backend keeps
+//!    it on the device).
 
 pub mod attachments;
 pub mod coarse;
