@@ -344,7 +344,7 @@ pub fn dihedral(x: &[Vec3; 4]) -> Option<(f32, [Vec3; 4])> {
         return None;
     }
     let le = le2.sqrt();
-    let theta = (na.cross(nb).dot(e) / le).atan2(na.dot(nb));
+    let theta = crate::math::atan2(na.cross(nb).dot(e) / le, na.dot(nb));
     // The opposite vertices move θ along their triangle's normal over their height.
     let g2 = na * (-le / la2);
     let g3 = nb * (-le / lb2);
