@@ -30,6 +30,8 @@ use rapier3d::parry::query::{ContactManifold, DefaultQueryDispatcher, Persistent
 
 use crate::plot;
 use crate::rapier_scenes::{self, Meta, RapierScene};
+use crate::rapier_soft::{RapierBudget, RapierSolver, SOFT_CASES};
+use crate::soft_bench::{self, RapierBudgets, SoftPlan};
 
 /// Options of `avbd bench`.
 #[derive(clap::Args, Debug, Clone)]
@@ -41,7 +43,8 @@ pub struct BenchArgs {
     #[arg(long, hide = true)]
     pub tiny: bool,
     /// Scene to run (repeatable): large_pyramid, many_pyramids, joint_grid, pendulum, pile,
-    /// scaling (large_pyramid at several sizes). Default: all.
+    /// scaling (large_pyramid at several sizes), and the deformable cases cantilever,
+    /// hanging_bar, soft_on_chain, cube (against rapier3d's soft bodies). Default: all.
     #[arg(long = "scene")]
     pub scenes: Vec<String>,
     /// Worker threads of the rayon pool both engines run in (default: all cores).
@@ -59,7 +62,9 @@ pub struct BenchArgs {
     #[arg(long)]
     pub max_budget: Option<usize>,
     /// Equal-quality threshold override, `metric=value` (repeatable): max_drift (m, default
-    /// 0.05), max_stretch_ratio (0.01), max_joint_error (m, 0.01).
+    /// 0.05), max_stretch_ratio (0.01), max_joint_error (m, 0.01), static_error (relative
+    /// error of the deformable cases' static value: 0.01 against a Newton reference, 0.02
+    /// for soft_on_chain's analytic one; the override applies to every case).
     #[arg(long = "threshold", value_parser = crate::parse_kv)]
     pub thresholds: Vec<(String, f64)>,
     /// Skip the equal-quality sweep.
@@ -69,6 +74,15 @@ pub struct BenchArgs {
     /// body every frame).
     #[arg(long)]
     pub rapier_sleep: bool,
+    /// `elastic_damping_ratio` of rapier's soft bodies in the deformable cases (rapier's
+    /// default is 1, critical damping per cell; 0, the default here, matches bevy_avbd's
+    /// undamped solids).
+    #[arg(long, default_value_t = 0.0)]
+    pub rapier_soft_damping: f32,
+    /// Also write soft_series.csv: every deformable run's probe displacement (and
+    /// attachment gap) per frame.
+    #[arg(long)]
+    pub soft_series: bool,
     /// Solver backend. `cpu` (default): the comparison with rapier above. `gpu` (error
     /// without an adapter) or `auto` (GPU, else CPU): the GPU scaling series instead, no
     /// rapier: `pile` (`--pile-counts`) and `large_pyramid` (`--pyramid-bases`), solver and
@@ -110,6 +124,10 @@ const ALL_SCENES: &[&str] = &[
     "pendulum",
     "pile",
     "scaling",
+    "cantilever",
+    "hanging_bar",
+    "soft_on_chain",
+    "cube",
 ];
 
 const DEFAULT_THRESHOLDS: [f32; 3] = [0.05, 0.01, 0.01];
@@ -183,6 +201,36 @@ impl Mode {
         }
     }
 
+    /// Parameters of a deformable case at this mode's size (the scenes' defaults otherwise).
+    fn soft_params(self, case: &str) -> Vec<(String, f64)> {
+        let kv = |v: &[(&str, f64)]| v.iter().map(|(k, v)| (k.to_string(), *v)).collect();
+        match (case, self) {
+            ("cube", Mode::Full) => kv(&[("cells", 12.0)]),
+            ("cube", Mode::Quick) => kv(&[("cells", 6.0)]),
+            ("cube", Mode::Tiny) => kv(&[("cells", 2.0)]),
+            ("cantilever", Mode::Tiny) => kv(&[("cells", 4.0)]),
+            ("hanging_bar", Mode::Tiny) => kv(&[("cells", 4.0)]),
+            _ => Vec::new(),
+        }
+    }
+
+    /// The deformable cases' runs: frames, budgets, threshold.
+    fn soft_plan(self) -> SoftPlan {
+        let (frames, avbd_budgets, rapier_budgets): (u32, Vec<u32>, RapierBudgets) = match self {
+            Mode::Full => (300, vec![1, 2, 3, 5, 10, 20], full_rapier_budgets),
+            Mode::Quick => (300, vec![1, 3, 10], quick_rapier_budgets),
+            Mode::Tiny => (20, vec![2, 10], tiny_rapier_budgets),
+        };
+        SoftPlan {
+            frames,
+            avbd_budgets,
+            rapier_budgets,
+            threshold: None,
+            series: false,
+            rapier_damping: 0.0,
+        }
+    }
+
     fn scaling_bases(self) -> &'static [f64] {
         match self {
             Mode::Full => &[20.0, 50.0, 100.0, 140.0],
@@ -190,6 +238,52 @@ impl Mode {
             Mode::Tiny => &[3.0, 4.0],
         }
     }
+}
+
+fn fem(substeps: usize, cg_cap: usize) -> RapierBudget {
+    RapierBudget {
+        solver: RapierSolver::Fem,
+        substeps,
+        cg_cap,
+    }
+}
+
+fn constraints(substeps: usize) -> RapierBudget {
+    RapierBudget {
+        substeps,
+        ..RapierBudget::default_for(RapierSolver::Constraints)
+    }
+}
+
+/// rapier3d's sweep of the full benchmark: the FEM solver at substeps 1–16 with the default
+/// CG cap (20) and raised caps (the `cube`: 20 and 100 only, which keeps its sweep to about
+/// two minutes here; at 100 its static value is within 0.01% at every substep count), and
+/// the constraint solver at substeps 1–16. Its defaults are among them.
+fn full_rapier_budgets(case: &str) -> Vec<RapierBudget> {
+    let caps: &[usize] = if case == "cube" {
+        &[20, 100]
+    } else {
+        &[20, 50, 100, 200, 500]
+    };
+    let mut v = Vec::new();
+    for &cap in caps {
+        for s in [1, 2, 4, 8, 16] {
+            v.push(fem(s, cap));
+        }
+    }
+    v.extend([1, 2, 4, 8, 16].map(constraints));
+    v
+}
+
+fn quick_rapier_budgets(_case: &str) -> Vec<RapierBudget> {
+    vec![fem(4, 20), fem(1, 500), constraints(4), constraints(16)]
+}
+
+fn tiny_rapier_budgets(_case: &str) -> Vec<RapierBudget> {
+    vec![
+        RapierBudget::default_for(RapierSolver::Fem),
+        RapierBudget::default_for(RapierSolver::Constraints),
+    ]
 }
 
 /// One benchmark case: a scene at a size.
@@ -795,13 +889,26 @@ pub fn bench(args: BenchArgs, out: &mut impl Write) -> Result<(), String> {
         }
         plan.max_budget = b;
     }
+    let mut soft_plan = mode.soft_plan();
+    if !(args.rapier_soft_damping.is_finite() && args.rapier_soft_damping >= 0.0) {
+        return Err("--rapier-soft-damping must be a finite number ≥ 0".into());
+    }
+    soft_plan.rapier_damping = args.rapier_soft_damping;
+    soft_plan.series = args.soft_series;
     for (name, v) in &args.thresholds {
-        let m = Metric::from_name(name).ok_or_else(|| {
-            format!("unknown metric `{name}` (max_drift, max_stretch_ratio, max_joint_error)")
-        })?;
         if !(v.is_finite() && *v > 0.0) {
             return Err(format!("threshold {name} = {v} must be > 0"));
         }
+        if name == "static_error" {
+            soft_plan.threshold = Some(*v);
+            continue;
+        }
+        let m = Metric::from_name(name).ok_or_else(|| {
+            format!(
+                "unknown metric `{name}` (max_drift, max_stretch_ratio, max_joint_error, \
+                 static_error)"
+            )
+        })?;
         plan.thresholds[m as usize] = *v as f32;
     }
     let scenes: Vec<&'static str> = if args.scenes.is_empty() {
@@ -855,13 +962,30 @@ pub fn bench(args: BenchArgs, out: &mut impl Write) -> Result<(), String> {
     for (k, _) in &args.set {
         let known = scenes.iter().any(|s| {
             let name = if *s == "scaling" { "large_pyramid" } else { s };
-            bevy_avbd::scenes::spec(name).is_some_and(|sp| sp.params.iter().any(|p| p.name == k))
+            soft_bench::has_param(name, k)
         });
         if !known {
             return Err(format!("no selected scene has a parameter `{k}`"));
         }
     }
-    for &s in scenes.iter().filter(|s| **s != "scaling") {
+    let soft_cases: Vec<(&'static str, Vec<(String, f64)>)> = scenes
+        .iter()
+        .filter(|s| SOFT_CASES.contains(s))
+        .map(|&s| {
+            let mut params = mode.soft_params(s);
+            for (k, v) in &args.set {
+                if soft_bench::has_param(s, k) {
+                    params.retain(|(pk, _)| pk != k);
+                    params.push((k.clone(), *v));
+                }
+            }
+            (s, params)
+        })
+        .collect();
+    for &s in scenes
+        .iter()
+        .filter(|s| **s != "scaling" && !SOFT_CASES.contains(s))
+    {
         cases.push(Case {
             scene: s,
             params: with_overrides(s, mode.params(s)),
@@ -888,10 +1012,13 @@ pub fn bench(args: BenchArgs, out: &mut impl Write) -> Result<(), String> {
 
     let started = Instant::now();
     eprintln!(
-        "avbd bench ({mode:?}): {} cases, {threads} threads, {} + {} frames per case",
+        "avbd bench ({mode:?}): {} cases, {threads} threads, {} + {} frames per case; {} \
+         deformable cases, {} frames per run",
         cases.len(),
         plan.settle,
-        plan.window
+        plan.window,
+        soft_cases.len(),
+        soft_plan.frames
     );
     let mut rows: Vec<Row> = Vec::new();
     for case in &cases {
@@ -908,24 +1035,49 @@ pub fn bench(args: BenchArgs, out: &mut impl Write) -> Result<(), String> {
             sweeps.push(sweep_case(case, &plan, args.rapier_sleep)?);
         }
     }
+    let mut soft = Vec::new();
+    for (case, params) in &soft_cases {
+        soft.push(soft_bench::run_case(case, params, &soft_plan)?);
+    }
     let elapsed = started.elapsed().as_secs_f64();
     eprintln!("done in {elapsed:.0} s");
 
-    let report = markdown(&rows, &sweeps, &plan, threads, mode, &args);
+    let mut report = String::new();
+    if !rows.is_empty() {
+        report = markdown(&rows, &sweeps, &plan, threads, mode, &args);
+    } else {
+        let _ = writeln!(report, "## avbd bench ({mode:?})");
+    }
+    report.push_str(&soft_bench::markdown(
+        &soft,
+        &soft_plan,
+        &machine(),
+        threads,
+    ));
     out.write_all(report.as_bytes())
         .map_err(|e| format!("stdout: {e}"))?;
-    write_results_csv(&out_dir.join("results.csv"), &rows, threads, &plan)?;
-    write_sweep_csv(&out_dir.join("sweep.csv"), &sweeps)?;
-    let png = out_dir.join("plot.png");
-    plot::plot(&png, &plot_points(&rows), &machine(), threads)?;
-    writeln!(
-        out,
-        "\nWrote {}, {} and {}.",
-        out_dir.join("results.csv").display(),
-        out_dir.join("sweep.csv").display(),
-        png.display()
-    )
-    .map_err(|e| format!("stdout: {e}"))?;
+    let mut written = vec![out_dir.join("results.csv"), out_dir.join("sweep.csv")];
+    write_results_csv(&written[0], &rows, &soft, threads, &plan)?;
+    write_sweep_csv(&written[1], &sweeps)?;
+    if !soft.is_empty() {
+        let path = out_dir.join("soft.csv");
+        std::fs::write(&path, soft_bench::csv(&soft, threads))
+            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        written.push(path);
+    }
+    if soft_plan.series && !soft.is_empty() {
+        let path = out_dir.join("soft_series.csv");
+        std::fs::write(&path, soft_bench::series_csv(&soft))
+            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        written.push(path);
+    }
+    if !rows.is_empty() {
+        let png = out_dir.join("plot.png");
+        plot::plot(&png, &plot_points(&rows), &machine(), threads)?;
+        written.push(png);
+    }
+    let names: Vec<String> = written.iter().map(|p| p.display().to_string()).collect();
+    writeln!(out, "\nWrote {}.", names.join(", ")).map_err(|e| format!("stdout: {e}"))?;
     Ok(())
 }
 
@@ -1158,17 +1310,28 @@ fn sw_frames_note(s: &mut String, sweeps: &[SweepResult]) -> std::fmt::Result {
     Ok(())
 }
 
-fn write_results_csv(path: &Path, rows: &[Row], threads: usize, plan: &Plan) -> Result<(), String> {
+/// The main table's rows (default budgets), rigid and deformable. The last columns are the
+/// deformable cases' (empty for rigid rows): solver, CG cap (rapier FEM), tets, reference
+/// and static value (m), largest attachment gap (m); their `metric` is `static_error`, the
+/// relative error of the static value, and the rigid-only columns are empty.
+fn write_results_csv(
+    path: &Path,
+    rows: &[Row],
+    soft: &[soft_bench::SoftCaseResult],
+    threads: usize,
+    plan: &Plan,
+) -> Result<(), String> {
     let mut s = String::from(
         "scene,params,scaling,engine,bodies,joints,iterations,threads,settle_frames,window_frames,\
          median_ms,p95_ms,collision_ms,solver_ms,metric,metric_value,max_drift_m,\
-         max_stretch_ratio,max_joint_error_m,max_penetration_m,finite\n",
+         max_stretch_ratio,max_joint_error_m,max_penetration_m,finite,solver,cg_cap,tets,\
+         reference_m,value_m,max_attachment_gap_m\n",
     );
     for r in rows {
         let q = &r.quality;
         let _ = writeln!(
             s,
-            "{},{},{},{},{},{},{},{},{},{},{:.6},{:.6},{:.6},{:.6},{},{},{},{},{},{},{}",
+            "{},{},{},{},{},{},{},{},{},{},{:.6},{:.6},{:.6},{:.6},{},{},{},{},{},{},{},,,,,,",
             r.case.scene,
             r.case.param_string(),
             r.case.scaling,
@@ -1191,6 +1354,32 @@ fn write_results_csv(path: &Path, rows: &[Row], threads: usize, plan: &Plan) -> 
             q.max_penetration,
             q.finite
         );
+    }
+    for c in soft {
+        for r in c.results.iter().filter(|r| r.engine.is_default()) {
+            let _ = writeln!(
+                s,
+                "{},{},false,{},{},{},{},{},0,{},{:.6},{:.6},,,static_error,{:e},,,,,{},{},{},{},{:e},{:e},{}",
+                c.case,
+                c.params,
+                r.engine.engine(),
+                c.rigid_bodies + c.deformables,
+                c.joints,
+                r.engine.iterations(),
+                threads,
+                r.frames,
+                r.median_ms,
+                r.p95_ms,
+                r.error,
+                r.finite,
+                r.engine.solver(),
+                r.engine.cg_cap().map(|c| c.to_string()).unwrap_or_default(),
+                c.tets,
+                c.reference.value,
+                r.value,
+                r.gap.map(|g| format!("{:e}", g.0)).unwrap_or_default(),
+            );
+        }
     }
     std::fs::write(path, s).map_err(|e| format!("cannot write {}: {e}", path.display()))
 }

@@ -8,6 +8,10 @@ mod bench;
 mod plot;
 #[cfg(feature = "bench")]
 mod rapier_scenes;
+#[cfg(feature = "bench")]
+mod rapier_soft;
+#[cfg(feature = "bench")]
+mod soft_bench;
 
 use std::io::Write;
 use std::process::ExitCode;

@@ -74,7 +74,9 @@ pub struct RapierScene {
 }
 
 impl RapierScene {
-    fn new(iterations: usize, can_sleep: bool) -> Self {
+    /// An empty world: dt = 1/60 s, `iterations` solver iterations (substeps), gravity
+    /// (0, −9.81, 0), bodies sleeping only if `can_sleep`.
+    pub fn new(iterations: usize, can_sleep: bool) -> Self {
         let params = IntegrationParameters {
             dt: 1.0 / 60.0,
             num_solver_iterations: iterations,
@@ -146,7 +148,7 @@ impl RapierScene {
     }
 
     /// Adds a body (and its collider) in bevy_avbd's order.
-    fn body(
+    pub fn body(
         &mut self,
         meta: &mut Meta,
         dynamic: bool,
@@ -179,7 +181,7 @@ impl RapierScene {
     }
 
     /// Ball joint between `a` and `b` (or the world point `anchor_b`).
-    fn ball_joint(&mut self, meta: &mut Meta, j: JointMeta) -> usize {
+    pub fn ball_joint(&mut self, meta: &mut Meta, j: JointMeta) -> usize {
         let b = match j.b {
             Some(b) => self.handles[b],
             None => *self.world_anchor.get_or_insert_with(|| {
