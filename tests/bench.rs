@@ -177,6 +177,82 @@ fn bench_quick_tiny_reports_both_engines() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// The deformable cases against rapier3d's soft bodies, at the smoke size: both engines'
+/// default rows in results.csv (bevy_avbd, rapier's FEM and constraint solvers), every run
+/// in soft.csv, and the Markdown section.
+#[test]
+fn bench_tiny_deformable_cases_report_both_engines() {
+    let dir = out_dir("soft");
+    let o = Command::new(env!("CARGO_BIN_EXE_avbd"))
+        .args([
+            "bench",
+            "--tiny",
+            "--scene",
+            "hanging_bar",
+            "--scene",
+            "soft_on_chain",
+            "--threads",
+            "2",
+            "--out",
+        ])
+        .arg(&dir)
+        .output()
+        .expect("failed to run avbd bench");
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "avbd bench failed: {stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(stdout.contains("### Deformable bodies"), "{stdout}");
+    assert!(stdout.contains("#### Equal quality"), "{stdout}");
+
+    let rows = read_csv(&dir.join("results.csv"));
+    for scene in ["hanging_bar", "soft_on_chain"] {
+        for (engine, solver) in [
+            ("bevy_avbd", "vbd"),
+            ("rapier3d", "fem"),
+            ("rapier3d", "constraints"),
+        ] {
+            let r = rows
+                .iter()
+                .find(|r| r["scene"] == scene && r["engine"] == engine && r["solver"] == solver)
+                .unwrap_or_else(|| panic!("no {engine} {solver} row for {scene} in {rows:?}"));
+            assert_eq!(r["metric"], "static_error");
+            let (median, p95) = (num(r, "median_ms"), num(r, "p95_ms"));
+            assert!(
+                median.is_finite() && median > 0.0 && p95 >= median,
+                "{scene}/{engine}/{solver}: median {median}, p95 {p95}"
+            );
+            assert!(num(r, "tets") > 0.0 && num(r, "reference_m") > 0.0, "{r:?}");
+            assert!(num(r, "iterations") >= 1.0);
+            if scene == "soft_on_chain" {
+                let gap = num(r, "max_attachment_gap_m");
+                assert!(gap.is_finite() && gap >= 0.0, "{r:?}");
+            }
+            // bevy_avbd at its default budget holds the bar's static stretch from the
+            // first frames on (its axial mode is far above 60 Hz).
+            if scene == "hanging_bar" && engine == "bevy_avbd" {
+                assert_eq!(r["finite"], "true");
+                assert!(num(r, "metric_value") < 0.05, "{r:?}");
+            }
+        }
+    }
+    let runs = read_csv(&dir.join("soft.csv"));
+    for scene in ["hanging_bar", "soft_on_chain"] {
+        let of: Vec<_> = runs.iter().filter(|r| r["scene"] == scene).collect();
+        assert!(of.len() >= 3, "{scene}: {of:?}");
+        assert_eq!(
+            of.iter().filter(|r| r["default_budget"] == "true").count(),
+            3,
+            "{scene}: one default run per engine and solver"
+        );
+        for r in &of {
+            assert!(num(r, "median_ms") > 0.0, "{r:?}");
+            assert!(num(r, "frames") >= 1.0, "{r:?}");
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn bench_rejects_unknown_scene() {
     let o = Command::new(env!("CARGO_BIN_EXE_avbd"))
