@@ -51,6 +51,11 @@ impl<'a> DeformableView<'a> {
     pub fn pinned(&self, v: u32) -> bool {
         self.set.flags[self.body.vertices.start as usize + v as usize] & PINNED != 0
     }
+    /// The material as the solver uses it (shear modulus, Neo-Hookean λ', …).
+    pub fn material(&self) -> crate::deformable::material::MaterialRecord {
+        let i = self.set.owner[self.body.vertices.start as usize] as usize;
+        self.set.materials[i]
+    }
     /// Whether the body became non-finite and was frozen.
     pub fn frozen(&self) -> bool {
         self.body.frozen
@@ -359,6 +364,18 @@ impl PhysicsWorld {
             .index(h)
             .ok_or(PhysicsError::MissingAttachment(h))?;
         Ok(&self.attachments.records[i])
+    }
+
+    /// What an attachment links: the deformable, its mesh vertex, and the rigid body.
+    pub fn attachment_ends(
+        &self,
+        h: AttachmentHandle,
+    ) -> Result<(DeformableHandle, u32, crate::BodyHandle), PhysicsError> {
+        let i = self
+            .attachments
+            .index(h)
+            .ok_or(PhysicsError::MissingAttachment(h))?;
+        Ok(self.attachments.ends[i])
     }
 
     /// The rigid body an attachment holds.
