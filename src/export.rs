@@ -28,7 +28,11 @@ pub fn frame_path(dir: &Path, frame: u32) -> PathBuf {
 }
 
 /// Triangles of a shape in its own frame.
-fn tessellate(shape: &dyn Shape, out: &mut Vec<(Vec<Vec3>, Vec<[u32; 3]>)>, pose: (Vec3, Quat)) {
+pub(crate) fn tessellate(
+    shape: &dyn Shape,
+    out: &mut Vec<(Vec<Vec3>, Vec<[u32; 3]>)>,
+    pose: (Vec3, Quat),
+) {
     let place = |(v, t): (Vec<Vec3>, Vec<[u32; 3]>)| {
         (v.into_iter().map(|p| pose.0 + pose.1 * p).collect(), t)
     };

@@ -1,4 +1,4 @@
-//! An independent f64 reference for deformable solids: Newton's method on the same mesh,
+//! An f64 reference for deformable solids: Newton's method on the same mesh,
 //! material and boundary conditions as the engine, for the static equilibrium or for one
 //! implicit-Euler step. Used by the tests and by the scenes' `newton_*` metrics to say
 //! what vertex block descent should converge to; never part of a frame.

@@ -1,0 +1,407 @@
+//! Exact intersection tests of surfaces, for the `intersections` metric of the contact
+//! scenes and for tests: at a frame end, do any two surfaces share a point?
+//!
+//! Two triangles without a common vertex intersect exactly when an edge of one meets the
+//! other (in 3-D, and in the coplanar case too); an edge meets a triangle when its ends
+//! are not strictly on one side of the triangle's plane and the line through it passes
+//! through the triangle. Each of these is a sign of an orientation determinant, evaluated
+//! exactly with Shewchuk's adaptive predicates (the `robust` crate) on the f32 positions
+//! widened to f64 (exactly), so the answer is exact for the positions the engine holds.
+//! Touching counts as intersecting.
+//!
+//! The surfaces are every deformable's (tet boundaries, cloth), every rigid collider's
+//! tessellation (as in [`crate::export`]) and half-spaces. Pairs are counted when at least
+//! one side is a deformable's (rigid–rigid contact is margin-based and not certified);
+//! triangles of the same deformable that share a vertex are neighbours, not contacts.
+
+use glam::{DVec3, Vec3};
+use parry3d::bounding_volume::Aabb;
+use parry3d::partitioning::{Bvh, BvhBuildStrategy, BvhWorkspace};
+use parry3d::shape::TypedShape;
+use robust::{Coord3D, orient3d};
+
+use crate::world::PhysicsWorld;
+
+#[inline]
+fn c(p: DVec3) -> Coord3D<f64> {
+    Coord3D {
+        x: p.x,
+        y: p.y,
+        z: p.z,
+    }
+}
+
+/// Sign of the orientation of `d` against the plane `abc` (exact).
+#[inline]
+fn orient(a: DVec3, b: DVec3, cc: DVec3, d: DVec3) -> i32 {
+    let o = orient3d(c(a), c(b), c(cc), c(d));
+    (o > 0.0) as i32 - (o < 0.0) as i32
+}
+
+/// Exact 2-D orientation in the plane that drops axis `drop`.
+#[inline]
+fn orient2(a: DVec3, b: DVec3, cc: DVec3, drop: usize) -> i32 {
+    let (i, j) = [(1, 2), (2, 0), (0, 1)][drop];
+    let p = |v: DVec3| robust::Coord { x: v[i], y: v[j] };
+    let o = robust::orient2d(p(a), p(b), p(cc));
+    (o > 0.0) as i32 - (o < 0.0) as i32
+}
+
+/// Whether segments `pq` and `ab`, coplanar, share a point (2-D, exact).
+fn segments_2d(p: DVec3, q: DVec3, a: DVec3, b: DVec3, drop: usize) -> bool {
+    let (d1, d2) = (orient2(a, b, p, drop), orient2(a, b, q, drop));
+    let (d3, d4) = (orient2(p, q, a, drop), orient2(p, q, b, drop));
+    if d1 * d2 < 0 && d3 * d4 < 0 {
+        return true;
+    }
+    let on = |a: DVec3, b: DVec3, x: DVec3, d: i32| {
+        let (i, j) = [(1, 2), (2, 0), (0, 1)][drop];
+        d == 0
+            && x[i] >= a[i].min(b[i])
+            && x[i] <= a[i].max(b[i])
+            && x[j] >= a[j].min(b[j])
+            && x[j] <= a[j].max(b[j])
+    };
+    on(a, b, p, d1) || on(a, b, q, d2) || on(p, q, a, d3) || on(p, q, b, d4)
+}
+
+/// Whether segment `pq` and triangle `abc` share a point (closed sets, exact).
+pub fn segment_triangle(p: DVec3, q: DVec3, a: DVec3, b: DVec3, cc: DVec3) -> bool {
+    let (sp, sq) = (orient(a, b, cc, p), orient(a, b, cc, q));
+    if sp * sq > 0 {
+        return false;
+    }
+    if sp == 0 && sq == 0 {
+        // Coplanar: in the plane that drops the normal's largest axis.
+        let n = (b - a).cross(cc - a).abs();
+        let drop = if n.x >= n.y && n.x >= n.z {
+            0
+        } else if n.y >= n.z {
+            1
+        } else {
+            2
+        };
+        let inside = |x: DVec3| {
+            let s = [
+                orient2(a, b, x, drop),
+                orient2(b, cc, x, drop),
+                orient2(cc, a, x, drop),
+            ];
+            s.iter().all(|&v| v >= 0) || s.iter().all(|&v| v <= 0)
+        };
+        return inside(p)
+            || inside(q)
+            || segments_2d(p, q, a, b, drop)
+            || segments_2d(p, q, b, cc, drop)
+            || segments_2d(p, q, cc, a, drop);
+    }
+    // The segment meets the plane: does the line through it pass through the triangle?
+    let s = [orient(p, q, a, b), orient(p, q, b, cc), orient(p, q, cc, a)];
+    s.iter().all(|&v| v >= 0) || s.iter().all(|&v| v <= 0)
+}
+
+/// Whether two triangles share a point (exact). Meant for triangles without a common
+/// vertex (neighbours of one mesh always touch).
+pub fn triangles(t: [DVec3; 3], u: [DVec3; 3]) -> bool {
+    (0..3).any(|k| segment_triangle(t[k], t[(k + 1) % 3], u[0], u[1], u[2]))
+        || (0..3).any(|k| segment_triangle(u[k], u[(k + 1) % 3], t[0], t[1], t[2]))
+}
+
+/// Distance from `p` to triangle `abc` (f64).
+pub fn point_triangle_distance(p: DVec3, a: DVec3, b: DVec3, cc: DVec3) -> f64 {
+    // Ericson, Real-Time Collision Detection, 5.1.5: the closest point by Voronoi region.
+    let (ab, ac, ap) = (b - a, cc - a, p - a);
+    let (d1, d2) = (ab.dot(ap), ac.dot(ap));
+    if d1 <= 0.0 && d2 <= 0.0 {
+        return (p - a).length();
+    }
+    let bp = p - b;
+    let (d3, d4) = (ab.dot(bp), ac.dot(bp));
+    if d3 >= 0.0 && d4 <= d3 {
+        return (p - b).length();
+    }
+    let vc = d1 * d4 - d3 * d2;
+    if vc <= 0.0 && d1 >= 0.0 && d3 <= 0.0 {
+        return (p - (a + ab * (d1 / (d1 - d3)))).length();
+    }
+    let cp = p - cc;
+    let (d5, d6) = (ab.dot(cp), ac.dot(cp));
+    if d6 >= 0.0 && d5 <= d6 {
+        return (p - cc).length();
+    }
+    let vb = d5 * d2 - d1 * d6;
+    if vb <= 0.0 && d2 >= 0.0 && d6 <= 0.0 {
+        return (p - (a + ac * (d2 / (d2 - d6)))).length();
+    }
+    let va = d3 * d6 - d5 * d4;
+    if va <= 0.0 && d4 - d3 >= 0.0 && d5 - d6 >= 0.0 {
+        let w = (d4 - d3) / ((d4 - d3) + (d5 - d6));
+        return (p - (b + (cc - b) * w)).length();
+    }
+    let denom = 1.0 / (va + vb + vc);
+    let (v, w) = (vb * denom, vc * denom);
+    (p - (a + ab * v + ac * w)).length()
+}
+
+/// Distance between segments `p0p1` and `q0q1` (f64).
+pub fn segment_distance(p0: DVec3, p1: DVec3, q0: DVec3, q1: DVec3) -> f64 {
+    // Ericson 5.1.9, with the parallel and degenerate cases.
+    let (d1, d2, r) = (p1 - p0, q1 - q0, p0 - q0);
+    let (a, e, f) = (d1.length_squared(), d2.length_squared(), d2.dot(r));
+    let (s, t);
+    if a <= 1e-300 && e <= 1e-300 {
+        return (p0 - q0).length();
+    }
+    if a <= 1e-300 {
+        s = 0.0;
+        t = (f / e).clamp(0.0, 1.0);
+    } else {
+        let cc = d1.dot(r);
+        if e <= 1e-300 {
+            t = 0.0;
+            s = (-cc / a).clamp(0.0, 1.0);
+        } else {
+            let b = d1.dot(d2);
+            let denom = a * e - b * b;
+            let mut s0 = if denom > 0.0 {
+                ((b * f - cc * e) / denom).clamp(0.0, 1.0)
+            } else {
+                0.0
+            };
+            let mut t0 = (b * s0 + f) / e;
+            if t0 < 0.0 {
+                t0 = 0.0;
+                s0 = (-cc / a).clamp(0.0, 1.0);
+            } else if t0 > 1.0 {
+                t0 = 1.0;
+                s0 = ((b - cc) / a).clamp(0.0, 1.0);
+            }
+            s = s0;
+            t = t0;
+        }
+    }
+    ((p0 + d1 * s) - (q0 + d2 * t)).length()
+}
+
+/// Distance between two triangles that do not intersect (f64): the least of the
+/// vertex–triangle and edge–edge distances.
+pub fn triangle_distance(t: [DVec3; 3], u: [DVec3; 3]) -> f64 {
+    let mut d = f64::INFINITY;
+    for k in 0..3 {
+        d = d.min(point_triangle_distance(t[k], u[0], u[1], u[2]));
+        d = d.min(point_triangle_distance(u[k], t[0], t[1], t[2]));
+        for l in 0..3 {
+            d = d.min(segment_distance(t[k], t[(k + 1) % 3], u[l], u[(l + 1) % 3]));
+        }
+    }
+    d
+}
+
+/// What [`check`] found.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct IntersectionReport {
+    /// Pairs of surface triangles that intersect, plus deformable vertices inside a
+    /// half-space.
+    pub intersections: usize,
+    /// The least distance between non-neighbour surfaces (at least one a deformable's)
+    /// within `radius` of each other; `radius` when none is closer.
+    pub min_separation: f64,
+}
+
+/// A triangle of the check: positions and who owns it.
+#[derive(Clone, Copy)]
+struct Tri {
+    x: [DVec3; 3],
+    /// `Some((body, vertices))` for a deformable's triangle (its vertex indices, to skip
+    /// neighbours), `None` for a rigid collider's.
+    soft: Option<(usize, [u32; 3])>,
+    rigid: Option<usize>,
+}
+
+/// Checks every pair of surfaces of `world` with at least one deformable side, exactly,
+/// and measures their least separation within `radius` (m).
+pub fn check(world: &PhysicsWorld, radius: f64) -> IntersectionReport {
+    let mut tris: Vec<Tri> = Vec::new();
+    let mut soft_points: Vec<DVec3> = Vec::new();
+    for (k, &h) in world.deformable_handles().iter().enumerate() {
+        let Ok(d) = world.deformable(h) else { continue };
+        let x = d.positions();
+        for t in d.surface_triangles() {
+            tris.push(Tri {
+                x: t.map(|v| Vec3::from(x[v as usize]).as_dvec3()),
+                soft: Some((k, t)),
+                rigid: None,
+            });
+            for v in t {
+                soft_points.push(Vec3::from(x[v as usize]).as_dvec3());
+            }
+        }
+    }
+    let mut report = IntersectionReport {
+        intersections: 0,
+        min_separation: radius,
+    };
+    if tris.is_empty() {
+        return report;
+    }
+    soft_points.sort_by(|a, b| {
+        a.to_array()
+            .partial_cmp(&b.to_array())
+            .unwrap_or(std::cmp::Ordering::Equal)
+    });
+    soft_points.dedup();
+    let mut planes = Vec::new();
+    for (i, &h) in world.body_handles().iter().enumerate() {
+        let Some(shape) = world.collider_shape(h) else {
+            continue;
+        };
+        let Ok(state) = world.body(h) else { continue };
+        let offset = world.collider_offset(h).unwrap_or(Vec3::ZERO);
+        let pose = (state.position + state.rotation * offset, state.rotation);
+        if let TypedShape::HalfSpace(hs) = shape.as_typed_shape() {
+            planes.push(((pose.1 * hs.normal).as_dvec3(), pose.0.as_dvec3()));
+            continue;
+        }
+        let mut meshes = Vec::new();
+        crate::export::tessellate(shape, &mut meshes, pose);
+        for (v, t) in meshes {
+            for f in t {
+                tris.push(Tri {
+                    x: f.map(|j| v[j as usize].as_dvec3()),
+                    soft: None,
+                    rigid: Some(i),
+                });
+            }
+        }
+    }
+    // Deformable vertices against half-spaces: inside (strictly) is an intersection.
+    for &(n, p) in &planes {
+        for &x in &soft_points {
+            let s = n.dot(x - p);
+            if s < 0.0 {
+                report.intersections += 1;
+            }
+            report.min_separation = report.min_separation.min(s.max(0.0));
+        }
+    }
+    let pad = radius as f32 * 0.5;
+    let aabbs: Vec<Aabb> = tris
+        .iter()
+        .map(|t| {
+            let lo = t.x[0].min(t.x[1]).min(t.x[2]).as_vec3() - Vec3::splat(pad + 1e-6);
+            let hi = t.x[0].max(t.x[1]).max(t.x[2]).as_vec3() + Vec3::splat(pad + 1e-6);
+            Aabb::new(lo, hi)
+        })
+        .collect();
+    let bvh = Bvh::from_leaves(BvhBuildStrategy::Binned, &aabbs);
+    let mut workspace = BvhWorkspace::default();
+    bvh.traverse_bvtt_single_tree::<false>(&mut workspace, &mut |i, j| {
+        let (a, b) = (&tris[i as usize], &tris[j as usize]);
+        if a.soft.is_none() && b.soft.is_none() {
+            return; // rigid–rigid
+        }
+        if a.rigid.is_some() && a.rigid == b.rigid {
+            return;
+        }
+        if let (Some((ba, va)), Some((bb, vb))) = (a.soft, b.soft)
+            && ba == bb
+            && va.iter().any(|v| vb.contains(v))
+        {
+            return; // neighbours in one mesh
+        }
+        if triangles(a.x, b.x) {
+            report.intersections += 1;
+            report.min_separation = 0.0;
+        } else {
+            report.min_separation = report.min_separation.min(triangle_distance(a.x, b.x));
+        }
+    });
+    report
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tri(a: [f64; 3], b: [f64; 3], cc: [f64; 3]) -> [DVec3; 3] {
+        [DVec3::from(a), DVec3::from(b), DVec3::from(cc)]
+    }
+
+    #[test]
+    fn triangle_pairs_in_every_configuration() {
+        let t = tri([0.0, 0.0, 0.0], [1.0, 0.0, 0.0], [0.0, 1.0, 0.0]);
+        // Piercing.
+        assert!(triangles(
+            t,
+            tri([0.2, 0.2, -1.0], [0.2, 0.2, 1.0], [0.3, 0.3, 1.0])
+        ));
+        // Above, parallel: no.
+        assert!(!triangles(
+            t,
+            tri([0.0, 0.0, 1e-9], [1.0, 0.0, 1e-9], [0.0, 1.0, 1e-9])
+        ));
+        // Touching at a point on the edge: yes (closed sets).
+        assert!(triangles(
+            t,
+            tri([0.5, 0.0, 0.0], [0.5, -1.0, 1.0], [0.5, -1.0, -1.0])
+        ));
+        // Coplanar overlapping, coplanar disjoint, coplanar one inside the other.
+        assert!(triangles(
+            t,
+            tri([0.5, 0.5, 0.0], [2.0, 0.5, 0.0], [0.5, 2.0, 0.0])
+        ));
+        assert!(!triangles(
+            t,
+            tri([2.0, 2.0, 0.0], [3.0, 2.0, 0.0], [2.0, 3.0, 0.0])
+        ));
+        assert!(triangles(
+            t,
+            tri([0.1, 0.1, 0.0], [0.2, 0.1, 0.0], [0.1, 0.2, 0.0])
+        ));
+        // Crossing the plane outside the triangle: no.
+        assert!(!triangles(
+            t,
+            tri([2.0, 2.0, -1.0], [2.0, 2.0, 1.0], [3.0, 2.0, 1.0])
+        ));
+        // One ulp below the plane and piercing by a hair: exact.
+        let e = f64::EPSILON;
+        assert!(triangles(
+            t,
+            tri([0.2, 0.2, -e], [0.2, 0.2, 1.0], [0.3, 0.3, 1.0])
+        ));
+        assert!(!triangles(
+            t,
+            tri([0.2, 0.2, e], [0.2, 0.2, 1.0], [0.3, 0.3, 1.0])
+        ));
+    }
+
+    #[test]
+    fn distances() {
+        let t = tri([0.0, 0.0, 0.0], [1.0, 0.0, 0.0], [0.0, 1.0, 0.0]);
+        assert!(
+            (point_triangle_distance(DVec3::new(0.2, 0.2, 0.5), t[0], t[1], t[2]) - 0.5).abs()
+                < 1e-15
+        );
+        assert!(
+            (point_triangle_distance(DVec3::new(-1.0, 0.0, 0.0), t[0], t[1], t[2]) - 1.0).abs()
+                < 1e-15
+        );
+        let d = segment_distance(
+            DVec3::new(0.0, 0.0, 1.0),
+            DVec3::new(1.0, 0.0, 1.0),
+            DVec3::new(0.5, -1.0, 0.0),
+            DVec3::new(0.5, 1.0, 0.0),
+        );
+        assert!((d - 1.0).abs() < 1e-15);
+        // Parallel segments.
+        let d = segment_distance(
+            DVec3::ZERO,
+            DVec3::X,
+            DVec3::new(0.5, 0.3, 0.0),
+            DVec3::new(1.5, 0.3, 0.0),
+        );
+        assert!((d - 0.3).abs() < 1e-15);
+        let u = tri([0.2, 0.2, 0.25], [0.4, 0.2, 0.25], [0.2, 0.4, 0.3]);
+        assert!((triangle_distance(t, u) - 0.25).abs() < 1e-12);
+    }
+}
