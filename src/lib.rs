@@ -14,6 +14,8 @@
 //!
 //! - [`math`], [`graph`], [`config`], [`error`], [`report`]: small shared types and
 //!   algorithms ([`SolverConfig`], [`PhysicsError`], [`StepReport`], the greedy colouring);
+//! - [`ccd`]: point–triangle and edge–edge distances with their gradients, for the
+//!   penetration-free contact of deformable bodies;
 //! - [`rigid`]: the storage of rigid bodies, colliders, joints and contact records;
 //! - [`deformable`]: the storage of deformable bodies (meshes, materials, the flat vertex
 //!   and element arrays, attachments) and their element energies;
@@ -32,6 +34,7 @@
 // Numerical kernels index several fixed-size arrays in lockstep; index loops read clearer.
 #![allow(clippy::needless_range_loop)]
 
+pub mod ccd;
 pub mod config;
 pub mod deformable;
 pub mod ecs;
