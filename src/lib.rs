@@ -14,8 +14,9 @@
 //!
 //! - [`math`], [`graph`], [`config`], [`error`], [`report`]: small shared types and
 //!   algorithms ([`SolverConfig`], [`PhysicsError`], [`StepReport`], the greedy colouring);
-//! - [`ccd`]: point–triangle and edge–edge distances with their gradients, for the
-//!   penetration-free contact of deformable bodies;
+//! - [`ccd`]: point–triangle and edge–edge distances with their gradients, and the
+//!   conservative f32 additive CCD with a minimum separation (the certified step of
+//!   penetration-free deformable contact);
 //! - [`rigid`]: the storage of rigid bodies, colliders, joints and contact records;
 //! - [`deformable`]: the storage of deformable bodies (meshes, materials, the flat vertex
 //!   and element arrays, attachments) and their element energies;

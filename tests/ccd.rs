@@ -1,10 +1,13 @@
 //! `bevy_avbd::ccd`: distances, types and gradients against f64 references and finite
-//! differences.
+//! differences; the additive CCD's minimum-separation behaviour, conservativeness on
+//! random queries, and determinism.
 //!
 //! Run in release mode: `cargo test --release --test ccd -- --nocapture` prints the
 //! statistics.
 
-use bevy_avbd::ccd::{self, EdgeEdgeDistanceType as EE, PointTriangleDistanceType as PT};
+use bevy_avbd::ccd::{
+    self, AccdParams, AccdStop, EdgeEdgeDistanceType as EE, PointTriangleDistanceType as PT,
+};
 use glam::{DVec3, Vec3};
 
 // ---------------------------------------------------------------------------------------
@@ -91,6 +94,82 @@ fn d2_64(ee: bool, x: &[DVec3; 4]) -> f64 {
     } else {
         pt_d2(x[0], x[1], x[2], x[3])
     }
+}
+
+fn lerp4(x0: &[DVec3; 4], x1: &[DVec3; 4], t: f64) -> [DVec3; 4] {
+    std::array::from_fn(|i| x0[i] + (x1[i] - x0[i]) * t)
+}
+
+fn pt_ccd(x0: &[Vec3; 4], x1: &[Vec3; 4], min_sep: f32) -> Option<f32> {
+    ccd::point_triangle_ccd(
+        x0[0],
+        x0[1],
+        x0[2],
+        x0[3],
+        x1[0],
+        x1[1],
+        x1[2],
+        x1[3],
+        min_sep,
+        &AccdParams::default(),
+    )
+}
+
+fn ee_ccd(x0: &[Vec3; 4], x1: &[Vec3; 4], min_sep: f32) -> Option<f32> {
+    ccd::edge_edge_ccd(
+        x0[0],
+        x0[1],
+        x0[2],
+        x0[3],
+        x1[0],
+        x1[1],
+        x1[2],
+        x1[3],
+        min_sep,
+        &AccdParams::default(),
+    )
+}
+
+#[test]
+fn ccd_is_deterministic() {
+    use rayon::prelude::*;
+    let mut rng = Rng(11);
+    let queries: Vec<(bool, [[Vec3; 4]; 2])> = (0..4000)
+        .map(|i| {
+            let x0: [Vec3; 4] = std::array::from_fn(|_| f32v(rng.vec(1.0)));
+            let x1: [Vec3; 4] = std::array::from_fn(|k| x0[k] + f32v(rng.vec(0.6)));
+            (i % 2 == 1, [x0, x1])
+        })
+        .collect();
+    let run = |(ee, x): &(bool, [[Vec3; 4]; 2])| {
+        let r = if *ee {
+            ccd::edge_edge_accd(&x[0], &x[1], 1e-5, &AccdParams::default())
+        } else {
+            ccd::point_triangle_accd(&x[0], &x[1], 1e-5, &AccdParams::default())
+        };
+        let (diff, weights) = if *ee {
+            let c = ccd::edge_edge_closest(x[0][0], x[0][1], x[0][2], x[0][3]);
+            (c.diff, c.weights)
+        } else {
+            let c = ccd::point_triangle_closest(x[0][0], x[0][1], x[0][2], x[0][3]);
+            (c.diff, c.weights)
+        };
+        let d: Vec<u32> = diff
+            .to_array()
+            .into_iter()
+            .chain(weights)
+            .map(f32::to_bits)
+            .collect();
+        (r.toi.map(f32::to_bits), r.iterations, d)
+    };
+    let a: Vec<_> = queries.iter().map(run).collect();
+    let b: Vec<_> = queries.iter().map(run).collect();
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(2)
+        .build()
+        .unwrap();
+    let c: Vec<_> = pool.install(|| queries.par_iter().map(run).collect());
+    assert!(a == b && a == c, "CCD results differ between runs");
 }
 
 // ---------------------------------------------------------------------------------------
@@ -309,6 +388,17 @@ fn distances_match_f64_reference() {
         let ee = ccd::edge_edge_closest(x32[0], x32[1], x32[2], x32[3]).distance() as f64;
         let ee64 = ee_d2(x64[0], x64[1], x64[2], x64[3]).sqrt();
         worst_ee = worst_ee.max((ee - ee64).abs() / extent);
+        // The certified lower bounds are lower bounds.
+        let lb = ccd::point_triangle_distance_lower_bound(x32[0], x32[1], x32[2], x32[3]) as f64;
+        assert!(
+            lb <= pt64,
+            "point–triangle lower bound {lb} > {pt64} for {x32:?}"
+        );
+        let lb = ccd::edge_edge_distance_lower_bound(x32[0], x32[1], x32[2], x32[3]) as f64;
+        assert!(
+            lb <= ee64,
+            "edge–edge lower bound {lb} > {ee64} for {x32:?}"
+        );
     }
     println!(
         "max |d_f32 − d_f64| / extent: point–triangle {worst_pt:.2e}, edge–edge {worst_ee:.2e} (u = 6.0e-8)"
@@ -391,4 +481,350 @@ fn gradients_match_finite_differences() {
     );
     assert_eq!(seen_pt.len(), 7, "point–triangle types seen: {seen_pt:?}");
     assert_eq!(seen_ee.len(), 9, "edge–edge types seen: {seen_ee:?}");
+}
+
+// ---------------------------------------------------------------------------------------
+// Minimum separation, hits, clears.
+// ---------------------------------------------------------------------------------------
+
+/// The earliest TOI over the 6 vertex–face and 9 edge–edge pairs of two triangles.
+fn triangles_toi(s: &[[Vec3; 3]; 2], e: &[[Vec3; 3]; 2], xi: f32) -> Option<f32> {
+    let mut toi: Option<f32> = None;
+    let mut take = |t: Option<f32>| {
+        if let Some(t) = t {
+            toi = Some(toi.map_or(t, |x: f32| x.min(t)));
+        }
+    };
+    for (m, o) in [(0, 1), (1, 0)] {
+        for i in 0..3 {
+            take(pt_ccd(
+                &[s[m][i], s[o][0], s[o][1], s[o][2]],
+                &[e[m][i], e[o][0], e[o][1], e[o][2]],
+                xi,
+            ));
+        }
+    }
+    for i in 0..3 {
+        for j in 0..3 {
+            let (i1, j1) = ((i + 1) % 3, (j + 1) % 3);
+            take(ee_ccd(
+                &[s[0][i], s[0][i1], s[1][j], s[1][j1]],
+                &[e[0][i], e[0][i1], e[1][j], e[1][j1]],
+                xi,
+            ));
+        }
+    }
+    toi
+}
+
+/// Rotation about a random axis and a translation, applied in f64 then rounded.
+fn placement(rng: &mut Rng, offset: f64) -> impl Fn(DVec3) -> Vec3 + use<> {
+    let axis = rng.vec(1.0).normalize();
+    let q = glam::DQuat::from_axis_angle(axis, rng.range(0.0, std::f64::consts::TAU));
+    let o = rng.vec(offset);
+    move |p: DVec3| f32v(q * p + o)
+}
+
+#[test]
+fn parallel_triangles_approaching_hit_before_min_sep() {
+    let mut rng = Rng(9);
+    for xi in [1e-5f32, 1e-4, 1e-3] {
+        for trial in 0..20 {
+            let h0 = 0.05;
+            let lower = [
+                DVec3::new(0., 0., 0.),
+                DVec3::new(1., 0., 0.),
+                DVec3::new(0., 1., 0.),
+            ];
+            let shift = DVec3::new(0.2, 0.1, 0.0);
+            let upper = lower.map(|p| p + shift);
+            let z = |h: f64| DVec3::new(0., 0., h);
+            let start = [lower, upper.map(|p| p + z(h0))];
+            let end = [lower, upper.map(|p| p + z(0.5 * xi as f64))];
+            let offset = if trial == 0 { 0.0 } else { 3.0 };
+            let f = placement(&mut rng, offset);
+            let s = start.map(|t| t.map(&f));
+            let e = end.map(|t| t.map(&f));
+            let toi = triangles_toi(&s, &e, xi);
+            // Exact time at which the planes are ξ apart.
+            let t_reach = (h0 - xi as f64) / (h0 - 0.5 * xi as f64);
+            let t =
+                toi.unwrap_or_else(|| panic!("ξ = {xi}, trial {trial}: no hit reported")) as f64;
+            assert!(
+                t < t_reach + 1e-4,
+                "ξ = {xi}: toi {t} after the ξ crossing {t_reach}"
+            );
+            assert!(
+                t > 0.8 * t_reach,
+                "ξ = {xi}: toi {t} far before the ξ crossing {t_reach}"
+            );
+            // At the reported time the f32 geometry is still more than ξ apart (vertex–face).
+            for i in 0..3 {
+                let p = f64v(s[1][i]) + (f64v(e[1][i]) - f64v(s[1][i])) * t;
+                let tri = s[0].map(f64v);
+                let d = pt_d2(p, tri[0], tri[1], tri[2]).sqrt();
+                assert!(d > xi as f64, "ξ = {xi}: distance {d} at the toi");
+            }
+        }
+    }
+}
+
+#[test]
+fn moving_apart_never_hits() {
+    let mut rng = Rng(13);
+    for xi in [1e-5f32, 1e-4, 1e-3] {
+        for trial in 0..20 {
+            // Parallel triangles 10ξ apart (outside ξ plus the slack) separating along the
+            // normal: every vertex–face and edge–edge distance grows.
+            let lower = [
+                DVec3::new(0., 0., 0.),
+                DVec3::new(1., 0., 0.),
+                DVec3::new(0., 1., 0.),
+            ];
+            let upper = lower.map(|p| p + DVec3::new(0.2, 0.1, 0.0));
+            let h0 = 10.0 * xi as f64;
+            let h1 = h0 + rng.range(1e-6, 0.5);
+            let start = [lower, upper.map(|p| p + DVec3::new(0., 0., h0))];
+            let end = [lower, upper.map(|p| p + DVec3::new(0., 0., h1))];
+            let offset = if trial == 0 { 0.0 } else { 3.0 };
+            let f = placement(&mut rng, offset);
+            let s = start.map(|t| t.map(&f));
+            let e = end.map(|t| t.map(&f));
+            assert_eq!(triangles_toi(&s, &e, xi), None, "ξ = {xi}, trial {trial}");
+            // Sliding sideways at the constant height 10ξ: clear too (the separating
+            // direction's step certifies the whole motion at once).
+            let lateral = DVec3::new(rng.range(-0.5, 0.5), rng.range(-0.5, 0.5), 0.0);
+            let end = [lower, upper.map(|p| p + DVec3::new(0., 0., h0) + lateral)];
+            let e = end.map(|t| t.map(&f));
+            for i in 0..3 {
+                let r = pt_ccd(
+                    &[s[1][i], s[0][0], s[0][1], s[0][2]],
+                    &[e[1][i], e[0][0], e[0][1], e[0][2]],
+                    xi,
+                );
+                let inside = |p: DVec3| p.x > 0.0 && p.y > 0.0 && p.x + p.y < 1.0;
+                let (p0, p1) = (upper[i], upper[i] + lateral);
+                if inside(p0) && inside(p1) {
+                    assert_eq!(r, None, "ξ = {xi}, trial {trial}: sliding vertex {i}");
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn start_inside_min_sep_is_t_zero() {
+    let (a, b, c) = (v(0., 0., 0.), v(1., 0., 0.), v(0., 1., 0.));
+    let xi = 1e-3;
+    for h in [0.0, 0.25 * xi, 0.5 * xi, 0.99 * xi] {
+        // Moving away, still Some(0): the start is inside ξ.
+        let p0 = v(0.2, 0.2, h);
+        let p1 = v(0.2, 0.2, 1.0);
+        assert_eq!(
+            pt_ccd(&[p0, a, b, c], &[p1, a, b, c], xi),
+            Some(0.0),
+            "h = {h}"
+        );
+        let r =
+            ccd::point_triangle_accd(&[p0, a, b, c], &[p1, a, b, c], xi, &AccdParams::default());
+        assert_eq!(r.stop, AccdStop::StartInside);
+        let e = [v(-1., 0.5, h), v(1., 0.5, h)];
+        let e1 = [v(-1., 0.5, 1.), v(1., 0.5, 1.)];
+        let f = [v(0.5, -1., 0.), v(0.5, 1., 0.)];
+        assert_eq!(
+            ee_ccd(&[e[0], e[1], f[0], f[1]], &[e1[0], e1[1], f[0], f[1]], xi),
+            Some(0.0)
+        );
+    }
+    // Touching at the start with ξ = 0.
+    let p = v(0.2, 0.2, 0.0);
+    assert_eq!(
+        pt_ccd(&[p, a, b, c], &[p + Vec3::Z, a, b, c], 0.0),
+        Some(0.0)
+    );
+    // Non-finite input: Some(0), never None.
+    let nan = v(f32::NAN, 0., 0.);
+    assert_eq!(pt_ccd(&[nan, a, b, c], &[p, a, b, c], xi), Some(0.0));
+    assert_eq!(
+        pt_ccd(&[v(f32::INFINITY, 0., 0.), a, b, c], &[p, a, b, c], xi),
+        Some(0.0)
+    );
+}
+
+#[test]
+fn touching_at_the_end_is_a_hit_even_with_zero_min_sep() {
+    let (a, b, c) = (v(0., 0., 0.), v(1., 0., 0.), v(0., 1., 0.));
+    for xi in [0.0, 1e-6, 1e-5] {
+        let r = pt_ccd(
+            &[v(0.2, 0.2, 1.0), a, b, c],
+            &[v(0.2, 0.2, 0.0), a, b, c],
+            xi,
+        );
+        assert!(matches!(r, Some(t) if t < 1.0), "ξ = {xi}: {r:?}");
+        // Passing through the face between the samples of any fixed grid.
+        let r = pt_ccd(
+            &[v(0.2, 0.2, 1.0), a, b, c],
+            &[v(0.2, 0.2, -1.0), a, b, c],
+            xi,
+        );
+        assert!(matches!(r, Some(t) if t <= 0.5), "ξ = {xi}: {r:?}");
+        let (e0, e1) = (
+            [v(-1., 0., 1.), v(1., 0., 1.)],
+            [v(-1., 0., 0.), v(1., 0., 0.)],
+        );
+        let f = [v(0., -1., 0.), v(0., 1., 0.)];
+        let r = ee_ccd(&[e0[0], e0[1], f[0], f[1]], &[e1[0], e1[1], f[0], f[1]], xi);
+        assert!(matches!(r, Some(t) if t < 1.0), "ξ = {xi}: {r:?}");
+    }
+}
+
+#[test]
+fn iteration_cap_and_eta_return_certified_times() {
+    // An edge sweeping across another at a clearance of 2.2e-5 while turning (sample query
+    // erleben-spike-wedge/edge-edge/data_0_0.csv#85): neither the rate bound nor a fixed
+    // separating direction certifies much per step, so it takes 472 steps at ξ = 1e-5.
+    let s = [
+        v(0.17815417, 0.2667762, 0.1661303),
+        v(0.0065332064, 1.263173, 0.3338131),
+        v(0.16666667, 0.33333334, -0.16666667),
+        v(0.16666667, 0.33333334, 0.5),
+    ];
+    let e = [
+        v(0.17945391, 0.2613519, 0.1664453),
+        v(0.0025020964, 1.2586427, 0.33369115),
+        v(0.16666667, 0.33333334, -0.16666667),
+        v(0.16666667, 0.33333334, 0.5),
+    ];
+    let xi = 1e-5;
+    let full = ccd::edge_edge_accd(
+        &s,
+        &e,
+        xi,
+        &AccdParams {
+            eta: 0.9,
+            max_iters: 100_000,
+        },
+    );
+    assert_eq!(full.toi, None, "{full:?}");
+    assert!(full.iterations > ccd::DEFAULT_MAX_ITERS, "{full:?}");
+    let (s64, e64) = (s.map(f64v), e.map(f64v));
+    for max_iters in [0, 1, 3, 10, ccd::DEFAULT_MAX_ITERS] {
+        let r = ccd::edge_edge_accd(
+            &s,
+            &e,
+            xi,
+            &AccdParams {
+                eta: 0.9,
+                max_iters,
+            },
+        );
+        assert_eq!(r.stop, AccdStop::IterationCap, "{r:?}");
+        assert_eq!(r.iterations, max_iters);
+        let t = r.toi.unwrap();
+        assert!(
+            (0.0..1.0).contains(&t) && (max_iters == 0) == (t == 0.0),
+            "{r:?}"
+        );
+        for k in 0..=100 {
+            let tk = t as f64 * k as f64 / 100.0;
+            assert!(d2_64(true, &lerp4(&s64, &e64, tk)).sqrt() > xi as f64);
+        }
+    }
+    // η: any value in (0, 1] (others clamped) clears a slide over the face (the gap rule
+    // stops a pass-by that closes in to 10% of its start clearance) and hits a
+    // pass-through before it.
+    let (a, b, c) = (v(0., 0., 0.), v(1., 0., 0.), v(0., 1., 0.));
+    for eta in [1.0, 0.5, 0.1, f32::NAN, 2.0, -1.0] {
+        let params = AccdParams {
+            eta,
+            max_iters: 10_000,
+        };
+        let r = ccd::point_triangle_accd(
+            &[v(0.1, 0.1, 1e-3), a, b, c],
+            &[v(0.4, 0.35, 2e-3), a, b, c],
+            5e-4,
+            &params,
+        );
+        assert_eq!(r.toi, None, "η = {eta}: {r:?}");
+        let r = ccd::point_triangle_accd(
+            &[v(0.2, 0.2, 1.0), a, b, c],
+            &[v(0.2, 0.2, -1.0), a, b, c],
+            xi,
+            &params,
+        );
+        let t = r.toi.unwrap_or_else(|| panic!("η = {eta}: {r:?}"));
+        assert!(t < 0.5 && t > 0.0, "η = {eta}: {r:?}");
+    }
+}
+
+/// Random queries through a cloud of near misses: whenever a sample of the f32 inputs'
+/// trajectory comes within ξ, the CCD reports a hit, and it certifies what it returns.
+#[test]
+fn random_queries_are_conservative() {
+    let mut rng = Rng(17);
+    let xi = 1e-4f32;
+    let (mut hits, mut samples_within) = (0, 0);
+    for i in 0..6000 {
+        let ee = i % 2 == 1;
+        let mut x0: [DVec3; 4] = std::array::from_fn(|_| rng.vec(1.0));
+        let mut x1: [DVec3; 4] = std::array::from_fn(|k| x0[k] + rng.vec(0.3));
+        if i % 3 == 2 {
+            // Half-integer grid points: exact coincidences, parallel and coplanar
+            // primitives, zero-length edges, touching exactly at vertices.
+            let mut g = || rng.vec(2.0).round() * 0.5;
+            x0 = std::array::from_fn(|_| g());
+            x1 = std::array::from_fn(|_| g());
+        } else {
+            // Aim the first point (or edge) at the other primitive, to a random clearance.
+            let target = x1[2] * 0.4 + x1[3] * 0.3 + x1[1] * 0.3 - x1[0];
+            let miss = rng.vec(1.0).normalize() * rng.range(0.0, 3e-4);
+            let shift = target + miss;
+            x1[0] += shift;
+            if ee {
+                x1[1] += shift;
+            }
+        }
+        let (s, e) = (x0.map(f32v), x1.map(f32v));
+        let toi = if ee {
+            ee_ccd(&s, &e, xi)
+        } else {
+            pt_ccd(&s, &e, xi)
+        };
+        hits += toi.is_some() as usize;
+        let (s64, e64) = (s.map(f64v), e.map(f64v));
+        let t_end = toi.unwrap_or(1.0) as f64;
+        let mut within = false;
+        for k in 0..=400 {
+            let t = k as f64 / 400.0;
+            let d = d2_64(ee, &lerp4(&s64, &e64, t)).sqrt();
+            if d <= xi as f64 - 1e-12 {
+                within = true;
+                assert!(
+                    t > t_end || toi == Some(0.0),
+                    "query {i}: d({t}) = {d:e} ≤ ξ inside the certified [0, {t_end}]"
+                );
+            }
+        }
+        samples_within += within as usize;
+        assert!(
+            !within || toi.is_some(),
+            "query {i} (ee {ee}): missed a hit"
+        );
+    }
+    println!(
+        "random near-miss queries: 6000, {hits} hits, {samples_within} with a sample within ξ"
+    );
+    assert!(samples_within > 500);
+}
+
+#[test]
+fn min_sep_floor_is_four_ulps() {
+    assert_eq!(ccd::min_sep_floor(1.0), 4.0 * f32::EPSILON);
+    assert_eq!(ccd::min_sep_floor(1.5), 4.0 * f32::EPSILON);
+    assert_eq!(ccd::min_sep_floor(-5.5), 16.0 * f32::EPSILON);
+    assert_eq!(
+        ccd::min_sep_floor(0.0),
+        4.0 * f32::MIN_POSITIVE * f32::EPSILON
+    );
+    assert!(ccd::DEFAULT_MIN_SEP >= ccd::min_sep_floor(31.0));
 }
