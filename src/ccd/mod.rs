@@ -14,6 +14,26 @@
 //! * A motion-bound broad-phase filter: [`point_triangle_may_collide`],
 //!   [`edge_edge_may_collide`].
 //!
+//! ```
+//! use bevy_avbd::ccd::{self, AccdParams};
+//! use bevy_avbd::glam::Vec3;
+//!
+//! let (a, b, c) = (Vec3::ZERO, Vec3::X, Vec3::Y);
+//! // A point falling through a triangle: a certified time before it comes within ξ.
+//! let toi = ccd::point_triangle_ccd(
+//!     Vec3::new(0.2, 0.2, 1.0), a, b, c,
+//!     Vec3::new(0.2, 0.2, -1.0), a, b, c,
+//!     1e-4, &AccdParams::default(),
+//! );
+//! assert!(matches!(toi, Some(t) if t < 0.5));
+//! // A contact row at a certified configuration: d, the normal and ∇d.
+//! let closest = ccd::point_triangle_closest(Vec3::new(0.2, 0.2, 0.01), a, b, c);
+//! assert_eq!(closest.kind, ccd::PointTriangleDistanceType::PointFace);
+//! let d = closest.distance(); // 0.01
+//! let grad = closest.gradient(); // [∂d/∂p, ∂d/∂a, ∂d/∂b, ∂d/∂c]
+//! assert!((d - 0.01).abs() < 1e-6 && (grad[0] - Vec3::Z).length() < 1e-6);
+//! ```
+//!
 //! Everything is plain f32 arithmetic (`+ − × ÷`, `sqrt`, `min`/`max`, one bit
 //! decrement), with no allocation, no recursion and loops bounded by the iteration cap,
 //! so the same code ports to WGSL.
