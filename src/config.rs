@@ -71,6 +71,25 @@ pub struct SolverConfig {
     /// descent, `pipeline::coarse`): at most this many, 0 turns the coarse correction off.
     /// Default 64.
     pub coarse_nodes: u32,
+    /// Contact gap δ of deformable surfaces (m): contact rows hold surfaces at least this
+    /// far apart (the paper's surface separation; 1e-3 m in most of its scenes). Default
+    /// 1e-3.
+    pub contact_gap: f32,
+    /// Minimum separation ξ certified by the continuous collision detection (m): the
+    /// certified configuration keeps every pair of surfaces farther apart than this. It must
+    /// exceed a few ulps of the coordinates (`ccd::min_sep_floor`: 4e-6 m at 10 m from the
+    /// origin) and stay below δ. Default 1e-4 (δ/10).
+    pub contact_min_separation: f32,
+    /// Penalty of a contact row as a multiple of the largest `m/h²` of its deformable
+    /// vertices (the paper's and libuipc's mass-scaled stiffness). Default 1.
+    pub contact_stiffness: f32,
+    /// Decay Γ of an inactive contact row's weight per iteration. Default 0.9 (paper).
+    pub contact_decay: f32,
+    /// A contact row whose weight fell below this leaves the active set. Default 0.01
+    /// (paper).
+    pub contact_drop: f32,
+    /// Step scale η of the additive CCD. Default 0.9.
+    pub ccd_eta: f32,
 }
 
 impl Default for SolverConfig {
@@ -94,6 +113,12 @@ impl Default for SolverConfig {
             max_angular_speed: 100.0,
             conserve_momentum: true,
             coarse_nodes: 64,
+            contact_gap: 1e-3,
+            contact_min_separation: 1e-4,
+            contact_stiffness: 1.0,
+            contact_decay: 0.9,
+            contact_drop: 0.01,
+            ccd_eta: 0.9,
         }
     }
 }
@@ -119,6 +144,12 @@ impl SolverConfig {
         "gravity_y",
         "conserve_momentum",
         "coarse_nodes",
+        "contact_gap",
+        "contact_min_separation",
+        "contact_stiffness",
+        "contact_decay",
+        "contact_drop",
+        "ccd_eta",
     ];
 
     /// Sets a field by name (for command lines and config files). The result is validated
@@ -158,6 +189,12 @@ impl SolverConfig {
             "collision_margin" => self.collision_margin = v,
             "max_angular_speed" => self.max_angular_speed = v,
             "gravity_y" => self.gravity.y = v,
+            "contact_gap" => self.contact_gap = v,
+            "contact_min_separation" => self.contact_min_separation = v,
+            "contact_stiffness" => self.contact_stiffness = v,
+            "contact_decay" => self.contact_decay = v,
+            "contact_drop" => self.contact_drop = v,
+            "ccd_eta" => self.ccd_eta = v,
             "coarse_nodes" => {
                 if !(value >= 0.0 && value.fract() == 0.0 && value <= 4096.0) {
                     return Err(crate::PhysicsError::InvalidConfig {
@@ -278,6 +315,29 @@ impl SolverConfig {
                 field: "new_row_mass_ratio",
                 value: self.new_row_mass_ratio,
             });
+        }
+        for (field, v) in [
+            ("contact_gap", self.contact_gap),
+            ("contact_stiffness", self.contact_stiffness),
+        ] {
+            if !pos(v) {
+                return Err(E { field, value: v });
+            }
+        }
+        if !(pos(self.contact_min_separation) && self.contact_min_separation < self.contact_gap) {
+            return Err(E {
+                field: "contact_min_separation",
+                value: self.contact_min_separation,
+            });
+        }
+        for (field, v) in [
+            ("contact_decay", self.contact_decay),
+            ("contact_drop", self.contact_drop),
+            ("ccd_eta", self.ccd_eta),
+        ] {
+            if !(v.is_finite() && v > 0.0 && v <= 1.0) {
+                return Err(E { field, value: v });
+            }
         }
         if !(self.collision_margin.is_finite() && self.collision_margin >= 0.0) {
             return Err(E {

@@ -18,6 +18,7 @@
 use glam::{DMat3, DVec3, Mat3, UVec3, Vec3, Vec3A};
 use rayon::prelude::*;
 
+use super::surface_contact::{SurfaceContact, rows};
 use crate::config::SolverConfig;
 use crate::deformable::AttachmentSet;
 use crate::deformable::set::{DeformableSet, item};
@@ -374,6 +375,7 @@ impl CoarseLevel {
         cfg: &SolverConfig,
         set: &DeformableSet,
         att: &AttachmentSet,
+        contact: Option<&SurfaceContact>,
         x: &[Vec3A],
     ) {
         let max_nodes = cfg.coarse_nodes as usize;
@@ -406,7 +408,7 @@ impl CoarseLevel {
             .zip(&self.spaces)
             .enumerate()
             .for_each(|(b, (sys, space))| match space {
-                Some(space) => assemble(sys, space, set, att, x, b, inv_h),
+                Some(space) => assemble(sys, space, set, att, contact, x, b, inv_h),
                 None => sys.ok = false,
             });
     }
@@ -420,11 +422,13 @@ impl CoarseLevel {
         set: &DeformableSet,
         att: &AttachmentSet,
         attach_force: impl Fn(usize, Vec3) -> Vec3 + Sync,
+        contact_force: impl Fn(usize, &[Vec3A]) -> Vec3 + Sync,
+        clamp: impl Fn(usize, Vec3A) -> Vec3A + Sync,
         yd: &[Vec3A],
         d: &mut [Vec3A],
         x: &mut [Vec3A],
     ) {
-        self.residual(cfg, set, att, attach_force, yd, d, x);
+        self.residual(cfg, set, att, attach_force, contact_force, yd, d, x);
         let residual = &self.residual;
         let corrections: Vec<(usize, Vec<f64>)> = self
             .systems
@@ -478,8 +482,10 @@ impl CoarseLevel {
                             step[c] += w * delta[3 * node as usize + c];
                         }
                     }
-                    *dv += Vec3A::new(step[0] as f32, step[1] as f32, step[2] as f32);
-                    *xv = set.positions[start + local] + *dv;
+                    let v = start + local;
+                    let moved = *dv + Vec3A::new(step[0] as f32, step[1] as f32, step[2] as f32);
+                    *xv = clamp(v, set.positions[v] + moved);
+                    *dv = *xv - set.positions[v];
                 });
             self.rhs[b] = delta;
         }
@@ -495,6 +501,7 @@ impl CoarseLevel {
         set: &DeformableSet,
         att: &AttachmentSet,
         attach_force: impl Fn(usize, Vec3) -> Vec3 + Sync,
+        contact_force: impl Fn(usize, &[Vec3A]) -> Vec3 + Sync,
         yd: &[Vec3A],
         d: &[Vec3A],
         x: &[Vec3A],
@@ -549,6 +556,7 @@ impl CoarseLevel {
                 for &ai in att.of_vertex(v) {
                     f += attach_force(ai as usize, Vec3::from(x[v]));
                 }
+                f += contact_force(v, x);
                 *r = f.into();
             });
     }
@@ -563,19 +571,21 @@ const ASSEMBLY_CHUNK: usize = 1024;
 /// per element the terms that follow the deformation, `λ' G_p G_qᵀ` (G the weighted
 /// gradients of J) and the damping and bending terms. Elements are summed in fixed chunks
 /// in parallel, then the chunks in order.
+#[allow(clippy::too_many_arguments)]
 fn assemble(
     sys: &mut Dense,
     space: &CoarseSpace,
     set: &DeformableSet,
     att: &AttachmentSet,
+    contact: Option<&SurfaceContact>,
     x: &[Vec3A],
     b: usize,
     inv_h: f64,
 ) {
     // The exact second-order term of the tets first; where the body is deformed so far
     // that it makes the operator indefinite, the Gauss–Newton operator.
-    if !assemble_with(sys, space, set, att, x, b, inv_h, true) {
-        assemble_with(sys, space, set, att, x, b, inv_h, false);
+    if !assemble_with(sys, space, set, att, contact, x, b, inv_h, true) {
+        assemble_with(sys, space, set, att, contact, x, b, inv_h, false);
     }
 }
 
@@ -585,6 +595,7 @@ fn assemble_with(
     space: &CoarseSpace,
     set: &DeformableSet,
     att: &AttachmentSet,
+    contact: Option<&SurfaceContact>,
     x: &[Vec3A],
     b: usize,
     inv_h: f64,
@@ -630,6 +641,45 @@ fn assemble_with(
                         nodes[j] as usize,
                         &DMat3::from_diagonal(k * (weights[i] * weights[j])),
                     );
+                }
+            }
+        }
+    }
+    if let Some(contact) = contact {
+        // Contact rows: γμ w_k w_l n nᵀ between the row's points of this body (the other
+        // side held still), every ordered pair once, lower triangle only.
+        let body_range = set.vertex_range(b);
+        for v in body_range.clone() {
+            let (nv, wv) = (space.vertex_nodes[v - v0], space.vertex_weights[v - v0]);
+            for &ri in contact.rows_of_point(v) {
+                let r = &contact.rows[ri as usize];
+                let k = r
+                    .points
+                    .iter()
+                    .position(|&p| p == v as u32)
+                    .expect("row lists its points");
+                let nn = outer(r.normal.as_dvec3(), r.normal.as_dvec3())
+                    * (r.gamma as f64 * r.mu as f64 * r.weights[k] as f64);
+                for (l, &p) in r.points.iter().enumerate() {
+                    let p = p as usize;
+                    if p == rows::NO_POINT as usize || !body_range.contains(&p) {
+                        continue;
+                    }
+                    let (np, wp) = (space.vertex_nodes[p - v0], space.vertex_weights[p - v0]);
+                    let scale = r.weights[l] as f64;
+                    for i in 0..8 {
+                        for j in 0..8 {
+                            if nv[i] != NONE && np[j] != NONE && nv[i] >= np[j] {
+                                add_lower(
+                                    &mut sys.a,
+                                    n,
+                                    nv[i] as usize,
+                                    np[j] as usize,
+                                    &(nn * (scale * wv[i] * wp[j])),
+                                );
+                            }
+                        }
+                    }
                 }
             }
         }

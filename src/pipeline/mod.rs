@@ -36,6 +36,7 @@ pub mod dual;
 pub mod integration;
 pub mod manifold;
 pub mod primal;
+pub mod surface_contact;
 pub mod vbd;
 pub mod warm_start;
 
@@ -86,6 +87,9 @@ pub fn iterate(
             dual::update(cfg, bodies, joints, s, pass);
             if !attachments.is_empty() {
                 attachments::update(cfg, bodies, &s.vertices.x, &s.iterate, attachments);
+            }
+            if !deformables.is_empty() {
+                vbd::contact_iteration(cfg, deformables, bodies, &s.iterate, &mut s.vertices);
             }
         }
     });

@@ -8,6 +8,8 @@
 use glam::Vec3;
 use rayon::prelude::*;
 
+use super::surface_contact::SurfaceContact;
+use super::surface_contact::geometry::Pose;
 use super::{attachments, manifold};
 use crate::deformable::AttachmentSet;
 
@@ -31,6 +33,11 @@ pub fn sweep(
     attachments: &AttachmentSet,
     s: &mut SolverData,
 ) {
+    let contact_on = s.vertices.contact_on;
+    if contact_on {
+        let v = &mut s.vertices;
+        v.contact.iterate_poses(bodies, &s.iterate, &mut v.poses);
+    }
     for c in 0..s.colors.count() {
         let group = s.colors.group(c);
         let mut scratch = std::mem::take(&mut s.scratch);
@@ -46,6 +53,8 @@ pub fn sweep(
                 adjacency: &s.adjacency,
                 attachments,
                 vertices: &s.vertices.x,
+                contact: contact_on.then_some(&s.vertices.contact),
+                poses: &s.vertices.poses,
             };
             if group.len() <= CHUNK {
                 scratch.extend(group.iter().map(|&i| ctx.solve_body(i as usize)));
@@ -76,6 +85,10 @@ pub(crate) struct Ctx<'a> {
     /// Links of this step's bodies to deformable vertices, and the vertices' iterate.
     pub attachments: &'a AttachmentSet,
     pub vertices: &'a [glam::Vec3A],
+    /// Surface contact of deformables (rows on this body's surface points), and the rigid
+    /// bodies' poses at the iterate.
+    pub contact: Option<&'a SurfaceContact>,
+    pub poses: &'a [Pose],
 }
 
 impl Ctx<'_> {
@@ -159,6 +172,16 @@ impl Ctx<'_> {
             j += len;
         }
         sums.add_to(&mut f, &mut hm);
+        if let Some(contact) = self.contact {
+            contact.add_body_terms(
+                self.cfg,
+                i,
+                self.vertices,
+                self.poses,
+                &mut f,
+                &mut hm,
+            );
+        }
         let attached = self.attachments.of_body(i);
         if !attached.is_empty() {
             let pose = it.pose(&self.bodies.poses[i]);

@@ -11,6 +11,8 @@ use glam::{DMat3, DVec3, Mat3, Vec3, Vec3A};
 use rayon::prelude::*;
 
 use super::IterateRecord;
+use super::surface_contact::SurfaceContact;
+use super::surface_contact::geometry::Pose;
 use crate::config::SolverConfig;
 use crate::deformable::AttachmentSet;
 use crate::deformable::elastic::Block;
@@ -39,6 +41,12 @@ pub struct VertexState {
     scratch: Vec<Vec3A>,
     /// The two-level step's coarse spaces and operators.
     pub coarse: super::coarse::CoarseLevel,
+    /// Penetration-free contact of the deformables' surfaces.
+    pub contact: SurfaceContact,
+    /// Whether contact runs this frame (some deformable has a surface).
+    pub contact_on: bool,
+    /// Scratch: the rigid bodies' poses at the iterate.
+    pub poses: Vec<Pose>,
 }
 
 /// Inertial targets, the initial guess, and the targets of pinned vertices.
@@ -46,12 +54,7 @@ pub struct VertexState {
 /// The guess is VBD's adaptive initialisation: `xᵗ + h v + h² g ã` with
 /// `ã = clamp(a·ĝ/|g|, 0, 1)` from the last step's acceleration, so a resting vertex does
 /// not start inside its support (the rigid bodies use the same rule).
-pub fn begin_step(
-    cfg: &SolverConfig,
-    set: &DeformableSet,
-    att: &AttachmentSet,
-    s: &mut VertexState,
-) {
+pub fn begin_step(cfg: &SolverConfig, set: &DeformableSet, s: &mut VertexState) {
     let n = set.vertex_count();
     let h = cfg.dt;
     let g = Vec3A::from(cfg.gravity);
@@ -87,8 +90,27 @@ pub fn begin_step(
             }
             *x = p + *d;
         });
+}
+
+/// The frame's contact set-up (cages, candidates, the active set at xᵗ; the initial guess
+/// clamped into the cages) and the coarse operators, which take the contact rows.
+pub fn begin_contact_and_coarse(
+    cfg: &SolverConfig,
+    set: &DeformableSet,
+    att: &AttachmentSet,
+    bodies: &BodySet,
+    iterate: &[IterateRecord],
+    s: &mut VertexState,
+) {
+    s.contact_on = SurfaceContact::active(set);
+    if s.contact_on {
+        let mut contact = std::mem::take(&mut s.contact);
+        contact.begin_frame(cfg, set, bodies, att, iterate, s);
+        s.contact = contact;
+    }
     if cfg.coarse_nodes > 0 {
-        s.coarse.prepare(cfg, set, att, &s.x);
+        let contact = s.contact_on.then_some(&s.contact);
+        s.coarse.prepare(cfg, set, att, contact, &s.x);
     }
 }
 
@@ -110,8 +132,72 @@ pub fn coarse_correction(
         let pose = iterate[b].pose(&bodies.poses[b]);
         -rec.force(rec.error(x, &pose), cfg.alpha)
     };
-    s.coarse
-        .correct(cfg, set, attachments, force, &s.yd, &mut s.d, &mut s.x);
+    if s.contact_on {
+        s.contact.iterate_poses(bodies, iterate, &mut s.poses);
+    }
+    let VertexState {
+        coarse,
+        contact,
+        contact_on,
+        poses,
+        yd,
+        d,
+        x,
+        ..
+    } = s;
+    let on = *contact_on;
+    let contact_force = |v: usize, xs: &[Vec3A]| {
+        if on {
+            contact.vertex_terms(cfg, v, xs, poses).f
+        } else {
+            Vec3::ZERO
+        }
+    };
+    let clamp = |v: usize, p: Vec3A| {
+        if on && v < contact.cage.len() {
+            let (lo, hi) = contact.cage[v];
+            p.clamp(lo, hi)
+        } else {
+            p
+        }
+    };
+    coarse.correct(cfg, set, attachments, force, contact_force, clamp, yd, d, x);
+}
+
+/// After the dual updates of an iteration: the contact rows' dual update, then the advance
+/// of the certified configuration and the growth of the active set (`surface_contact`).
+pub fn contact_iteration(
+    cfg: &SolverConfig,
+    set: &DeformableSet,
+    bodies: &BodySet,
+    iterate: &[IterateRecord],
+    s: &mut VertexState,
+) {
+    if !s.contact_on {
+        return;
+    }
+    let mut contact = std::mem::take(&mut s.contact);
+    let mut poses = std::mem::take(&mut s.poses);
+    contact.iterate_poses(bodies, iterate, &mut poses);
+    contact.dual_update(cfg, set, bodies.len(), &s.x, &poses);
+    contact.advance(cfg, set, bodies, iterate, s, &mut poses);
+    s.contact = contact;
+    s.poses = poses;
+}
+
+/// Before the integration stages: the certified configuration becomes the step's result.
+pub fn end_contact(
+    set: &DeformableSet,
+    bodies: &BodySet,
+    iterate: &mut [IterateRecord],
+    s: &mut VertexState,
+) {
+    if !s.contact_on {
+        return;
+    }
+    let mut contact = std::mem::take(&mut s.contact);
+    contact.end_frame(set, bodies, iterate, s);
+    s.contact = contact;
 }
 
 /// One sweep over the vertex colours.
@@ -124,6 +210,9 @@ pub fn sweep(
     s: &mut VertexState,
 ) {
     let colors = &set.colors;
+    if s.contact_on {
+        s.contact.iterate_poses(bodies, iterate, &mut s.poses);
+    }
     for c in 0..colors.count() {
         let group = colors.group(c);
         let mut scratch = std::mem::take(&mut s.scratch);
@@ -137,6 +226,8 @@ pub fn sweep(
                 x: &s.x,
                 d: &s.d,
                 yd: &s.yd,
+                contact: s.contact_on.then_some(&s.contact),
+                poses: &s.poses,
             };
             group
                 .par_iter()
@@ -274,6 +365,8 @@ struct Ctx<'a> {
     x: &'a [Vec3A],
     d: &'a [Vec3A],
     yd: &'a [Vec3A],
+    contact: Option<&'a SurfaceContact>,
+    poses: &'a [Pose],
 }
 
 impl Ctx<'_> {
@@ -323,10 +416,20 @@ impl Ctx<'_> {
             acc.f -= rec.force(c, self.cfg.alpha);
             acc.h += Mat3::from_diagonal(rec.k());
         }
+        if let Some(contact) = self.contact {
+            acc.add(contact.vertex_terms(self.cfg, v, self.x, self.poses));
+        }
         let det = acc.h.determinant();
         if !(det.is_finite() && det > 0.0) {
             return d; // not SPD or not finite: keep the iterate; the end-of-step guard reports it
         }
-        d + Vec3A::from(acc.h.inverse() * acc.f)
+        let mut next = d + Vec3A::from(acc.h.inverse() * acc.f);
+        if let Some(contact) = self.contact {
+            // Inside the vertex's cage: the broad phase's candidates stay complete.
+            let (lo, hi) = contact.cage[v];
+            let p = self.set.positions[v];
+            next = (p + next).clamp(lo, hi) - p;
+        }
+        next
     }
 }

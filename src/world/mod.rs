@@ -204,7 +204,17 @@ impl PhysicsWorld {
         } else {
             warm_start::contacts(cfg, &self.bodies, s);
             integration::begin_step(cfg, &self.bodies, s);
-            vbd::begin_step(cfg, &self.deformables, &self.attachments, &mut s.vertices);
+            vbd::begin_step(cfg, &self.deformables, &mut s.vertices);
+            if !self.deformables.is_empty() {
+                vbd::begin_contact_and_coarse(
+                    cfg,
+                    &self.deformables,
+                    &self.attachments,
+                    &self.bodies,
+                    &s.iterate,
+                    &mut s.vertices,
+                );
+            }
             coloring::build(&self.bodies, &self.joints, s);
             crate::pipeline::iterate(
                 cfg,
@@ -213,6 +223,12 @@ impl PhysicsWorld {
                 &self.deformables,
                 &mut self.attachments,
                 s,
+            );
+            vbd::end_contact(
+                &self.deformables,
+                &self.bodies,
+                &mut s.iterate,
+                &mut s.vertices,
             );
             integration::end_step(cfg, &mut self.bodies, s, &mut report);
             vbd::end_step(

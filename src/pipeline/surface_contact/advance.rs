@@ -1,0 +1,217 @@
+//! The advance after each iteration: CCD of every candidate pair from X to the iterate x̂,
+//! the largest certified step α of each island, the active set's growth (Alg. 3 with the
+//! earliest-time-of-impact filter), X ← X + α(x̂ − X), and the rows linearised again at X.
+
+use glam::{Vec3, Vec3A};
+use rayon::prelude::*;
+
+use super::broad_phase::new_row;
+use super::geometry::{self, Pose};
+use super::rows::{NO_POINT, Pair, PairKind};
+use super::{SurfaceContact, object};
+use crate::ccd::{
+    AccdParams, AccdStop, DEFAULT_MAX_ITERS, edge_edge_accd, edge_edge_distance_lower_bound,
+    point_triangle_accd, point_triangle_distance_lower_bound,
+};
+use crate::config::SolverConfig;
+use crate::deformable::DeformableSet;
+use crate::pipeline::IterateRecord;
+use crate::pipeline::vbd::VertexState;
+use crate::rigid::BodySet;
+
+/// Candidate pairs per parallel CCD job.
+const CHUNK: usize = 64;
+
+impl SurfaceContact {
+    /// Time of impact of `pair` on the path X → x̂ (1: clear on the whole path).
+    fn toi(&self, cfg: &SolverConfig, pair: &Pair, x: &[Vec3A], poses: &[Pose]) -> f32 {
+        let pts = self.points_of(pair);
+        let xi = cfg.contact_min_separation;
+        if pair.kind == PairKind::PointPlane {
+            // The plane holds still during the step (half-spaces of static or kinematic
+            // bodies; see the module docs).
+            let (n, at) = self.plane(pair.b);
+            let d0 = n.dot(Vec3::from(self.certified_at(pts[0])) - at);
+            let d1 = n.dot(Vec3::from(self.iterate_at(pts[0], x, poses)) - at);
+            // Closer than ξ at the start: certified against half the start distance.
+            let xi = if d0 > xi { xi } else { 0.5 * d0 };
+            let clear_at_start = d0 > xi && xi > 0.0; // false for NaN too
+            if !clear_at_start {
+                return 0.0;
+            }
+            if d1 > xi {
+                return 1.0;
+            }
+            // Linear in t; shrunk by a relative margin for the rounding of the quotient.
+            return ((d0 - xi) / (d0 - d1) * (1.0 - 1e-5)).clamp(0.0, 1.0);
+        }
+        let start = pts.map(|p| Vec3::from(self.certified_at(p)));
+        let end = pts.map(|p| Vec3::from(self.iterate_at(p, x, poses)));
+        let params = AccdParams {
+            eta: cfg.ccd_eta,
+            max_iters: DEFAULT_MAX_ITERS,
+        };
+        let run = |sep: f32| match pair.kind {
+            PairKind::PointTriangle => point_triangle_accd(&start, &end, sep, &params),
+            _ => edge_edge_accd(&start, &end, sep, &params),
+        };
+        let r = run(xi);
+        if r.stop == AccdStop::StartInside {
+            // A pair that starts closer than ξ (added close, or pressed there by a budget
+            // that ran out) would hold its island still for ever: it is certified against
+            // half its start distance instead, so it can separate, and never touch.
+            let d0 = match pair.kind {
+                PairKind::PointTriangle => {
+                    point_triangle_distance_lower_bound(start[0], start[1], start[2], start[3])
+                }
+                _ => edge_edge_distance_lower_bound(start[0], start[1], start[2], start[3]),
+            };
+            if d0 > 0.0 {
+                return run(0.5 * d0).toi.unwrap_or(1.0);
+            }
+        }
+        r.toi.unwrap_or(1.0)
+    }
+
+    /// One advance; returns whether any rigid body left its cage (then the broad phase ran
+    /// again first).
+    pub fn advance(
+        &mut self,
+        cfg: &SolverConfig,
+        set: &DeformableSet,
+        bodies: &BodySet,
+        iterate: &[IterateRecord],
+        vs: &mut VertexState,
+        poses: &mut Vec<Pose>,
+    ) {
+        self.iterate_poses(bodies, iterate, poses);
+        if self.rigid_escaped(bodies, poses) {
+            self.stats.rebuilds += 1;
+            self.build_candidates(cfg, set, bodies, iterate, vs);
+        }
+        let x = &vs.x;
+        let tois: Vec<f32> = self
+            .candidates
+            .par_iter()
+            .with_min_len(CHUNK)
+            .map(|pair| self.toi(cfg, pair, x, poses))
+            .collect();
+        // The step of each island: the earliest impact of its pairs.
+        let objects = self.island_of.len();
+        let mut alpha = vec![1.0f32; objects];
+        let g = &self.geometry;
+        let island_of_pair = |pair: &Pair| -> usize {
+            let pts = self.points_of(pair);
+            let soft = pts.iter().find(|&&p| p != NO_POINT && p < g.soft_points);
+            let p = *soft.unwrap_or(&pts[0]);
+            self.island_of[self.object_of_point(set, p)] as usize
+        };
+        for (pair, &t) in self.candidates.iter().zip(&tois) {
+            if t < 1.0 {
+                let i = island_of_pair(pair);
+                alpha[i] = alpha[i].min(t);
+            }
+        }
+        // Growth: new pairs that are the earliest impact of one of their points.
+        let mut earliest = vec![1.0f32; g.point_count()];
+        for (pair, &t) in self.candidates.iter().zip(&tois) {
+            if t < 1.0 && !self.row_of.contains_key(pair) {
+                for &p in self.points_of(pair).iter().filter(|&&p| p != NO_POINT) {
+                    earliest[p as usize] = earliest[p as usize].min(t);
+                }
+            }
+        }
+        let mut added = false;
+        for (pair, &t) in self.candidates.iter().zip(&tois) {
+            if t < 1.0
+                && !self.row_of.contains_key(pair)
+                && self
+                    .points_of(pair)
+                    .iter()
+                    .any(|&p| p != NO_POINT && earliest[p as usize] == t)
+            {
+                let row = new_row(cfg, set, self, *pair);
+                self.row_of.insert(*pair, self.rows.len() as u32);
+                self.rows.push(row);
+                added = true;
+            }
+        }
+        // X moves α of the way to x̂, island by island.
+        for b in 0..set.len() {
+            let a = alpha[self.island_of[b] as usize];
+            if a <= 0.0 {
+                continue;
+            }
+            for v in set.vertex_range(b) {
+                let to = vs.x[v];
+                let from = self.certified[v];
+                self.certified[v] = if a >= 1.0 { to } else { from + (to - from) * a };
+            }
+        }
+        for i in 0..bodies.len() {
+            if !geometry::moves(bodies, i) {
+                continue;
+            }
+            let a = alpha[self.island_of[object(set, geometry::Owner::Rigid(i as u32))] as usize];
+            self.certified_pose[i] = if a >= 1.0 {
+                poses[i]
+            } else {
+                self.certified_pose[i].lerp(&poses[i], a)
+            };
+        }
+        for (i, b) in self.beta.iter_mut().enumerate() {
+            if self.island_of[i] as usize == i {
+                *b *= 1.0 - alpha[i];
+            }
+        }
+        self.linearise_rows();
+        if added {
+            self.index_rows(set, bodies.len());
+        }
+        self.stats.rows = self.rows.len();
+    }
+
+    /// Whether a moving rigid body that takes part left the cage of one of its points.
+    fn rigid_escaped(&self, bodies: &BodySet, poses: &[Pose]) -> bool {
+        let g = &self.geometry;
+        g.rigid_bodies.iter().any(|(b, range)| {
+            geometry::moves(bodies, *b as usize)
+                && self.coupled[*b as usize]
+                && range.clone().any(|p| {
+                    let (_, r) = g.rigid_points[(p - g.soft_points) as usize];
+                    let x = poses[*b as usize].apply(r);
+                    let (lo, hi) = self.cage[p as usize];
+                    !(x.cmpge(lo).all() && x.cmple(hi).all())
+                })
+        })
+    }
+
+    /// The end of the frame: the deformables' iterate becomes X, and the coupled rigid
+    /// bodies' iterate their certified pose, so that the integration stages write the
+    /// certified state. Also the frame's lost motion.
+    pub fn end_frame(
+        &mut self,
+        set: &DeformableSet,
+        bodies: &BodySet,
+        iterate: &mut [IterateRecord],
+        vs: &mut VertexState,
+    ) {
+        for v in 0..set.vertex_count() {
+            vs.x[v] = self.certified[v];
+            vs.d[v] = self.certified[v] - set.positions[v];
+        }
+        for i in 0..bodies.len() {
+            if self.coupled[i] && geometry::moves(bodies, i) {
+                let start = bodies.poses[i];
+                let c = self.certified_pose[i];
+                iterate[i] = IterateRecord::new(c.p - start.p(), c.q, start.q());
+            }
+        }
+        // β of each island (its root holds it): the share of the frame's motion it lost.
+        self.stats.lost_motion = (0..self.beta.len())
+            .filter(|&i| self.island_of[i] as usize == i)
+            .map(|i| self.beta[i])
+            .fold(0.0f32, f32::max);
+        self.stats.rows = self.rows.len();
+    }
+}

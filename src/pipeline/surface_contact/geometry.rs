@@ -1,0 +1,179 @@
+//! What surface contact sees of the world: points, triangles and edges of every deformable
+//! surface and every rigid collider's tessellation, and half-spaces.
+//!
+//! Points have one index space, stable while the bodies do not change: a deformable's
+//! vertex `v` is point `v`; the rigid points follow, body after body. A rigid point is a
+//! fixed point of its body's frame (relative to the centre of mass), so where it is at any
+//! pose is `p + R r`.
+
+use glam::{Quat, Vec3, Vec3A};
+use parry3d::shape::TypedShape;
+
+use crate::deformable::DeformableSet;
+use crate::rigid::{BodyKind, BodySet};
+
+/// Which object a primitive belongs to: deformable body `i`, or rigid body (solver index).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Owner {
+    Soft(u32),
+    Rigid(u32),
+}
+
+/// A rigid body's surface in its own frame.
+#[derive(Clone, Debug, Default)]
+pub struct RigidSurface {
+    pub body: u32,
+    /// Points relative to the centre of mass.
+    pub points: Vec<Vec3>,
+    pub triangles: Vec<[u32; 3]>,
+    pub edges: Vec<[u32; 2]>,
+    /// Half-spaces: outward normal and a point of the plane, in the body frame.
+    pub planes: Vec<(Vec3, Vec3)>,
+}
+
+/// The surfaces of one frame's bodies.
+#[derive(Default)]
+pub struct Geometry {
+    /// The deformable vertex count (rigid points start there).
+    pub soft_points: u32,
+    /// Per rigid point: its body and body-frame position.
+    pub rigid_points: Vec<(u32, Vec3)>,
+    /// Triangles and edges as point indices, with their owner.
+    pub triangles: Vec<([u32; 3], Owner)>,
+    pub edges: Vec<([u32; 2], Owner)>,
+    /// Surface points of deformables (those in a surface triangle), once each.
+    pub surface_points: Vec<u32>,
+    /// Rigid half-spaces: body, body-frame normal and point.
+    pub planes: Vec<(u32, Vec3, Vec3)>,
+    /// Rigid bodies that have a surface, with the range of their points.
+    pub rigid_bodies: Vec<(u32, std::ops::Range<u32>)>,
+}
+
+/// Ball and capsule tessellation for contact: finer than the export's, so that a vertex
+/// resting on a ball sits within a tenth of a millimetre of the true sphere of 10 cm.
+const CURVED_SUBDIVISIONS: (u32, u32) = (32, 16);
+
+/// The surface of body `i`'s collider in its frame, or `None` if it has none.
+pub fn rigid_surface(bodies: &BodySet, i: usize) -> Option<RigidSurface> {
+    let collider = bodies.colliders[i].as_ref()?;
+    let offset = bodies.shape_offsets[i];
+    let mut s = RigidSurface {
+        body: i as u32,
+        ..Default::default()
+    };
+    let push = |v: Vec<Vec3>, t: Vec<[u32; 3]>, s: &mut RigidSurface| {
+        let base = s.points.len() as u32;
+        s.points.extend(v.into_iter().map(|p| p + offset));
+        let tris: Vec<[u32; 3]> = t.into_iter().map(|f| f.map(|k| k + base)).collect();
+        s.edges.extend(crate::deformable::mesh::edges_of(&tris));
+        s.triangles.extend(tris);
+    };
+    let shape = collider.shape.as_ref();
+    match shape.as_typed_shape() {
+        TypedShape::HalfSpace(h) => s.planes.push((h.normal, offset)),
+        TypedShape::Ball(b) => {
+            let (v, t) = b.to_trimesh(CURVED_SUBDIVISIONS.0, CURVED_SUBDIVISIONS.1);
+            push(v, t, &mut s);
+        }
+        TypedShape::Capsule(c) => {
+            let (v, t) = c.to_trimesh(CURVED_SUBDIVISIONS.0, CURVED_SUBDIVISIONS.1);
+            push(v, t, &mut s);
+        }
+        _ => {
+            let mut meshes = Vec::new();
+            crate::export::tessellate(shape, &mut meshes, (Vec3::ZERO, Quat::IDENTITY));
+            for (v, t) in meshes {
+                push(v, t, &mut s);
+            }
+        }
+    }
+    (!s.points.is_empty() || !s.planes.is_empty()).then_some(s)
+}
+
+impl Geometry {
+    /// Builds the surfaces of every deformable and every rigid collider.
+    pub fn build(set: &DeformableSet, bodies: &BodySet) -> Self {
+        let mut g = Geometry {
+            soft_points: set.vertex_count() as u32,
+            ..Default::default()
+        };
+        for (b, body) in set.bodies.iter().enumerate() {
+            let owner = Owner::Soft(b as u32);
+            let tr = body.surface_triangles.start as usize..body.surface_triangles.end as usize;
+            g.triangles
+                .extend(set.surface_triangles[tr].iter().map(|&t| (t, owner)));
+            let er = body.surface_edges.start as usize..body.surface_edges.end as usize;
+            g.edges
+                .extend(set.surface_edges[er].iter().map(|&e| (e, owner)));
+        }
+        let mut used = vec![false; set.vertex_count()];
+        for (t, _) in &g.triangles {
+            for &v in t {
+                used[v as usize] = true;
+            }
+        }
+        g.surface_points = (0..set.vertex_count() as u32)
+            .filter(|&v| used[v as usize])
+            .collect();
+        for i in 0..bodies.len() {
+            let Some(s) = rigid_surface(bodies, i) else {
+                continue;
+            };
+            let base = g.soft_points + g.rigid_points.len() as u32;
+            let owner = Owner::Rigid(i as u32);
+            g.rigid_points
+                .extend(s.points.iter().map(|&p| (i as u32, p)));
+            g.triangles
+                .extend(s.triangles.iter().map(|t| (t.map(|k| k + base), owner)));
+            g.edges
+                .extend(s.edges.iter().map(|e| (e.map(|k| k + base), owner)));
+            g.planes
+                .extend(s.planes.iter().map(|&(n, p)| (i as u32, n, p)));
+            g.rigid_bodies
+                .push((i as u32, base..base + s.points.len() as u32));
+        }
+        g
+    }
+
+    pub fn point_count(&self) -> usize {
+        self.soft_points as usize + self.rigid_points.len()
+    }
+
+    /// Owner of point `p`.
+    #[inline]
+    pub fn owner_of(&self, set: &DeformableSet, p: u32) -> Owner {
+        if p < self.soft_points {
+            Owner::Soft(set.owner[p as usize])
+        } else {
+            Owner::Rigid(self.rigid_points[(p - self.soft_points) as usize].0)
+        }
+    }
+}
+
+/// A rigid body pose as the contact stage uses it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Pose {
+    pub p: Vec3,
+    pub q: Quat,
+}
+
+impl Pose {
+    #[inline]
+    pub fn apply(&self, r: Vec3) -> Vec3A {
+        (self.p + self.q * r).into()
+    }
+
+    /// The pose a fraction `t` of the way to `to` (position linearly, rotation by slerp).
+    pub fn lerp(&self, to: &Pose, t: f32) -> Pose {
+        Pose {
+            p: self.p + (to.p - self.p) * t,
+            q: self.q.slerp(to.q, t).normalize(),
+        }
+    }
+}
+
+/// Whether rigid body `i` moves during the step (dynamic or kinematic, not frozen).
+#[inline]
+pub fn moves(bodies: &BodySet, i: usize) -> bool {
+    !bodies.frozen[i] && (bodies.is_solved(i) || bodies.kinds[i] == BodyKind::Kinematic)
+}

@@ -1,0 +1,135 @@
+//! Contact rows: one per active primitive pair, an augmented-Lagrangian row on the pair's
+//! distance linearised at the certified configuration X (Zheng, Luo, Li 2025, Eq. 10–14):
+//!
+//! ```text
+//! c(x̂) = d(X) + Σ_k w_k n·(x̂_k − X_k) − δ ≥ 0
+//! ```
+//!
+//! with n and w_k the closest-point direction and signed weights at X (`∂d/∂x_k = w_k n`),
+//! so the row is signed and orientation-correct even when the iterate x̂ penetrates. In
+//! AVBD units λ is a force (N) and the penalty μ a stiffness (N/m): the row's force on
+//! point k is `γ max(0, λ − μc) w_k n`, its Hessian `γ μ w_k² n nᵀ` (kept while the row is
+//! inactive, which is why inactive rows decay by Γ).
+
+use glam::{Vec3, Vec3A};
+
+use crate::ccd::{edge_edge_closest, point_triangle_closest};
+
+/// Unused point slot.
+pub const NO_POINT: u32 = u32::MAX;
+
+/// What a row's pair is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum PairKind {
+    /// A point against a triangle: `(point, triangle)`.
+    PointTriangle,
+    /// Two edges: `(edge, edge)`, the smaller index first.
+    EdgeEdge,
+    /// A point against a half-space: `(point, plane)`.
+    PointPlane,
+}
+
+/// A candidate or active primitive pair.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Pair {
+    pub kind: PairKind,
+    pub a: u32,
+    pub b: u32,
+}
+
+/// One contact row.
+#[derive(Clone, Copy, Debug)]
+pub struct Row {
+    pub pair: Pair,
+    /// The pair's points (`NO_POINT` unused), and their weights: `∂d/∂x_k = w_k n`.
+    pub points: [u32; 4],
+    pub weights: [f32; 4],
+    /// Unit direction from the second primitive to the first, at X.
+    pub normal: Vec3,
+    /// Distance at X.
+    pub dist: f32,
+    /// Multiplier (N), decay factor, penalty (N/m).
+    pub lambda: f32,
+    pub gamma: f32,
+    pub mu: f32,
+}
+
+impl Row {
+    pub fn new(pair: Pair, points: [u32; 4], mu: f32) -> Self {
+        Self {
+            pair,
+            points,
+            weights: [0.0; 4],
+            normal: Vec3::Y,
+            dist: 0.0,
+            lambda: 0.0,
+            gamma: 1.0,
+            mu,
+        }
+    }
+
+    /// Linearises the row at X (`at(k)`: point k's certified position; `plane`: the
+    /// world normal and point of a half-space row).
+    #[inline]
+    pub fn linearise(&mut self, at: impl Fn(u32) -> Vec3, plane: Option<(Vec3, Vec3)>) {
+        let x = |k: usize| at(self.points[k]);
+        let (diff, weights) = match self.pair.kind {
+            PairKind::PointTriangle => {
+                let c = point_triangle_closest(x(0), x(1), x(2), x(3));
+                (c.diff, c.weights)
+            }
+            PairKind::EdgeEdge => {
+                let c = edge_edge_closest(x(0), x(1), x(2), x(3));
+                (c.diff, c.weights)
+            }
+            PairKind::PointPlane => {
+                let (n, p) = plane.expect("a half-space row has a plane");
+                self.normal = n;
+                self.dist = n.dot(x(0) - p);
+                self.weights = [1.0, 0.0, 0.0, 0.0];
+                return;
+            }
+        };
+        let d = diff.length();
+        if d > 0.0 && d.is_finite() {
+            self.normal = diff / d;
+        }
+        // At d = 0 the normal of the last linearisation is kept (a pair that touches was
+        // linearised apart before: X is certified farther than ξ).
+        self.dist = d;
+        self.weights = weights;
+    }
+
+    /// The row's value at the iterate (`now(k)`) relative to X (`then(k)`), minus the gap δ.
+    #[inline]
+    pub fn value(&self, now: impl Fn(u32) -> Vec3A, then: impl Fn(u32) -> Vec3A, gap: f32) -> f32 {
+        let mut c = self.dist - gap;
+        for k in 0..4 {
+            let p = self.points[k];
+            if p != NO_POINT && self.weights[k] != 0.0 {
+                c += self.weights[k] * self.normal.dot(Vec3::from(now(p) - then(p)));
+            }
+        }
+        c
+    }
+
+    /// The row's force magnitude at value `c`: `γ max(0, λ − μc)`.
+    #[inline]
+    pub fn force(&self, c: f32) -> f32 {
+        self.gamma * (self.lambda - self.mu * c).max(0.0)
+    }
+
+    /// Dual update at value `c` (Alg. 2 lines 20–29 with the decay on the inactive
+    /// branch, as the paper's text, appendix and official code have it): an active row
+    /// (`c ≤ λ/μ`) takes `λ ← λ − μc`, `γ = 1`; an inactive one `λ = 0`, `γ ← Γγ`.
+    #[inline]
+    pub fn update(&mut self, c: f32, decay: f32, lambda_max: f32) {
+        if c - self.lambda / self.mu <= 0.0 {
+            self.lambda = (self.lambda - self.mu * c).min(lambda_max);
+            self.gamma = 1.0;
+        } else {
+            self.lambda = 0.0;
+            self.gamma *= decay;
+        }
+    }
+}
