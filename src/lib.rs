@@ -59,7 +59,7 @@ pub use deformable::{
 };
 pub use error::{AttachmentHandle, BodyHandle, DeformableHandle, JointHandle, PhysicsError};
 pub use gpu::Backend;
-pub use report::{StepReport, StepStats};
+pub use report::{StepReport, StepStats, SurfaceContactStats};
 pub use rigid::{BodyDesc, BodyKind, Collider, JointDesc, JointKind, Motor};
 pub use world::{BodyState, DeformableView, PhysicsWorld};
 

@@ -14,6 +14,25 @@ pub struct StepStats {
     pub max_penetration: f32,
     /// Colours of the deformable vertices (static: computed at load).
     pub vertex_colors: usize,
+    /// The deformables' surface contact.
+    pub surface_contact: SurfaceContactStats,
+}
+
+/// What the deformables' penetration-free contact did in the last step.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct SurfaceContactStats {
+    /// Candidate primitive pairs of the broad phase.
+    pub candidates: usize,
+    /// Rows of the active set at the end of the step.
+    pub rows: usize,
+    /// The largest lost motion β over the islands in contact: the share of the step's
+    /// motion the budget could not certify (0: nothing lost).
+    pub lost_motion: f32,
+    /// Times a coupled rigid body left its motion cage and the broad phase ran again.
+    pub rebuilds: usize,
+    /// Time in the broad phase (cages, BVH, islands) and in CCD and the advance (ms).
+    pub broad_phase_ms: f64,
+    pub ccd_ms: f64,
 }
 
 /// What happened in a step that the caller may need to act on.

@@ -299,6 +299,10 @@ impl PhysicsWorld {
             },
             max_penetration: self.collision.max_penetration,
             vertex_colors: self.deformables.colors.count(),
+            surface_contact: match self.solver.vertices.contact_on && !self.deformables.is_empty() {
+                true => self.solver.vertices.contact.stats(),
+                false => Default::default(),
+            },
         };
         if !report.broken.is_empty() {
             self.collision.joints_changed();

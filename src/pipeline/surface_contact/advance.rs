@@ -86,9 +86,12 @@ impl SurfaceContact {
     ) {
         self.iterate_poses(bodies, iterate, poses);
         if self.rigid_escaped(bodies, poses) {
+            let t0 = std::time::Instant::now();
             self.stats.rebuilds += 1;
             self.build_candidates(cfg, set, bodies, iterate, vs);
+            self.stats.broad_phase_ms += t0.elapsed().as_secs_f64() * 1e3;
         }
+        let t0 = std::time::Instant::now();
         let x = &vs.x;
         let tois: Vec<f32> = self
             .candidates
@@ -169,6 +172,7 @@ impl SurfaceContact {
             self.index_rows(set, bodies.len());
         }
         self.stats.rows = self.rows.len();
+        self.stats.ccd_ms += t0.elapsed().as_secs_f64() * 1e3;
     }
 
     /// Whether a moving rigid body that takes part left the cage of one of its points.

@@ -17,6 +17,7 @@ use parry3d::partitioning::{Bvh, BvhBuildStrategy, BvhWorkspace};
 use super::geometry::{self, Geometry, Owner, Pose};
 use super::rows::{NO_POINT, Pair, PairKind, Row};
 use super::{SurfaceContact, object};
+use crate::ccd::{edge_edge_distance_lower_bound, point_triangle_distance_lower_bound};
 use crate::config::SolverConfig;
 use crate::deformable::DeformableSet;
 use crate::graph::Forest;
@@ -83,7 +84,9 @@ impl SurfaceContact {
         self.certified_pose.clone_from(&self.start_pose);
         self.certified.clone_from(&set.positions);
         self.stats = Default::default();
+        let t0 = std::time::Instant::now();
         self.build_candidates(cfg, set, bodies, iterate, vs);
+        self.stats.broad_phase_ms += t0.elapsed().as_secs_f64() * 1e3;
         self.iterate_poses(bodies, iterate, &mut vs.poses);
         // The vertices' initial guess inside their cages.
         for v in 0..set.vertex_count() {
@@ -235,6 +238,10 @@ impl SurfaceContact {
         }
         candidates.sort_unstable();
         candidates.dedup();
+        // Boxes are loose around slanted primitives (a triangle's box covers its whole
+        // quad): keep only the pairs whose distance at X, less the farthest any of their
+        // points can go in its cage, is within ξ.
+        candidates.retain(|pair| self.may_meet(cfg, pair));
         self.candidates = candidates;
         self.stats.candidates = self.candidates.len();
         self.build_islands(set, bodies);
@@ -254,6 +261,33 @@ impl SurfaceContact {
             .collect();
         self.linearise_rows();
         self.index_rows(set, bodies.len());
+    }
+
+    /// Whether `pair` can come within ξ during the frame, its points staying in their
+    /// cages: each point of a primitive is a convex combination of its vertices, so the
+    /// distance falls by at most the two primitives' largest reach (distance from X to the
+    /// farthest corner of a cage).
+    fn may_meet(&self, cfg: &SolverConfig, pair: &Pair) -> bool {
+        if pair.kind == PairKind::PointPlane {
+            return true;
+        }
+        let pts = self.points_of(pair);
+        let x = pts.map(|p| Vec3::from(self.certified_at(p)));
+        let reach = |k: usize| {
+            let (lo, hi) = self.cage[pts[k] as usize];
+            let at = Vec3A::from(x[k]);
+            (hi - at).max(at - lo).length()
+        };
+        let (first, second) = match pair.kind {
+            PairKind::PointTriangle => (reach(0), reach(1).max(reach(2)).max(reach(3))),
+            _ => (reach(0).max(reach(1)), reach(2).max(reach(3))),
+        };
+        let lower = match pair.kind {
+            PairKind::PointTriangle => point_triangle_distance_lower_bound(x[0], x[1], x[2], x[3]),
+            _ => edge_edge_distance_lower_bound(x[0], x[1], x[2], x[3]),
+        };
+        // A relative margin for the rounding of the reaches and their sum.
+        lower - (first + second) * (1.0 + 1e-5) <= cfg.contact_min_separation
     }
 
     /// The candidate pair of two broad-phase leaves, if they make one.

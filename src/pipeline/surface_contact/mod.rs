@@ -35,6 +35,7 @@ use crate::config::SolverConfig;
 use crate::deformable::DeformableSet;
 use crate::deformable::elastic::Block;
 use crate::math::{Mat6, Vec6};
+use crate::report::SurfaceContactStats;
 use crate::rigid::BodySet;
 use geometry::{Geometry, Owner, Pose};
 use rows::{NO_POINT, Pair, Row};
@@ -70,20 +71,9 @@ pub struct SurfaceContact {
     /// Rows by point and by rigid body (CSR), rebuilt when the rows change.
     pub(crate) by_point: (Vec<u32>, Vec<u32>),
     pub(crate) by_body: (Vec<u32>, Vec<u32>),
-    pub(crate) stats: ContactStats,
+    pub(crate) stats: SurfaceContactStats,
     /// (deformable, rigid body) pairs linked by an attachment: they do not collide.
     pub(crate) linked: Vec<(u32, u32)>,
-}
-
-/// What the surface contact did in the last frame.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct ContactStats {
-    pub candidates: usize,
-    pub rows: usize,
-    /// The largest lost motion β over the islands in contact (0: nothing lost).
-    pub lost_motion: f32,
-    /// Times a rigid point left its cage and the broad phase was run again.
-    pub rebuilds: usize,
 }
 
 /// Objects: deformable `b` is object `b`, rigid body `i` object `deformables + i`.
@@ -366,7 +356,7 @@ impl SurfaceContact {
     }
 
     /// The frame's contact statistics.
-    pub fn stats(&self) -> ContactStats {
+    pub fn stats(&self) -> SurfaceContactStats {
         self.stats
     }
 
