@@ -18,6 +18,10 @@ pub struct SolidMaterial {
     /// Green strain, which is zero for rigid motions (translations and rotations of any
     /// size are not damped). 0 disables it; 1e-3–1e-2 damps the fast modes.
     pub damping: f32,
+    /// Static and dynamic friction coefficients of the surface (a pair takes the
+    /// geometric mean of its two sides', as rigid colliders do).
+    pub friction: f32,
+    pub dynamic_friction: f32,
 }
 
 impl Default for SolidMaterial {
@@ -28,6 +32,8 @@ impl Default for SolidMaterial {
             poisson: 0.3,
             density: 1000.0,
             damping: 0.0,
+            friction: 0.5,
+            dynamic_friction: 0.5,
         }
     }
 }
@@ -49,6 +55,9 @@ pub struct ClothMaterial {
     pub bending: Option<f32>,
     /// Damping time τ (s) of the membrane, as for [`SolidMaterial::damping`].
     pub damping: f32,
+    /// Static and dynamic friction coefficients, as for [`SolidMaterial::friction`].
+    pub friction: f32,
+    pub dynamic_friction: f32,
 }
 
 impl Default for ClothMaterial {
@@ -62,6 +71,8 @@ impl Default for ClothMaterial {
             density: 200.0,
             bending: None,
             damping: 0.0,
+            friction: 0.5,
+            dynamic_friction: 0.5,
         }
     }
 }
@@ -84,7 +95,8 @@ pub struct MaterialRecord {
     pub bending: f32,
     /// Density: kg/m³ for solids, kg/m² (area density) for cloth.
     pub density: f32,
-    pub pad: [f32; 2],
+    /// Static and dynamic friction coefficients of the surface.
+    pub friction: [f32; 2],
 }
 
 fn bad(field: &'static str, reason: impl Into<String>) -> PhysicsError {
@@ -118,17 +130,36 @@ fn damping_ok(tau: f32) -> Result<(), PhysicsError> {
     }
 }
 
+fn friction_ok(mu_s: f32, mu_d: f32) -> Result<(), PhysicsError> {
+    for (field, mu) in [("friction", mu_s), ("dynamic_friction", mu_d)] {
+        if !(mu.is_finite() && mu >= 0.0) {
+            return Err(bad(field, format!("must be finite and ≥ 0, got {mu}")));
+        }
+    }
+    Ok(())
+}
+
+/// What the element kernels and the contact rows read of a material.
+struct Moduli {
+    mu: f32,
+    lame_lambda: f32,
+    tau: f32,
+    bending: f32,
+    density: f32,
+    friction: [f32; 2],
+}
+
 /// Neo-Hookean moduli from shear modulus and Lamé λ.
-fn record(mu: f32, lame_lambda: f32, tau: f32, bending: f32, density: f32) -> MaterialRecord {
-    let lambda = lame_lambda + mu;
+fn record(m: Moduli) -> MaterialRecord {
+    let lambda = m.lame_lambda + m.mu;
     MaterialRecord {
-        mu,
+        mu: m.mu,
         lambda,
-        alpha: 1.0 + mu / lambda,
-        viscosity: tau * mu,
-        bending,
-        density,
-        pad: [0.0; 2],
+        alpha: 1.0 + m.mu / lambda,
+        viscosity: m.tau * m.mu,
+        bending: m.bending,
+        density: m.density,
+        friction: m.friction,
     }
 }
 
@@ -137,7 +168,8 @@ impl SolidMaterial {
         positive("youngs", self.youngs)?;
         poisson_ok(self.poisson)?;
         positive("density", self.density)?;
-        damping_ok(self.damping)
+        damping_ok(self.damping)?;
+        friction_ok(self.friction, self.dynamic_friction)
     }
 
     /// Lamé parameters (μ, λ) in Pa.
@@ -149,8 +181,15 @@ impl SolidMaterial {
     }
 
     pub fn record(&self) -> MaterialRecord {
-        let (mu, lambda) = self.lame();
-        record(mu, lambda, self.damping, 0.0, self.density)
+        let (mu, lame_lambda) = self.lame();
+        record(Moduli {
+            mu,
+            lame_lambda,
+            tau: self.damping,
+            bending: 0.0,
+            density: self.density,
+            friction: [self.friction, self.dynamic_friction],
+        })
     }
 }
 
@@ -165,7 +204,8 @@ impl ClothMaterial {
         {
             return Err(bad("bending", format!("must be finite and ≥ 0, got {d}")));
         }
-        damping_ok(self.damping)
+        damping_ok(self.damping)?;
+        friction_ok(self.friction, self.dynamic_friction)
     }
 
     /// The bending stiffness D used (N·m).
@@ -186,14 +226,15 @@ impl ClothMaterial {
     }
 
     pub fn record(&self) -> MaterialRecord {
-        let (mu, lambda) = self.membrane_lame();
-        record(
+        let (mu, lame_lambda) = self.membrane_lame();
+        record(Moduli {
             mu,
-            lambda,
-            self.damping,
-            self.bending_stiffness(),
-            self.density * self.thickness,
-        )
+            lame_lambda,
+            tau: self.damping,
+            bending: self.bending_stiffness(),
+            density: self.density * self.thickness,
+            friction: [self.friction, self.dynamic_friction],
+        })
     }
 }
 
@@ -235,5 +276,19 @@ mod tests {
         assert_eq!(bad(SolidMaterial { poisson: -1.0, ..d }), "poisson");
         assert_eq!(bad(SolidMaterial { density: -1.0, ..d }), "density");
         assert_eq!(bad(SolidMaterial { damping: -1.0, ..d }), "damping");
+        assert_eq!(
+            bad(SolidMaterial {
+                friction: -0.1,
+                ..d
+            }),
+            "friction"
+        );
+        assert_eq!(
+            bad(SolidMaterial {
+                dynamic_friction: f32::NAN,
+                ..d
+            }),
+            "dynamic_friction"
+        );
     }
 }

@@ -660,13 +660,22 @@ fn assemble_with(
                     .expect("row lists its points");
                 let nn = outer(r.normal.as_dvec3(), r.normal.as_dvec3())
                     * (r.gamma as f64 * r.mu as f64 * r.weights[k] as f64);
+                // Friction: the row's penalty over the frame-start tangent plane.
+                let t = r.lagged_normal.as_dvec3();
+                let friction = if r.has_friction() {
+                    r.gamma as f64 * r.mu as f64 * r.lagged_weights[k] as f64
+                } else {
+                    0.0
+                };
+                let tangent = (DMat3::IDENTITY - outer(t, t)) * friction;
                 for (l, &p) in r.points.iter().enumerate() {
                     let p = p as usize;
                     if p == rows::NO_POINT as usize || !body_range.contains(&p) {
                         continue;
                     }
                     let (np, wp) = (space.vertex_nodes[p - v0], space.vertex_weights[p - v0]);
-                    let scale = r.weights[l] as f64;
+                    let (scale, scale_t) = (r.weights[l] as f64, r.lagged_weights[l] as f64);
+                    let block = nn * scale + tangent * scale_t;
                     for i in 0..8 {
                         for j in 0..8 {
                             if nv[i] != NONE && np[j] != NONE && nv[i] >= np[j] {
@@ -675,7 +684,7 @@ fn assemble_with(
                                     n,
                                     nv[i] as usize,
                                     np[j] as usize,
-                                    &(nn * (scale * wv[i] * wp[j])),
+                                    &(block * (wv[i] * wp[j])),
                                 );
                             }
                         }

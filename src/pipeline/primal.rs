@@ -173,14 +173,7 @@ impl Ctx<'_> {
         }
         sums.add_to(&mut f, &mut hm);
         if let Some(contact) = self.contact {
-            contact.add_body_terms(
-                self.cfg,
-                i,
-                self.vertices,
-                self.poses,
-                &mut f,
-                &mut hm,
-            );
+            contact.add_body_terms(self.cfg, i, self.vertices, self.poses, &mut f, &mut hm);
         }
         let attached = self.attachments.of_body(i);
         if !attached.is_empty() {

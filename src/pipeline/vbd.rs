@@ -245,7 +245,8 @@ pub fn sweep(
 }
 
 /// Velocities `v = (x − xᵗ)/h` and the new positions; a body with a non-finite vertex keeps
-/// its start state, loses its velocity and is frozen (reported).
+/// its start state, loses its velocity and is frozen (reported). Then the momentum of every
+/// free group of bodies is restored ([`project_momentum`]).
 pub fn end_step(
     cfg: &SolverConfig,
     set: &mut DeformableSet,
@@ -255,6 +256,30 @@ pub fn end_step(
 ) {
     let inv_h = 1.0 / cfg.dt;
     let mut refreeze = false;
+    // Free groups: bodies that only touch each other (contact islands with no rigid body,
+    // half-space, pin or attachment), or a lone body when contact is off.
+    let groups: Vec<Vec<u32>> = if !cfg.conserve_momentum {
+        Vec::new()
+    } else if s.contact_on {
+        s.contact.free_groups(set)
+    } else {
+        (0..set.len() as u32).map(|b| vec![b]).collect()
+    };
+    let free = |b: usize| {
+        set.vertex_range(b)
+            .all(|v| set.flags[v] & PINNED == 0 && att.of_vertex(v).is_empty())
+    };
+    let groups: Vec<Vec<u32>> = groups
+        .into_iter()
+        .filter(|g| {
+            g.iter()
+                .all(|&b| !set.bodies[b as usize].frozen && free(b as usize))
+        })
+        .collect();
+    let targets: Vec<[DVec3; 2]> = groups
+        .iter()
+        .map(|g| momentum_target(cfg, set, s, g))
+        .collect();
     for b in 0..set.bodies.len() {
         if set.bodies[b].frozen {
             continue;
@@ -270,17 +295,15 @@ pub fn end_step(
             refreeze = true;
             continue;
         }
-        let isolated = cfg.conserve_momentum
-            && r.clone()
-                .all(|v| set.flags[v] & PINNED == 0 && att.of_vertex(v).is_empty());
-        let target = isolated.then(|| momentum_target(cfg, set, s, r.clone()));
-        for v in r.clone() {
+        for v in r {
             set.prev_velocities[v] = set.velocities[v];
             set.velocities[v] = s.d[v] * inv_h;
             set.positions[v] += s.d[v];
         }
-        if let Some(target) = target {
-            project_momentum(set, r, target);
+    }
+    for (g, target) in groups.iter().zip(targets) {
+        if g.iter().all(|&b| !set.bodies[b as usize].frozen) {
+            project_momentum(set, g, target);
         }
     }
     if refreeze {
@@ -289,20 +312,20 @@ pub fn end_step(
     }
 }
 
-/// The momentum an isolated body must end the step with, `[P*, L*]`: a converged
+/// The momentum a free group of bodies must end the step with, `[P*, L*]`: a converged
 /// implicit-Euler step changes it only by gravity, `m v = m(vᵗ + h g) + h f(x)`, and its
-/// internal forces sum to zero in force and in torque about the origin at the new
-/// positions x. Computed before the velocities are overwritten.
+/// internal and contact forces sum to zero in force and in torque about the origin at the
+/// new positions x. Computed before the velocities are overwritten.
 fn momentum_target(
     cfg: &SolverConfig,
     set: &DeformableSet,
     s: &VertexState,
-    r: std::ops::Range<usize>,
+    group: &[u32],
 ) -> [DVec3; 2] {
     let hg = (cfg.gravity * cfg.dt).as_dvec3();
     let mut p = DVec3::ZERO;
     let mut l = DVec3::ZERO;
-    for v in r {
+    for v in group.iter().flat_map(|&b| set.vertex_range(b as usize)) {
         let m = set.masses[v] as f64;
         let mv = (Vec3::from(set.velocities[v]).as_dvec3() + hg) * m;
         p += mv;
@@ -311,19 +334,17 @@ fn momentum_target(
     [p, l]
 }
 
-/// Momentum projection of an isolated deformable body, as for isolated rigid islands
+/// Momentum projection of a free group of deformable bodies, as for isolated rigid islands
 /// (`integration::IslandMomentum`): a fixed Gauss–Seidel budget stops before the internal
-/// forces are equal and opposite, so the body's momentum drifts by a little every step;
+/// and contact forces are equal and opposite, and the certified configuration stops short
+/// of the iterate by the lost motion, so the group's momentum drifts a little every step;
 /// the smallest rigid velocity correction `Δv = a + b × (x − c)` (kinetic-energy norm)
 /// restores `[P*, L*]`. Positions are not touched.
-fn project_momentum(
-    set: &mut DeformableSet,
-    r: std::ops::Range<usize>,
-    [p_target, l_target]: [DVec3; 2],
-) {
+fn project_momentum(set: &mut DeformableSet, group: &[u32], [p_target, l_target]: [DVec3; 2]) {
+    let vertices = || group.iter().flat_map(|&b| set.vertex_range(b as usize));
     let (mut mass, mut com) = (0.0f64, DVec3::ZERO);
     let (mut p, mut l) = (DVec3::ZERO, DVec3::ZERO);
-    for v in r.clone() {
+    for v in vertices() {
         let m = set.masses[v] as f64;
         let x = Vec3::from(set.positions[v]).as_dvec3();
         let mv = Vec3::from(set.velocities[v]).as_dvec3() * m;
@@ -334,7 +355,7 @@ fn project_momentum(
     }
     com /= mass;
     let mut inertia = DMat3::ZERO;
-    for v in r.clone() {
+    for v in vertices() {
         let m = set.masses[v] as f64;
         let q = Vec3::from(set.positions[v]).as_dvec3() - com;
         inertia += (DMat3::from_diagonal(DVec3::splat(q.length_squared()))
@@ -348,10 +369,14 @@ fn project_momentum(
     } else {
         DVec3::ZERO
     };
-    for v in r {
-        let q = Vec3::from(set.positions[v]).as_dvec3() - com;
-        let dv = a + b.cross(q);
-        set.velocities[v] += Vec3A::from(dv.as_vec3());
+    let dvs: Vec<(usize, Vec3A)> = vertices()
+        .map(|v| {
+            let q = Vec3::from(set.positions[v]).as_dvec3() - com;
+            (v, Vec3A::from((a + b.cross(q)).as_vec3()))
+        })
+        .collect();
+    for (v, dv) in dvs {
+        set.velocities[v] += dv;
     }
 }
 

@@ -10,16 +10,17 @@
 //! Touching counts as intersecting.
 //!
 //! The surfaces are every deformable's (tet boundaries, cloth), every rigid collider's
-//! tessellation (as in [`crate::export`]) and half-spaces. Pairs are counted when at least
+//! tessellation as the contact stage sees it (`surface_contact::geometry::rigid_surface`:
+//! the certified surfaces; a ball's is inscribed in it, 32×16) and half-spaces. Pairs are counted when at least
 //! one side is a deformable's (rigid–rigid contact is margin-based and not certified);
 //! triangles of the same deformable that share a vertex are neighbours, not contacts.
 
 use glam::{DVec3, Vec3};
 use parry3d::bounding_volume::Aabb;
 use parry3d::partitioning::{Bvh, BvhBuildStrategy, BvhWorkspace};
-use parry3d::shape::TypedShape;
 use robust::{Coord3D, orient3d};
 
+use crate::pipeline::surface_contact::geometry::rigid_surface;
 use crate::world::PhysicsWorld;
 
 #[inline]
@@ -251,27 +252,22 @@ pub fn check(world: &PhysicsWorld, radius: f64) -> IntersectionReport {
     });
     soft_points.dedup();
     let mut planes = Vec::new();
-    for (i, &h) in world.body_handles().iter().enumerate() {
-        let Some(shape) = world.collider_shape(h) else {
+    let bodies = &world.bodies;
+    for i in 0..bodies.len() {
+        let Some(surface) = rigid_surface(bodies, i) else {
             continue;
         };
-        let Ok(state) = world.body(h) else { continue };
-        let offset = world.collider_offset(h).unwrap_or(Vec3::ZERO);
-        let pose = (state.position + state.rotation * offset, state.rotation);
-        if let TypedShape::HalfSpace(hs) = shape.as_typed_shape() {
-            planes.push(((pose.1 * hs.normal).as_dvec3(), pose.0.as_dvec3()));
-            continue;
+        let pose = &bodies.poses[i];
+        let at = |r: Vec3| (pose.p() + pose.q() * r).as_dvec3();
+        for &(n, p) in &surface.planes {
+            planes.push(((pose.q() * n).as_dvec3(), at(p)));
         }
-        let mut meshes = Vec::new();
-        crate::export::tessellate(shape, &mut meshes, pose);
-        for (v, t) in meshes {
-            for f in t {
-                tris.push(Tri {
-                    x: f.map(|j| v[j as usize].as_dvec3()),
-                    soft: None,
-                    rigid: Some(i),
-                });
-            }
+        for f in &surface.triangles {
+            tris.push(Tri {
+                x: f.map(|j| at(surface.points[j as usize])),
+                soft: None,
+                rigid: Some(i),
+            });
         }
     }
     // Deformable vertices against half-spaces: inside (strictly) is an intersection.

@@ -3,6 +3,7 @@
 //! plus its own metrics (SI units), tracked over every frame it runs.
 
 mod build;
+mod contact;
 mod reference;
 mod soft;
 
@@ -270,6 +271,100 @@ pub const SCENES: &[SceneSpec] = &[
         params: &[p!("mass_ratio", 100.0, "box mass / rod mass")],
         default_frames: 300,
     },
+    SceneSpec {
+        name: "soft_drop",
+        description: "soft cube dropped on the ground (penetration-free contact)",
+        params: &[
+            p!("height", 0.5, "drop height of the cube's bottom (m)"),
+            p!("youngs", 1e5, "Young's modulus (Pa)"),
+            p!("cells", 6.0, "cells per side of the 0.2 m cube"),
+        ],
+        default_frames: 180,
+    },
+    SceneSpec {
+        name: "soft_stack",
+        description: "soft cubes dropped on each other",
+        params: &[
+            p!("count", 3.0, "cubes"),
+            p!("youngs", 1e5, "Young's modulus (Pa)"),
+            p!("cells", 4.0, "cells per side of each 0.2 m cube"),
+        ],
+        default_frames: 240,
+    },
+    SceneSpec {
+        name: "squishy_balls",
+        description: "soft balls pressed together in a box whose walls move in (kinematic)",
+        params: &[
+            p!("count", 8.0, "balls (1,433 tets each; 9 per layer)"),
+            p!("youngs", 1e4, "Young's modulus (Pa)"),
+        ],
+        default_frames: 180,
+    },
+    SceneSpec {
+        name: "cloth_drape",
+        description: "cloth falling onto a sphere, then the ground; self-contact on",
+        params: &[p!(
+            "resolution",
+            49.0,
+            "quads per side (49: 2,500 vertices)"
+        )],
+        default_frames: 180,
+    },
+    SceneSpec {
+        name: "cloth_pile",
+        description: "cloths dropped on each other over a box, into folds",
+        params: &[
+            p!("layers", 3.0, "cloths"),
+            p!("resolution", 20.0, "quads per side of each 0.8 m cloth"),
+        ],
+        default_frames: 180,
+    },
+    SceneSpec {
+        name: "soft_incline",
+        description: "soft block on a slope: sticks or slides by friction",
+        params: &[
+            p!("angle_deg", 26.565_051, "incline (tan θ = 0.5)"),
+            p!("mu", 0.3, "friction coefficient (block and slope)"),
+            p!("youngs", 1e6, "Young's modulus (Pa)"),
+            p!("cells", 4.0, "cells per side of the 0.2 m block"),
+        ],
+        default_frames: 120,
+    },
+    SceneSpec {
+        name: "compress",
+        description: "soft cube squeezed between frictionless rigid plates, no gravity",
+        params: &[
+            p!(
+                "strain",
+                0.01,
+                "compression of the cube (fraction of its side)"
+            ),
+            p!("youngs", 1e5, "Young's modulus (Pa)"),
+            p!("cells", 4.0, "cells per side of the 0.2 m cube"),
+        ],
+        default_frames: 120,
+    },
+    SceneSpec {
+        name: "tunnelling",
+        description: "small soft balls thrown at a thin soft board and a thin rigid box, no gravity",
+        params: &[p!("speed", 100.0, "throw speed (m/s)")],
+        default_frames: 60,
+    },
+    SceneSpec {
+        name: "mattress",
+        description: "rigid boxes dropped on a soft slab, a soft cube on a rigid box pile",
+        params: &[p!("count", 4.0, "boxes dropped on the slab")],
+        default_frames: 180,
+    },
+    SceneSpec {
+        name: "soft_collision",
+        description: "two soft balls colliding in free flight, no gravity: momentum",
+        params: &[
+            p!("speed", 2.0, "closing speed (m/s)"),
+            p!("mu", 0.1, "friction coefficient"),
+        ],
+        default_frames: 120,
+    },
 ];
 
 /// Errors of the scene layer.
@@ -299,7 +394,19 @@ pub const DEFORMABLE_SCENES: &[&str] = &[
     "twisting_beam",
     "cloth_hang",
     "soft_on_chain",
+    "soft_drop",
+    "soft_stack",
+    "squishy_balls",
+    "cloth_drape",
+    "cloth_pile",
+    "soft_incline",
+    "compress",
+    "tunnelling",
+    "mattress",
+    "soft_collision",
 ];
+
+pub use contact::CONTACT_SCENES;
 
 pub fn spec(name: &str) -> Option<&'static SceneSpec> {
     SCENES.iter().find(|s| s.name == name)
@@ -341,6 +448,8 @@ pub(crate) struct Tracker {
     pub finite: bool,
     /// What the deformable scenes measure.
     pub soft: soft::SoftTracker,
+    /// What the contact scenes measure.
+    pub contact: contact::ContactTracker,
 }
 
 /// A built scene: the world, its parameters and what it measures.
@@ -437,6 +546,7 @@ impl Scene {
             }
         }
         soft::drive(self)?;
+        contact::drive(self)?;
         self.world.begin_step()
     }
 
@@ -461,6 +571,9 @@ impl Scene {
     fn track(&mut self, report: &StepReport) {
         if DEFORMABLE_SCENES.contains(&self.name) {
             soft::track(self);
+        }
+        if CONTACT_SCENES.contains(&self.name) {
+            contact::track(self);
         }
         let w = &self.world;
         let t = &mut self.tracker;
@@ -599,6 +712,9 @@ impl Scene {
             name if DEFORMABLE_SCENES.contains(&name) => soft::metrics(self, &mut m),
             _ => {}
         }
+        if CONTACT_SCENES.contains(&self.name) {
+            contact::metrics(self, &mut m);
+        }
         m
     }
 
@@ -624,7 +740,7 @@ impl Scene {
 }
 
 /// Least-squares slope of velocity against time over the second half of the samples.
-fn fit_acceleration(samples: &[(f32, f32, f32)]) -> f64 {
+pub(crate) fn fit_acceleration(samples: &[(f32, f32, f32)]) -> f64 {
     let s = &samples[samples.len() / 2..];
     if s.len() < 2 {
         return 0.0;

@@ -93,7 +93,7 @@ impl SoftTracker {
     }
 }
 
-fn positive(s: &Scene, name: &str) -> Result<f32, SceneError> {
+pub(super) fn positive(s: &Scene, name: &str) -> Result<f32, SceneError> {
     let v = s.param(name);
     if v.is_nan() || v <= 0.0 || !v.is_finite() {
         return Err(SceneError::BadParam {
@@ -105,7 +105,7 @@ fn positive(s: &Scene, name: &str) -> Result<f32, SceneError> {
     Ok(v as f32)
 }
 
-fn cells(s: &Scene, name: &str) -> Result<u32, SceneError> {
+pub(super) fn cells(s: &Scene, name: &str) -> Result<u32, SceneError> {
     let v = s.param(name);
     if !(1.0..=512.0).contains(&v) || v.fract() != 0.0 {
         return Err(SceneError::BadParam {
@@ -123,7 +123,7 @@ fn across(length: f32, width: f32, along: u32) -> u32 {
     ((along as f32 * width / length).round() as u32).max(1)
 }
 
-fn vertices_where(mesh: &TetMesh, f: impl Fn(Vec3) -> bool) -> Vec<u32> {
+pub(super) fn vertices_where(mesh: &TetMesh, f: impl Fn(Vec3) -> bool) -> Vec<u32> {
     mesh.vertices
         .iter()
         .enumerate()
@@ -134,6 +134,9 @@ fn vertices_where(mesh: &TetMesh, f: impl Fn(Vec3) -> bool) -> Vec<u32> {
 
 pub(super) fn build(s: &mut Scene) -> Result<(), SceneError> {
     s.tracker.soft = SoftTracker::new();
+    if super::contact::CONTACT_SCENES.contains(&s.name) {
+        return super::contact::build(s);
+    }
     match s.name {
         "cantilever" => cantilever(s),
         "hanging_bar" => hanging_bar(s),
@@ -153,6 +156,7 @@ fn cantilever(s: &mut Scene) -> Result<(), SceneError> {
         poisson: s.param("poisson") as f32,
         density: positive(s, "density")?,
         damping: 0.0,
+        ..Default::default()
     };
     let n = cells(s, "cells")?;
     let m = across(length, height, n);
@@ -196,6 +200,7 @@ fn hanging_bar(s: &mut Scene) -> Result<(), SceneError> {
         poisson: s.param("poisson") as f32,
         density: positive(s, "density")?,
         damping: 0.0,
+        ..Default::default()
     };
     let n = cells(s, "cells")?;
     let m = across(length, width, n);
@@ -233,6 +238,7 @@ fn soft_free_fall(s: &mut Scene) -> Result<(), SceneError> {
         poisson: 0.3,
         density: 1000.0,
         damping: 0.0,
+        ..Default::default()
     };
     let n = cells(s, "cells")?;
     let mesh = TetMesh::box_grid(Vec3::splat(0.2), [n, n, n], TetPattern::Six);
@@ -257,6 +263,7 @@ fn twisting_beam(s: &mut Scene) -> Result<(), SceneError> {
         poisson: 0.4,
         density: 1000.0,
         damping: 0.0,
+        ..Default::default()
     };
     let (length, height) = (1.0f32, 0.1f32);
     let n = cells(s, "cells")?;
@@ -367,6 +374,7 @@ fn soft_on_chain(s: &mut Scene) -> Result<(), SceneError> {
         poisson: 0.3,
         density: rho,
         damping: 0.0,
+        ..Default::default()
     };
     let rod_h = w.add_deformable(
         DeformableDesc::solid(rod, material)

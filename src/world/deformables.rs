@@ -398,6 +398,17 @@ impl PhysicsWorld {
         Ok(self.attachment_record(h)?.lambda())
     }
 
+    /// The force the deformables' surface contacts put on rigid body `h` in the last step
+    /// (N): the contact rows' normal force and friction at the step's end.
+    pub fn surface_contact_force(&self, h: crate::BodyHandle) -> Result<Vec3, PhysicsError> {
+        let i = self.bodies.index(h).ok_or(PhysicsError::MissingBody(h))?;
+        let s = &self.solver.vertices;
+        Ok(match s.contact_on {
+            true => s.contact.force_on_body(&self.deformables, &self.bodies, i),
+            false => Vec3::ZERO,
+        })
+    }
+
     /// Distance between the vertex and its anchor on the body now (m).
     pub fn attachment_error(&self, h: AttachmentHandle) -> Result<f32, PhysicsError> {
         let rec = self.attachment_record(h)?;

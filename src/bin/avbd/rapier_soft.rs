@@ -216,6 +216,7 @@ fn material(p: &BTreeMap<String, f64>) -> Result<SolidMaterial, String> {
         poisson: param(p, "poisson")? as f32,
         density: param(p, "density")? as f32,
         damping: 0.0,
+        ..Default::default()
     })
 }
 
@@ -344,6 +345,7 @@ pub fn describe(name: &str, p: &BTreeMap<String, f64>) -> Result<SoftMeta, Strin
                 poisson: 0.3,
                 density: rho,
                 damping: 0.0,
+                ..Default::default()
             };
             let rod = SoftBodyMeta::new(rod, rod_at, material, pinned);
             let box_half = Vec3::splat(0.1);

@@ -23,27 +23,45 @@ use crate::rigid::BodySet;
 const CHUNK: usize = 64;
 
 impl SurfaceContact {
-    /// Time of impact of `pair` on the path X → x̂ (1: clear on the whole path).
-    fn toi(&self, cfg: &SolverConfig, pair: &Pair, x: &[Vec3A], poses: &[Pose]) -> f32 {
+    /// Times of impact of `pair` on the path X → x̂ (1: clear on the whole path): at the
+    /// contact gap δ (when a pair outside the active set should join it: rows are made
+    /// before the path goes deeper than the gap) and at the minimum separation ξ (how far
+    /// X may go).
+    fn toi(
+        &self,
+        cfg: &SolverConfig,
+        pair: &Pair,
+        active: bool,
+        x: &[Vec3A],
+        poses: &[Pose],
+    ) -> (f32, f32) {
         let pts = self.points_of(pair);
-        let xi = cfg.contact_min_separation;
+        let (gap, xi) = (cfg.contact_gap, cfg.contact_min_separation);
         if pair.kind == PairKind::PointPlane {
             // The plane holds still during the step (half-spaces of static or kinematic
             // bodies; see the module docs).
             let (n, at) = self.plane(pair.b);
             let d0 = n.dot(Vec3::from(self.certified_at(pts[0])) - at);
             let d1 = n.dot(Vec3::from(self.iterate_at(pts[0], x, poses)) - at);
+            let reach = |sep: f32| {
+                if d1 > sep {
+                    1.0
+                } else {
+                    // Linear in t; shrunk by a relative margin for the rounding of the quotient.
+                    ((d0 - sep) / (d0 - d1) * (1.0 - 1e-5)).clamp(0.0, 1.0)
+                }
+            };
+            let add = if active || d1 > gap {
+                1.0
+            } else if d0 <= gap {
+                0.0
+            } else {
+                reach(gap)
+            };
             // Closer than ξ at the start: certified against half the start distance.
             let xi = if d0 > xi { xi } else { 0.5 * d0 };
             let clear_at_start = d0 > xi && xi > 0.0; // false for NaN too
-            if !clear_at_start {
-                return 0.0;
-            }
-            if d1 > xi {
-                return 1.0;
-            }
-            // Linear in t; shrunk by a relative margin for the rounding of the quotient.
-            return ((d0 - xi) / (d0 - d1) * (1.0 - 1e-5)).clamp(0.0, 1.0);
+            return (add, if clear_at_start { reach(xi) } else { 0.0 });
         }
         let start = pts.map(|p| Vec3::from(self.certified_at(p)));
         let end = pts.map(|p| Vec3::from(self.iterate_at(p, x, poses)));
@@ -55,6 +73,16 @@ impl SurfaceContact {
             PairKind::PointTriangle => point_triangle_accd(&start, &end, sep, &params),
             _ => edge_edge_accd(&start, &end, sep, &params),
         };
+        let mut add = 1.0;
+        if !active {
+            let r = run(gap);
+            match (r.stop, r.toi) {
+                (AccdStop::StartInside, _) => add = 0.0,
+                (_, Some(t)) => add = t,
+                // Never within δ of each other, so never within ξ < δ either.
+                (_, None) => return (1.0, 1.0),
+            }
+        }
         let r = run(xi);
         if r.stop == AccdStop::StartInside {
             // A pair that starts closer than ξ (added close, or pressed there by a budget
@@ -67,10 +95,10 @@ impl SurfaceContact {
                 _ => edge_edge_distance_lower_bound(start[0], start[1], start[2], start[3]),
             };
             if d0 > 0.0 {
-                return run(0.5 * d0).toi.unwrap_or(1.0);
+                return (add, run(0.5 * d0).toi.unwrap_or(1.0));
             }
         }
-        r.toi.unwrap_or(1.0)
+        (add, r.toi.unwrap_or(1.0))
     }
 
     /// One advance; returns whether any rigid body left its cage (then the broad phase ran
@@ -93,11 +121,11 @@ impl SurfaceContact {
         }
         let t0 = std::time::Instant::now();
         let x = &vs.x;
-        let tois: Vec<f32> = self
+        let tois: Vec<(f32, f32)> = self
             .candidates
             .par_iter()
             .with_min_len(CHUNK)
-            .map(|pair| self.toi(cfg, pair, x, poses))
+            .map(|pair| self.toi(cfg, pair, self.row_of.contains_key(pair), x, poses))
             .collect();
         // The step of each island: the earliest impact of its pairs.
         let objects = self.island_of.len();
@@ -109,31 +137,31 @@ impl SurfaceContact {
             let p = *soft.unwrap_or(&pts[0]);
             self.island_of[self.object_of_point(set, p)] as usize
         };
-        for (pair, &t) in self.candidates.iter().zip(&tois) {
+        for (pair, &(_, t)) in self.candidates.iter().zip(&tois) {
             if t < 1.0 {
                 let i = island_of_pair(pair);
                 alpha[i] = alpha[i].min(t);
             }
         }
-        // Growth: new pairs that are the earliest impact of one of their points.
+        // Growth: new pairs that come within δ, the earliest of one of their points.
         let mut earliest = vec![1.0f32; g.point_count()];
-        for (pair, &t) in self.candidates.iter().zip(&tois) {
-            if t < 1.0 && !self.row_of.contains_key(pair) {
+        for (pair, &(t, _)) in self.candidates.iter().zip(&tois) {
+            if t < 1.0 {
                 for &p in self.points_of(pair).iter().filter(|&&p| p != NO_POINT) {
                     earliest[p as usize] = earliest[p as usize].min(t);
                 }
             }
         }
         let mut added = false;
-        for (pair, &t) in self.candidates.iter().zip(&tois) {
+        let first_new = self.rows.len();
+        for (pair, &(t, _)) in self.candidates.iter().zip(&tois) {
             if t < 1.0
-                && !self.row_of.contains_key(pair)
                 && self
                     .points_of(pair)
                     .iter()
                     .any(|&p| p != NO_POINT && earliest[p as usize] == t)
             {
-                let row = new_row(cfg, set, self, *pair);
+                let row = new_row(cfg, set, bodies, self, *pair);
                 self.row_of.insert(*pair, self.rows.len() as u32);
                 self.rows.push(row);
                 added = true;
@@ -168,6 +196,10 @@ impl SurfaceContact {
             }
         }
         self.linearise_rows();
+        // New rows take the tangent plane where they were made.
+        for r in &mut self.rows[first_new..] {
+            r.lag();
+        }
         if added {
             self.index_rows(set, bodies.len());
         }

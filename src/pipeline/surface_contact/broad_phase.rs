@@ -33,6 +33,11 @@ enum Leaf {
     Edge(u32),
 }
 
+/// What the geometry is built from: the deformables' topology and the bodies.
+pub(super) fn generation(set: &DeformableSet, bodies: &BodySet) -> (u64, usize, u64) {
+    (set.generation, bodies.len(), signature(bodies))
+}
+
 fn signature(bodies: &BodySet) -> u64 {
     // FNV-1a over the handles in solver order: any added, removed or rebuilt body changes it.
     bodies
@@ -71,7 +76,7 @@ impl SurfaceContact {
         );
         self.linked.sort_unstable();
         self.linked.dedup();
-        let generation = (set.generation, bodies.len(), signature(bodies));
+        let generation = generation(set, bodies);
         if generation != self.generation {
             self.generation = generation;
             self.geometry = Geometry::build(set, bodies);
@@ -83,10 +88,15 @@ impl SurfaceContact {
             .extend(bodies.poses.iter().map(|p| Pose { p: p.p(), q: p.q() }));
         self.certified_pose.clone_from(&self.start_pose);
         self.certified.clone_from(&set.positions);
+        self.start.clone_from(&set.positions);
         self.stats = Default::default();
         let t0 = std::time::Instant::now();
         self.build_candidates(cfg, set, bodies, iterate, vs);
         self.stats.broad_phase_ms += t0.elapsed().as_secs_f64() * 1e3;
+        // Friction's tangent plane for the step: the carried rows', linearised at xᵗ.
+        for r in &mut self.rows {
+            r.lag();
+        }
         self.iterate_poses(bodies, iterate, &mut vs.poses);
         // The vertices' initial guess inside their cages.
         for v in 0..set.vertex_count() {
@@ -355,7 +365,8 @@ impl SurfaceContact {
         }
     }
 
-    /// Islands: objects linked by a candidate pair (static rigid bodies link nothing).
+    /// Islands: objects linked by a candidate pair (static rigid bodies link nothing); an
+    /// island with a rigid body, or a pair with a static body or a half-space, is anchored.
     fn build_islands(&mut self, set: &DeformableSet, bodies: &BodySet) {
         let objects = set.len() + bodies.len();
         let mut forest = Forest::default();
@@ -395,6 +406,22 @@ impl SurfaceContact {
             .extend((0..objects as u32).map(|o| forest.find(o)));
         self.beta.clear();
         self.beta.resize(objects, 1.0);
+        // Anchored islands: a rigid point or a half-space in a pair anchors the island of
+        // the pair's deformable side.
+        self.anchored.clear();
+        self.anchored.resize(objects, false);
+        let g = &self.geometry;
+        for pair in &self.candidates {
+            let pts = self.points_of(pair);
+            let rigid = pair.kind == PairKind::PointPlane
+                || pts.iter().any(|&p| p != NO_POINT && p >= g.soft_points);
+            if let Some(&p) = pts.iter().find(|&&p| p != NO_POINT && p < g.soft_points)
+                && rigid
+            {
+                let island = self.island_of[object(set, g.owner_of(set, p))];
+                self.anchored[island as usize] = true;
+            }
+        }
     }
 }
 
@@ -419,14 +446,31 @@ pub(crate) fn row_stiffness(
 pub(crate) fn new_row(
     cfg: &SolverConfig,
     set: &DeformableSet,
+    bodies: &BodySet,
     sc: &SurfaceContact,
     pair: Pair,
 ) -> Row {
     let points = sc.points_of(&pair);
     let h2 = cfg.dt * cfg.dt;
+    let g = &sc.geometry;
+    // The pair's friction: the geometric mean of its two sides' coefficients.
+    let side = |p: u32| match g.owner_of(set, p) {
+        Owner::Soft(b) => set.materials[b as usize].friction,
+        Owner::Rigid(i) => bodies.masses[i as usize].friction,
+    };
+    let (a, b) = match pair.kind {
+        PairKind::PointPlane => (
+            side(points[0]),
+            bodies.masses[g.planes[pair.b as usize].0 as usize].friction,
+        ),
+        PairKind::PointTriangle => (side(points[0]), side(points[1])),
+        PairKind::EdgeEdge => (side(points[0]), side(points[2])),
+    };
+    let friction = [(a[0] * b[0]).sqrt(), (a[1] * b[1]).sqrt()];
     Row::new(
         pair,
         points,
-        row_stiffness(cfg, set, &sc.geometry, &points, h2),
+        row_stiffness(cfg, set, g, &points, h2),
+        friction,
     )
 }

@@ -49,8 +49,10 @@ pub struct SurfaceContact {
     /// What the geometry was built from: the deformables' topology and the bodies.
     generation: (u64, usize, u64),
     pub(crate) geometry: Geometry,
-    /// Certified position X of every deformable vertex.
+    /// Certified position X of every deformable vertex, and its position xᵗ at the
+    /// frame's start.
     pub(crate) certified: Vec<Vec3A>,
+    pub(crate) start: Vec<Vec3A>,
     /// Certified and start poses of every rigid body (static ones never move).
     pub(crate) certified_pose: Vec<Pose>,
     pub(crate) start_pose: Vec<Pose>,
@@ -62,6 +64,8 @@ pub struct SurfaceContact {
     /// motion β.
     pub(crate) island_of: Vec<u32>,
     pub(crate) beta: Vec<f32>,
+    /// Per island (its root): whether it touches a rigid body or a half-space.
+    pub(crate) anchored: Vec<bool>,
     /// Rigid bodies that share a candidate pair with a deformable: their frame ends at
     /// their certified pose.
     pub(crate) coupled: Vec<bool>,
@@ -74,6 +78,11 @@ pub struct SurfaceContact {
     pub(crate) stats: SurfaceContactStats,
     /// (deformable, rigid body) pairs linked by an attachment: they do not collide.
     pub(crate) linked: Vec<(u32, u32)>,
+}
+
+#[inline]
+fn outer(a: Vec3, b: Vec3) -> Mat3 {
+    Mat3::from_cols(a * b.x, a * b.y, a * b.z)
 }
 
 /// Objects: deformable `b` is object `b`, rigid body `i` object `deformables + i`.
@@ -107,6 +116,18 @@ impl SurfaceContact {
         } else {
             let (b, r) = g.rigid_points[(p - g.soft_points) as usize];
             self.certified_pose[b as usize].apply(r)
+        }
+    }
+
+    /// Point `p`'s position at the frame's start.
+    #[inline]
+    pub(crate) fn start_at(&self, p: u32) -> Vec3A {
+        let g = &self.geometry;
+        if p < g.soft_points {
+            self.start[p as usize]
+        } else {
+            let (b, r) = g.rigid_points[(p - g.soft_points) as usize];
+            self.start_pose[b as usize].apply(r)
         }
     }
 
@@ -223,7 +244,7 @@ impl SurfaceContact {
     }
 
     /// The contact terms of deformable vertex `v` at the iterate (`x`: vertices, `poses`:
-    /// rigid bodies): force and 3×3 block.
+    /// rigid bodies): force and 3×3 block, normal rows and their friction.
     #[inline]
     pub(crate) fn vertex_terms(
         &self,
@@ -233,13 +254,10 @@ impl SurfaceContact {
         poses: &[Pose],
     ) -> Block {
         let mut out = Block::default();
+        let now = |p| self.iterate_at(p, x, poses);
         for &ri in self.rows_of_point(v) {
             let r = &self.rows[ri as usize];
-            let c = r.value(
-                |p| self.iterate_at(p, x, poses),
-                |p| self.certified_at(p),
-                cfg.contact_gap,
-            );
+            let c = r.value(now, |p| self.certified_at(p), cfg.contact_gap);
             let f = r.force(c);
             let k = r
                 .points
@@ -247,9 +265,16 @@ impl SurfaceContact {
                 .position(|&p| p == v as u32)
                 .expect("row lists its points");
             let w = r.weights[k];
-            out.f += r.normal * (f * w);
             let n = r.normal;
-            out.h += Mat3::from_cols(n * n.x, n * n.y, n * n.z) * (r.gamma * r.mu * w * w);
+            out.f += n * (f * w);
+            out.h += outer(n, n) * (r.gamma * r.mu * w * w);
+            let wt = r.lagged_weights[k];
+            if f > 0.0 && wt != 0.0 && r.has_friction() {
+                let fr = r.friction(r.slip(now, |p| self.start_at(p)), f);
+                let t = fr.normal;
+                out.f += fr.force * wt;
+                out.h += (Mat3::IDENTITY - outer(t, t)) * (fr.stiffness * wt * wt);
+            }
         }
         out
     }
@@ -267,14 +292,9 @@ impl SurfaceContact {
     ) {
         let g = &self.geometry;
         let pose = &poses[i];
-        for &ri in self.rows_of_body(i) {
-            let r = &self.rows[ri as usize];
-            let c = r.value(
-                |p| self.iterate_at(p, x, poses),
-                |p| self.certified_at(p),
-                cfg.contact_gap,
-            );
-            // The row's Jacobian with respect to the body: Σ over its points w_k (n, (R r_k) × n).
+        let now = |p| self.iterate_at(p, x, poses);
+        // The Jacobian row `Σ_k w_k (d, (R r_k) × d)` over the body's points of a row.
+        let jacobian = |r: &Row, weights: &[f32; 4], d: Vec3| -> Vec6 {
             let mut j: Vec6 = [0.0; 6];
             for k in 0..4 {
                 let p = r.points[k];
@@ -285,19 +305,37 @@ impl SurfaceContact {
                 if b as usize != i {
                     continue;
                 }
-                let arm = pose.q * local;
-                let lin = r.normal * r.weights[k];
-                let ang = arm.cross(lin);
-                for d in 0..3 {
-                    j[d] += lin[d];
-                    j[3 + d] += ang[d];
+                let lin = d * weights[k];
+                let ang = (pose.q * local).cross(lin);
+                for a in 0..3 {
+                    j[a] += lin[a];
+                    j[3 + a] += ang[a];
                 }
             }
+            j
+        };
+        for &ri in self.rows_of_body(i) {
+            let r = &self.rows[ri as usize];
+            let c = r.value(now, |p| self.certified_at(p), cfg.contact_gap);
+            let j = jacobian(r, &r.weights, r.normal);
             let force = r.force(c);
             for d in 0..6 {
                 f[d] += force * j[d];
             }
             hm.add_outer(&j, r.gamma * r.mu);
+            if force > 0.0 && r.has_friction() {
+                let fr = r.friction(r.slip(now, |p| self.start_at(p)), force);
+                {
+                    // Force along the slip, stiffness over the tangent plane (two directions).
+                    let jf = jacobian(r, &r.lagged_weights, fr.force);
+                    for d in 0..6 {
+                        f[d] += jf[d];
+                    }
+                    let (t1, t2) = fr.normal.any_orthonormal_pair();
+                    hm.add_outer(&jacobian(r, &r.lagged_weights, t1), fr.stiffness);
+                    hm.add_outer(&jacobian(r, &r.lagged_weights, t2), fr.stiffness);
+                }
+            }
         }
     }
 
@@ -322,8 +360,14 @@ impl SurfaceContact {
                 )
             })
             .collect();
-        for (r, c) in self.rows.iter_mut().zip(values) {
+        let slips: Vec<Vec3> = self
+            .rows
+            .iter()
+            .map(|r| r.slip(|p| self.iterate_at(p, x, poses), |p| self.start_at(p)))
+            .collect();
+        for ((r, c), slip) in self.rows.iter_mut().zip(values).zip(slips) {
             r.update(c, cfg.contact_decay, cfg.lambda_max);
+            r.update_friction(slip);
         }
         let before = self.rows.len();
         self.rows.retain(|r| r.gamma >= cfg.contact_drop);
@@ -353,6 +397,56 @@ impl SurfaceContact {
                 self.start_pose[i]
             }
         }));
+    }
+
+    /// The groups of deformable bodies that only touch each other this frame (islands
+    /// that are not anchored), each as a list of bodies.
+    pub(crate) fn free_groups(&self, set: &DeformableSet) -> Vec<Vec<u32>> {
+        let mut by_root: std::collections::BTreeMap<u32, Vec<u32>> = Default::default();
+        for b in 0..set.len() {
+            let root = self.island_of.get(b).copied().unwrap_or(b as u32);
+            if !self.anchored.get(root as usize).copied().unwrap_or(false) {
+                by_root.entry(root).or_default().push(b as u32);
+            }
+        }
+        by_root.into_values().collect()
+    }
+
+    /// The force the deformables' contact rows put on rigid body `i` at the end of the
+    /// last step (N): the normal and friction multipliers.
+    /// Zero if the bodies changed since (the rows refer to the step's bodies).
+    pub fn force_on_body(&self, set: &DeformableSet, bodies: &BodySet, i: usize) -> Vec3 {
+        if self.generation != broad_phase::generation(set, bodies) {
+            return Vec3::ZERO;
+        }
+        let g = &self.geometry;
+        let on_body = |p: u32| {
+            p != NO_POINT
+                && p >= g.soft_points
+                && g.rigid_points[(p - g.soft_points) as usize].0 as usize == i
+        };
+        let mut total = Vec3::ZERO;
+        for &ri in self.rows_of_body(i) {
+            let r = &self.rows[ri as usize];
+            let (mut w, mut wt) = (0.0, 0.0);
+            for k in 0..4 {
+                if on_body(r.points[k]) {
+                    w += r.weights[k];
+                    wt += r.lagged_weights[k];
+                }
+            }
+            total += r.normal * (r.gamma * r.lambda * w) + r.lambda_t * wt;
+        }
+        if g.planes.iter().any(|pl| pl.0 as usize == i) {
+            for r in self.rows.iter().filter(|r| {
+                r.pair.kind == rows::PairKind::PointPlane
+                    && g.planes[r.pair.b as usize].0 as usize == i
+            }) {
+                // The half-space is the row's second side: weight −1.
+                total -= r.normal * (r.gamma * r.lambda) + r.lambda_t;
+            }
+        }
+        total
     }
 
     /// The frame's contact statistics.
