@@ -423,7 +423,6 @@ impl CoarseLevel {
         att: &AttachmentSet,
         attach_force: impl Fn(usize, Vec3) -> Vec3 + Sync,
         contact_force: impl Fn(usize, &[Vec3A]) -> Vec3 + Sync,
-        clamp: impl Fn(usize, Vec3A) -> Vec3A + Sync,
         yd: &[Vec3A],
         d: &mut [Vec3A],
         x: &mut [Vec3A],
@@ -483,9 +482,8 @@ impl CoarseLevel {
                         }
                     }
                     let v = start + local;
-                    let moved = *dv + Vec3A::new(step[0] as f32, step[1] as f32, step[2] as f32);
-                    *xv = clamp(v, set.positions[v] + moved);
-                    *dv = *xv - set.positions[v];
+                    *dv += Vec3A::new(step[0] as f32, step[1] as f32, step[2] as f32);
+                    *xv = set.positions[v] + *dv;
                 });
             self.rhs[b] = delta;
         }

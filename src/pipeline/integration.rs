@@ -216,15 +216,17 @@ impl IslandMomentum {
         bodies: &mut BodySet,
         adjacency: &Adjacency,
         attachments: &AttachmentSet,
+        soft_contact: &[bool],
         max_angular_speed: f32,
     ) {
         let n = bodies.len();
         self.forest.reset(n);
         self.anchored.clear();
         self.anchored.resize(n, false);
-        // A body held by deformable vertices exchanges momentum with them: not isolated.
+        // A body held by deformable vertices or in contact with a deformable's surface
+        // (`soft_contact`, by body) exchanges momentum with them: not isolated.
         for b in 0..n {
-            if !attachments.of_body(b).is_empty() {
+            if !attachments.of_body(b).is_empty() || soft_contact.get(b).copied().unwrap_or(false) {
                 self.anchored[b] = true;
             }
         }

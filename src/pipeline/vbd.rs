@@ -47,6 +47,8 @@ pub struct VertexState {
     pub contact_on: bool,
     /// Scratch: the rigid bodies' poses at the iterate.
     pub poses: Vec<Pose>,
+    /// Whether the coarse operators were assembled again this frame for new contact rows.
+    pub coarse_refreshed: bool,
 }
 
 /// Inertial targets, the initial guess, and the targets of pinned vertices.
@@ -108,7 +110,11 @@ pub fn begin_contact_and_coarse(
         contact.begin_frame(cfg, set, bodies, att, iterate, s);
         s.contact = contact;
     }
+    s.coarse_refreshed = false;
     if cfg.coarse_nodes > 0 {
+        for r in &mut s.contact.rows {
+            r.in_coarse = true;
+        }
         let contact = s.contact_on.then_some(&s.contact);
         s.coarse.prepare(cfg, set, att, contact, &s.x);
     }
@@ -148,20 +154,14 @@ pub fn coarse_correction(
     let on = *contact_on;
     let contact_force = |v: usize, xs: &[Vec3A]| {
         if on {
-            contact.vertex_terms(cfg, v, xs, poses).f
+            // The rows the coarse operator holds: a force without its stiffness would
+            // overshoot.
+            contact.vertex_terms_of(cfg, v, xs, poses, true).f
         } else {
             Vec3::ZERO
         }
     };
-    let clamp = |v: usize, p: Vec3A| {
-        if on && v < contact.cage.len() {
-            let (lo, hi) = contact.cage[v];
-            p.clamp(lo, hi)
-        } else {
-            p
-        }
-    };
-    coarse.correct(cfg, set, attachments, force, contact_force, clamp, yd, d, x);
+    coarse.correct(cfg, set, attachments, force, contact_force, yd, d, x);
 }
 
 /// After the dual updates of an iteration: the contact rows' dual update, then the advance
@@ -169,6 +169,7 @@ pub fn coarse_correction(
 pub fn contact_iteration(
     cfg: &SolverConfig,
     set: &DeformableSet,
+    att: &AttachmentSet,
     bodies: &BodySet,
     iterate: &[IterateRecord],
     s: &mut VertexState,
@@ -183,6 +184,15 @@ pub fn contact_iteration(
     contact.advance(cfg, set, bodies, iterate, s, &mut poses);
     s.contact = contact;
     s.poses = poses;
+    // Rows made this iteration act on the coarse level only once its operator holds them:
+    // it is assembled again (once a frame: an impact's rows arrive together).
+    if cfg.coarse_nodes > 0 && !s.coarse_refreshed && s.contact.rows.iter().any(|r| !r.in_coarse) {
+        s.coarse_refreshed = true;
+        for r in &mut s.contact.rows {
+            r.in_coarse = true;
+        }
+        s.coarse.prepare(cfg, set, att, Some(&s.contact), &s.x);
+    }
 }
 
 /// Before the integration stages: the certified configuration becomes the step's result.
@@ -448,13 +458,6 @@ impl Ctx<'_> {
         if !(det.is_finite() && det > 0.0) {
             return d; // not SPD or not finite: keep the iterate; the end-of-step guard reports it
         }
-        let mut next = d + Vec3A::from(acc.h.inverse() * acc.f);
-        if let Some(contact) = self.contact {
-            // Inside the vertex's cage: the broad phase's candidates stay complete.
-            let (lo, hi) = contact.cage[v];
-            let p = self.set.positions[v];
-            next = (p + next).clamp(lo, hi) - p;
-        }
-        next
+        d + Vec3A::from(acc.h.inverse() * acc.f)
     }
 }

@@ -53,9 +53,12 @@ pub(crate) struct ContactTracker {
     pub follow: Option<(DeformableHandle, Vec3, Vec<u32>)>,
     pub follow_start: Option<Vec3>,
     pub follow_samples: Vec<(f32, f32, f32)>,
-    /// Compress: the top plate, its normal into the cube and the force samples.
+    /// Compress: the top plate, its normal into the cube and the force samples; the
+    /// cube's top and bottom faces and the strain samples.
     pub plate: Option<(BodyHandle, Vec3)>,
     pub force_samples: Vec<f32>,
+    pub faces: Option<(DeformableHandle, Vec<u32>, Vec<u32>)>,
+    pub strain_samples: Vec<f32>,
     pub analytic: f64,
     /// Tunnelling: (ball, board: soft board's centre vertices or none, point, normal);
     /// frames at which a ball was past its board.
@@ -357,15 +360,17 @@ fn compress(s: &mut Scene) -> Result<(), SceneError> {
         dynamic_friction: 0.0,
         ..rubber(youngs)
     };
+    let top_face = vertices_where(&mesh, |p| p.y > 0.5 * side - 1e-4);
+    let bottom_face = vertices_where(&mesh, |p| p.y < -0.5 * side + 1e-4);
+    let at = Vec3::new(0.0, 0.5 * side + gap, 0.0);
     let h = s
         .world
-        .add_deformable(DeformableDesc::solid(mesh, material).at(Vec3::new(
-            0.0,
-            0.5 * side + gap,
-            0.0,
-        )))?;
+        .add_deformable(DeformableDesc::solid(mesh, material).at(at))?;
     track_soft(s, h);
+    // E·A·ε at the nominal strain; the metric also has it at the strain the cube reached
+    // (the plate travel less what the two gaps gave).
     s.tracker.contact.analytic = youngs as f64 * (side * side) as f64 * strain as f64;
+    s.tracker.contact.faces = Some((h, top_face, bottom_face));
     Ok(())
 }
 
@@ -557,6 +562,15 @@ pub(super) fn track(s: &mut Scene) {
         .plate
         .and_then(|(h, dir)| Some(s.world.surface_contact_force(h).ok()?.dot(-dir)));
     let p = s.tracker.contact.momentum0.map(|_| momentum(s));
+    let strain = s
+        .tracker
+        .contact
+        .faces
+        .as_ref()
+        .and_then(|(h, top, bottom)| {
+            let height = mean_of(s, *h, top)?.y - mean_of(s, *h, bottom)?.y;
+            Some(1.0 - height / 0.2)
+        });
     let top = s
         .tracker
         .contact
@@ -603,6 +617,9 @@ pub(super) fn track(s: &mut Scene) {
     }
     if let Some(f) = plate_force {
         t.force_samples.push(f);
+    }
+    if let Some(e) = strain {
+        t.strain_samples.push(e);
     }
     if let (Some(p), Some(p0)) = (p, t.momentum0) {
         t.momentum_error = t
@@ -652,11 +669,18 @@ pub(super) fn metrics(s: &Scene, m: &mut BTreeMap<String, Value>) {
             m.insert("analytic_acceleration".into(), json!(analytic));
         }
         "compress" => {
-            let n = t.force_samples.len();
-            let tail = &t.force_samples[n.saturating_sub(60)..];
-            let mean = tail.iter().map(|&f| f as f64).sum::<f64>() / tail.len().max(1) as f64;
-            m.insert("contact_force".into(), json!(mean));
-            m.insert("analytic_force".into(), json!(t.analytic));
+            let last_second = |x: &[f32]| {
+                let tail = &x[x.len().saturating_sub(60)..];
+                tail.iter().map(|&f| f as f64).sum::<f64>() / tail.len().max(1) as f64
+            };
+            let strain = last_second(&t.strain_samples);
+            m.insert("contact_force".into(), json!(last_second(&t.force_samples)));
+            m.insert("strain".into(), json!(strain));
+            m.insert(
+                "analytic_force".into(),
+                json!(t.analytic * strain / s.param("strain")),
+            );
+            m.insert("nominal_force".into(), json!(t.analytic));
         }
         "tunnelling" => {
             m.insert("passed".into(), json!(t.passed));

@@ -270,10 +270,15 @@ impl PhysicsWorld {
         // 4. momentum of isolated islands, on the CPU for both backends (its islands are a
         //    union–find)
         if cfg.conserve_momentum {
+            let soft_contact: &[bool] = match s.vertices.contact_on {
+                true => &s.vertices.contact.coupled,
+                false => &[],
+            };
             s.islands.project(
                 &mut self.bodies,
                 &s.adjacency,
                 &self.attachments,
+                soft_contact,
                 cfg.max_angular_speed,
             );
         }

@@ -5,10 +5,10 @@
 use glam::{Vec3, Vec3A};
 use rayon::prelude::*;
 
-use super::broad_phase::new_row;
+use super::frame::new_row;
 use super::geometry::{self, Pose};
 use super::rows::{NO_POINT, Pair, PairKind};
-use super::{SurfaceContact, object};
+use super::{SurfaceContact, inversion, object};
 use crate::ccd::{
     AccdParams, AccdStop, DEFAULT_MAX_ITERS, edge_edge_accd, edge_edge_distance_lower_bound,
     point_triangle_accd, point_triangle_distance_lower_bound,
@@ -54,7 +54,7 @@ impl SurfaceContact {
             let add = if active || d1 > gap {
                 1.0
             } else if d0 <= gap {
-                0.0
+                reach(0.9 * d0)
             } else {
                 reach(gap)
             };
@@ -73,27 +73,39 @@ impl SurfaceContact {
             PairKind::PointTriangle => point_triangle_accd(&start, &end, sep, &params),
             _ => edge_edge_accd(&start, &end, sep, &params),
         };
+        // A pair outside the set joins it when its path comes within δ; one already within
+        // δ (a row that decayed away, or a start at the gap) when its path comes a tenth
+        // closer, so that pairs resting in the gap do not churn.
         let mut add = 1.0;
+        let mut inside_gap = false;
         if !active {
             let r = run(gap);
             match (r.stop, r.toi) {
-                (AccdStop::StartInside, _) => add = 0.0,
+                (AccdStop::StartInside, _) => inside_gap = true,
                 (_, Some(t)) => add = t,
                 // Never within δ of each other, so never within ξ < δ either.
                 (_, None) => return (1.0, 1.0),
             }
+        }
+        let d0 = || match pair.kind {
+            PairKind::PointTriangle => {
+                point_triangle_distance_lower_bound(start[0], start[1], start[2], start[3])
+            }
+            _ => edge_edge_distance_lower_bound(start[0], start[1], start[2], start[3]),
+        };
+        if inside_gap {
+            let closer = 0.9 * d0();
+            add = match closer > xi {
+                true => run(closer).toi.unwrap_or(1.0),
+                false => 0.0,
+            };
         }
         let r = run(xi);
         if r.stop == AccdStop::StartInside {
             // A pair that starts closer than ξ (added close, or pressed there by a budget
             // that ran out) would hold its island still for ever: it is certified against
             // half its start distance instead, so it can separate, and never touch.
-            let d0 = match pair.kind {
-                PairKind::PointTriangle => {
-                    point_triangle_distance_lower_bound(start[0], start[1], start[2], start[3])
-                }
-                _ => edge_edge_distance_lower_bound(start[0], start[1], start[2], start[3]),
-            };
+            let d0 = d0();
             if d0 > 0.0 {
                 return (add, run(0.5 * d0).toi.unwrap_or(1.0));
             }
@@ -101,8 +113,7 @@ impl SurfaceContact {
         (add, r.toi.unwrap_or(1.0))
     }
 
-    /// One advance; returns whether any rigid body left its cage (then the broad phase ran
-    /// again first).
+    /// One advance (the broad phase runs again first if an iterate left its cage).
     pub fn advance(
         &mut self,
         cfg: &SolverConfig,
@@ -113,11 +124,12 @@ impl SurfaceContact {
         poses: &mut Vec<Pose>,
     ) {
         self.iterate_poses(bodies, iterate, poses);
-        if self.rigid_escaped(bodies, poses) {
-            let t0 = std::time::Instant::now();
+        if self
+            .cages
+            .escaped(set, bodies, &self.geometry, &vs.x, poses)
+        {
             self.stats.rebuilds += 1;
-            self.build_candidates(cfg, set, bodies, iterate, vs);
-            self.stats.broad_phase_ms += t0.elapsed().as_secs_f64() * 1e3;
+            self.build_candidates(cfg, set, bodies, &vs.x, poses, &vs.yd);
         }
         let t0 = std::time::Instant::now();
         let x = &vs.x;
@@ -142,6 +154,14 @@ impl SurfaceContact {
                 let i = island_of_pair(pair);
                 alpha[i] = alpha[i].min(t);
             }
+        }
+        // No element of X below its volume floor.
+        for (b, t) in inversion::steps(set, &self.certified, &vs.x)
+            .into_iter()
+            .enumerate()
+        {
+            let i = self.island_of[b] as usize;
+            alpha[i] = alpha[i].min(t);
         }
         // Growth: new pairs that come within δ, the earliest of one of their points.
         let mut earliest = vec![1.0f32; g.point_count()];
@@ -205,21 +225,6 @@ impl SurfaceContact {
         }
         self.stats.rows = self.rows.len();
         self.stats.ccd_ms += t0.elapsed().as_secs_f64() * 1e3;
-    }
-
-    /// Whether a moving rigid body that takes part left the cage of one of its points.
-    fn rigid_escaped(&self, bodies: &BodySet, poses: &[Pose]) -> bool {
-        let g = &self.geometry;
-        g.rigid_bodies.iter().any(|(b, range)| {
-            geometry::moves(bodies, *b as usize)
-                && self.coupled[*b as usize]
-                && range.clone().any(|p| {
-                    let (_, r) = g.rigid_points[(p - g.soft_points) as usize];
-                    let x = poses[*b as usize].apply(r);
-                    let (lo, hi) = self.cage[p as usize];
-                    !(x.cmpge(lo).all() && x.cmple(hi).all())
-                })
-        })
     }
 
     /// The end of the frame: the deformables' iterate becomes X, and the coupled rigid

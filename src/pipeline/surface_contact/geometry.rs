@@ -31,6 +31,15 @@ pub struct RigidSurface {
     pub planes: Vec<(Vec3, Vec3)>,
 }
 
+/// A primitive of the broad phase: a point, a triangle or an edge (indices into
+/// [`Geometry`]'s lists).
+#[derive(Clone, Copy, Debug)]
+pub enum Leaf {
+    Point(u32),
+    Triangle(u32),
+    Edge(u32),
+}
+
 /// The surfaces of one frame's bodies.
 #[derive(Default)]
 pub struct Geometry {
@@ -47,6 +56,8 @@ pub struct Geometry {
     pub planes: Vec<(u32, Vec3, Vec3)>,
     /// Rigid bodies that have a surface, with the range of their points.
     pub rigid_bodies: Vec<(u32, std::ops::Range<u32>)>,
+    /// Per object (deformables, then rigid bodies by solver index): its primitives.
+    pub leaves: Vec<Vec<Leaf>>,
 }
 
 /// Ball and capsule tessellation for contact: finer than the export's, so that a vertex
@@ -132,7 +143,38 @@ impl Geometry {
             g.rigid_bodies
                 .push((i as u32, base..base + s.points.len() as u32));
         }
+        // Each object's primitives: its surface points, triangles and edges.
+        let objects = set.len() + bodies.len();
+        let object = |o: Owner| match o {
+            Owner::Soft(b) => b as usize,
+            Owner::Rigid(i) => set.len() + i as usize,
+        };
+        g.leaves = vec![Vec::new(); objects];
+        for &p in &g.surface_points {
+            g.leaves[set.owner[p as usize] as usize].push(Leaf::Point(p));
+        }
+        for (b, range) in &g.rigid_bodies {
+            g.leaves[set.len() + *b as usize].extend(range.clone().map(Leaf::Point));
+        }
+        for (i, (_, o)) in g.triangles.iter().enumerate() {
+            g.leaves[object(*o)].push(Leaf::Triangle(i as u32));
+        }
+        for (i, (_, o)) in g.edges.iter().enumerate() {
+            g.leaves[object(*o)].push(Leaf::Edge(i as u32));
+        }
         g
+    }
+
+    /// The points of a primitive (the first `n` of the array).
+    pub fn leaf_points(&self, leaf: Leaf) -> ([u32; 3], usize) {
+        match leaf {
+            Leaf::Point(p) => ([p, p, p], 1),
+            Leaf::Triangle(t) => (self.triangles[t as usize].0, 3),
+            Leaf::Edge(e) => {
+                let [a, b] = self.edges[e as usize].0;
+                ([a, b, b], 2)
+            }
+        }
     }
 
     pub fn point_count(&self) -> usize {

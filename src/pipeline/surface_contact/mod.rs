@@ -24,7 +24,11 @@
 
 pub mod advance;
 pub mod broad_phase;
+pub mod cages;
+pub mod frame;
 pub mod geometry;
+pub mod inversion;
+pub mod islands;
 pub mod rows;
 
 use std::collections::HashMap;
@@ -56,8 +60,8 @@ pub struct SurfaceContact {
     /// Certified and start poses of every rigid body (static ones never move).
     pub(crate) certified_pose: Vec<Pose>,
     pub(crate) start_pose: Vec<Pose>,
-    /// Per point: its motion cage (deformable iterates are clamped into it).
-    pub(crate) cage: Vec<(Vec3A, Vec3A)>,
+    /// Where each point may go before the broad phase must run again.
+    pub(crate) cages: cages::Cages,
     /// This frame's candidate pairs.
     pub(crate) candidates: Vec<Pair>,
     /// Per object (deformables, then rigid bodies): its island; per island: its lost
@@ -163,6 +167,17 @@ impl SurfaceContact {
         &items[o[i] as usize..o[i + 1] as usize]
     }
 
+    /// Rebuilds the pair → row map and the per-point and per-body row lists.
+    pub(crate) fn reindex_rows(&mut self, set: &DeformableSet, bodies: usize) {
+        self.row_of = self
+            .rows
+            .iter()
+            .enumerate()
+            .map(|(i, r)| (r.pair, i as u32))
+            .collect();
+        self.index_rows(set, bodies);
+    }
+
     /// Rebuilds the per-point and per-body row lists.
     pub(crate) fn index_rows(&mut self, set: &DeformableSet, bodies: usize) {
         let n = self.geometry.point_count();
@@ -253,10 +268,27 @@ impl SurfaceContact {
         x: &[Vec3A],
         poses: &[Pose],
     ) -> Block {
+        self.vertex_terms_of(cfg, v, x, poses, false)
+    }
+
+    /// [`Self::vertex_terms`] of the rows the coarse operator holds (`coarse_only`) or of
+    /// every row.
+    #[inline]
+    pub(crate) fn vertex_terms_of(
+        &self,
+        cfg: &SolverConfig,
+        v: usize,
+        x: &[Vec3A],
+        poses: &[Pose],
+        coarse_only: bool,
+    ) -> Block {
         let mut out = Block::default();
         let now = |p| self.iterate_at(p, x, poses);
         for &ri in self.rows_of_point(v) {
             let r = &self.rows[ri as usize];
+            if coarse_only && !r.in_coarse {
+                continue;
+            }
             let c = r.value(now, |p| self.certified_at(p), cfg.contact_gap);
             let f = r.force(c);
             let k = r
@@ -372,13 +404,7 @@ impl SurfaceContact {
         let before = self.rows.len();
         self.rows.retain(|r| r.gamma >= cfg.contact_drop);
         if self.rows.len() != before {
-            self.row_of = self
-                .rows
-                .iter()
-                .enumerate()
-                .map(|(i, r)| (r.pair, i as u32))
-                .collect();
-            self.index_rows(set, bodies);
+            self.reindex_rows(set, bodies);
         }
     }
 
@@ -399,24 +425,11 @@ impl SurfaceContact {
         }));
     }
 
-    /// The groups of deformable bodies that only touch each other this frame (islands
-    /// that are not anchored), each as a list of bodies.
-    pub(crate) fn free_groups(&self, set: &DeformableSet) -> Vec<Vec<u32>> {
-        let mut by_root: std::collections::BTreeMap<u32, Vec<u32>> = Default::default();
-        for b in 0..set.len() {
-            let root = self.island_of.get(b).copied().unwrap_or(b as u32);
-            if !self.anchored.get(root as usize).copied().unwrap_or(false) {
-                by_root.entry(root).or_default().push(b as u32);
-            }
-        }
-        by_root.into_values().collect()
-    }
-
     /// The force the deformables' contact rows put on rigid body `i` at the end of the
     /// last step (N): the normal and friction multipliers.
     /// Zero if the bodies changed since (the rows refer to the step's bodies).
     pub fn force_on_body(&self, set: &DeformableSet, bodies: &BodySet, i: usize) -> Vec3 {
-        if self.generation != broad_phase::generation(set, bodies) {
+        if self.generation != frame::generation(set, bodies) {
             return Vec3::ZERO;
         }
         let g = &self.geometry;

@@ -68,6 +68,9 @@ pub struct Row {
     /// The normal and weights at the frame's start: the slip is measured with them.
     pub lagged_normal: Vec3,
     pub lagged_weights: [f32; 4],
+    /// Whether the coarse operator of this frame holds the row's stiffness (rows made
+    /// after it was assembled act through the vertex sweeps only).
+    pub in_coarse: bool,
 }
 
 /// A row's friction at a slip: the force on the row's first side per unit weight, the
@@ -94,6 +97,7 @@ impl Row {
             lambda_t: Vec3::ZERO,
             lagged_normal: Vec3::Y,
             lagged_weights: [0.0; 4],
+            in_coarse: false,
         }
     }
 

@@ -1,0 +1,201 @@
+//! Motion cages: boxes that every point's iterate must stay in for the broad phase's
+//! candidates to stay complete. They are built at a reference configuration R (X when
+//! built: xᵗ at the frame's start) and hold R, the current iterate and the inertial target,
+//! padded. X moves along segments from R to later iterates, so as long as every iterate
+//! is inside, X is too; an iterate that leaves its cage (checked before every CCD) makes
+//! the broad phase run again from the current X.
+//!
+//! Each deformable point has two cages:
+//! - an absolute one, for pairs with other objects;
+//! - a comoving one, for pairs within its own body: the point's displacement from R less
+//!   its body's mean displacement τ_b. The distance between two points of one body does
+//!   not depend on τ_b, so a body falling or flying fast has small comoving cages and few
+//!   self-contact candidates. τ_b is linear in the positions and every point of a body
+//!   moves by the same α, so X stays in the comoving cages as well.
+//!
+//! Rigid points have an absolute cage over their positions at the reference and current
+//! poses.
+
+use glam::{Vec3, Vec3A};
+
+use super::geometry::{self, Geometry, Pose};
+use crate::config::SolverConfig;
+use crate::deformable::DeformableSet;
+use crate::rigid::BodySet;
+
+/// An axis-aligned box.
+pub type Box3 = (Vec3A, Vec3A);
+
+fn hull(points: &[Vec3A], pad: f32) -> Box3 {
+    let (lo, hi) = points.iter().fold(
+        (Vec3A::splat(f32::INFINITY), Vec3A::splat(f32::NEG_INFINITY)),
+        |(lo, hi), &p| (lo.min(p), hi.max(p)),
+    );
+    (lo - Vec3A::splat(pad), hi + Vec3A::splat(pad))
+}
+
+#[inline]
+fn inside((lo, hi): Box3, p: Vec3A) -> bool {
+    p.cmpge(lo).all() && p.cmple(hi).all()
+}
+
+/// Distance from `at` to the farthest corner of `b`.
+#[inline]
+fn reach((lo, hi): Box3, at: Vec3A) -> f32 {
+    (hi - at).max(at - lo).length()
+}
+
+/// The padding of a cage: room for the solver to stray from the straight motion (a
+/// bounce, a bulge) before the broad phase has to run again.
+fn pad(cfg: &SolverConfig, motion: f32) -> f32 {
+    (4.0 * cfg.contact_gap).max(0.25 * motion)
+}
+
+/// The cages of one frame (or of the rest of it, after a rebuild).
+#[derive(Default)]
+pub struct Cages {
+    /// Per point: where it was when the cages were built (R).
+    pub reference: Vec<Vec3A>,
+    /// Per point: its absolute cage.
+    pub absolute: Vec<Box3>,
+    /// Per deformable vertex: its comoving cage (a box of displacements).
+    pub comoving: Vec<Box3>,
+    /// Per deformable: the reference its mean displacement is taken from.
+    body_reference: Vec<Vec3A>,
+}
+
+impl Cages {
+    /// The mean displacement of every deformable's vertices at `x` from R.
+    fn translations(&self, set: &DeformableSet, x: &[Vec3A]) -> Vec<Vec3A> {
+        (0..set.len())
+            .map(|b| {
+                let r = set.vertex_range(b);
+                let n = r.len().max(1) as f32;
+                let sum: Vec3A = r.map(|v| x[v]).sum();
+                sum / n - self.body_reference[b]
+            })
+            .collect()
+    }
+
+    /// Builds the cages at R = the certified configuration (`certified`, `certified_pose`),
+    /// around the iterate (`x`, `poses`) and the inertial targets `target`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn build(
+        &mut self,
+        cfg: &SolverConfig,
+        set: &DeformableSet,
+        bodies: &BodySet,
+        g: &Geometry,
+        certified: &[Vec3A],
+        certified_pose: &[Pose],
+        x: &[Vec3A],
+        poses: &[Pose],
+        target: impl Fn(usize) -> Vec3A,
+    ) {
+        let n = g.point_count();
+        let soft = g.soft_points as usize;
+        self.reference.clear();
+        self.reference.extend_from_slice(&certified[..soft]);
+        self.reference.extend(
+            g.rigid_points
+                .iter()
+                .map(|&(b, r)| certified_pose[b as usize].apply(r)),
+        );
+        self.body_reference = (0..set.len())
+            .map(|b| {
+                let r = set.vertex_range(b);
+                let n = r.len().max(1) as f32;
+                r.map(|v| certified[v]).sum::<Vec3A>() / n
+            })
+            .collect();
+        let targets: Vec<Vec3A> = (0..soft).map(&target).collect();
+        let tau_x = self.translations(set, x);
+        let tau_y = self.translations(set, &targets);
+        self.absolute.clear();
+        self.absolute.reserve(n);
+        self.comoving.clear();
+        self.comoving.reserve(soft);
+        for v in 0..soft {
+            let (r, guess, y) = (certified[v], x[v], targets[v]);
+            let b = set.owner[v] as usize;
+            self.absolute
+                .push(hull(&[r, guess, y], pad(cfg, (y - r).length())));
+            let (eg, ey) = (guess - r - tau_x[b], y - r - tau_y[b]);
+            self.comoving.push(hull(
+                &[Vec3A::ZERO, eg, ey],
+                pad(cfg, eg.length().max(ey.length())),
+            ));
+        }
+        for (k, &(b, r)) in g.rigid_points.iter().enumerate() {
+            let (a, e) = (self.reference[soft + k], poses[b as usize].apply(r));
+            let p = if geometry::moves(bodies, b as usize) {
+                pad(cfg, (e - a).length())
+            } else {
+                0.0
+            };
+            self.absolute.push(hull(&[a, e], p));
+        }
+    }
+
+    /// Whether any deformable vertex's iterate left one of its cages, or any moving rigid
+    /// body's points left theirs.
+    pub fn escaped(
+        &self,
+        set: &DeformableSet,
+        bodies: &BodySet,
+        g: &Geometry,
+        x: &[Vec3A],
+        poses: &[Pose],
+    ) -> bool {
+        let tau = self.translations(set, x);
+        // Pinned vertices too: they hold still, but their comoving displacement moves
+        // with their body's mean.
+        let soft = (0..g.soft_points as usize).any(|v| {
+            let e = x[v] - self.reference[v] - tau[set.owner[v] as usize];
+            !(inside(self.absolute[v], x[v]) && inside(self.comoving[v], e))
+        });
+        soft || g.rigid_bodies.iter().any(|(b, range)| {
+            geometry::moves(bodies, *b as usize)
+                && range.clone().any(|p| {
+                    let (_, r) = g.rigid_points[(p - g.soft_points) as usize];
+                    !inside(self.absolute[p as usize], poses[*b as usize].apply(r))
+                })
+        })
+    }
+
+    /// The absolute box of points `pts`.
+    pub fn absolute_box(&self, pts: &[u32]) -> Box3 {
+        union(pts.iter().map(|&p| self.absolute[p as usize]))
+    }
+
+    /// The comoving box of deformable vertices `pts`, placed at R: where the primitive may
+    /// be relative to its body's mean motion.
+    pub fn comoving_box(&self, pts: &[u32]) -> Box3 {
+        union(pts.iter().map(|&p| {
+            let (lo, hi) = self.comoving[p as usize];
+            let r = self.reference[p as usize];
+            (r + lo, r + hi)
+        }))
+    }
+
+    /// How far point `p` may move from R: absolute, or relative to its body (comoving).
+    pub fn reach(&self, p: u32, comoving: bool) -> f32 {
+        if comoving {
+            reach(self.comoving[p as usize], Vec3A::ZERO)
+        } else {
+            reach(self.absolute[p as usize], self.reference[p as usize])
+        }
+    }
+
+    /// Point `p`'s position at R.
+    pub fn at(&self, p: u32) -> Vec3 {
+        Vec3::from(self.reference[p as usize])
+    }
+}
+
+fn union(boxes: impl Iterator<Item = Box3>) -> Box3 {
+    boxes.fold(
+        (Vec3A::splat(f32::INFINITY), Vec3A::splat(f32::NEG_INFINITY)),
+        |(lo, hi), (l, h)| (lo.min(l), hi.max(h)),
+    )
+}

@@ -1,0 +1,171 @@
+//! The frame's start: the geometry (rebuilt when the bodies change), X = xᵗ, the cages
+//! and candidates, the islands, and the active set carried from the last frame; and the
+//! rows that join it.
+
+use glam::Vec3A;
+
+use super::SurfaceContact;
+use super::geometry::{Geometry, Owner, Pose};
+use super::rows::{NO_POINT, Pair, PairKind, Row};
+use crate::config::SolverConfig;
+use crate::deformable::DeformableSet;
+use crate::pipeline::IterateRecord;
+use crate::pipeline::vbd::VertexState;
+use crate::rigid::BodySet;
+
+/// What the geometry is built from: the deformables' topology and the bodies.
+pub(super) fn generation(set: &DeformableSet, bodies: &BodySet) -> (u64, usize, u64) {
+    (set.generation, bodies.len(), signature(bodies))
+}
+
+fn signature(bodies: &BodySet) -> u64 {
+    // FNV-1a over the handles in solver order: any added, removed or rebuilt body changes it.
+    bodies
+        .handles
+        .iter()
+        .fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+            (h ^ b.0 as u64).wrapping_mul(0x0100_0000_01b3)
+        })
+}
+
+impl SurfaceContact {
+    /// Everything before the first iteration.
+    pub fn begin_frame(
+        &mut self,
+        cfg: &SolverConfig,
+        set: &DeformableSet,
+        bodies: &BodySet,
+        attachments: &crate::deformable::AttachmentSet,
+        iterate: &[IterateRecord],
+        vs: &mut VertexState,
+    ) {
+        // A deformable and a rigid body linked by an attachment do not collide with each
+        // other (their surfaces touch where they are attached), as jointed bodies do not.
+        self.linked.clear();
+        self.linked.extend(
+            attachments
+                .records
+                .iter()
+                .filter(|r| !r.broken())
+                .map(|r| (set.owner[r.vertex as usize], r.body)),
+        );
+        self.linked.sort_unstable();
+        self.linked.dedup();
+        let generation = generation(set, bodies);
+        if generation != self.generation {
+            self.generation = generation;
+            self.geometry = Geometry::build(set, bodies);
+            self.rows.clear();
+            self.row_of.clear();
+        }
+        self.start_pose.clear();
+        self.start_pose
+            .extend(bodies.poses.iter().map(|p| Pose { p: p.p(), q: p.q() }));
+        self.certified_pose.clone_from(&self.start_pose);
+        self.certified.clone_from(&set.positions);
+        self.start.clone_from(&set.positions);
+        self.stats = Default::default();
+        self.iterate_poses(bodies, iterate, &mut vs.poses);
+        self.build_candidates(cfg, set, bodies, &vs.x, &vs.poses, &vs.yd);
+        // The active set carried over: the rows whose pair is still a candidate (a rebuild
+        // within the frame keeps every row: their multipliers hold the contact forces).
+        let rows = std::mem::take(&mut self.rows);
+        self.rows = rows
+            .into_iter()
+            .filter(|r| self.candidates.binary_search(&r.pair).is_ok())
+            .collect();
+        self.reindex_rows(set, bodies.len());
+        // Friction's tangent plane for the step: the carried rows', linearised at xᵗ.
+        for r in &mut self.rows {
+            r.lag();
+        }
+    }
+
+    /// Cages at X around the iterate, candidates, islands, and the active set restricted
+    /// to the candidates (at the frame's start, and again when an iterate leaves its cage).
+    pub(crate) fn build_candidates(
+        &mut self,
+        cfg: &SolverConfig,
+        set: &DeformableSet,
+        bodies: &BodySet,
+        x: &[Vec3A],
+        poses: &[Pose],
+        yd: &[Vec3A],
+    ) {
+        let t0 = std::time::Instant::now();
+        let mut cages = std::mem::take(&mut self.cages);
+        cages.build(
+            cfg,
+            set,
+            bodies,
+            &self.geometry,
+            &self.certified,
+            &self.certified_pose,
+            x,
+            poses,
+            |v| set.positions[v] + yd[v],
+        );
+        self.cages = cages;
+        self.candidates = self.candidate_pairs(cfg, set, bodies);
+        self.stats.candidates = self.stats.candidates.max(self.candidates.len());
+        self.build_islands(set, bodies);
+        let h2 = cfg.dt * cfg.dt;
+        let mut rows = std::mem::take(&mut self.rows);
+        for r in &mut rows {
+            r.mu = row_stiffness(cfg, set, &self.geometry, &r.points, h2);
+        }
+        self.rows = rows;
+        self.linearise_rows();
+        self.stats.broad_phase_ms += t0.elapsed().as_secs_f64() * 1e3;
+    }
+}
+
+/// A row's penalty: `κ` times the largest `m/h²` of its deformable points (the inertia the
+/// row has to stop in one step), as the paper's and libuipc's mass-scaled stiffness.
+pub(crate) fn row_stiffness(
+    cfg: &SolverConfig,
+    set: &DeformableSet,
+    g: &Geometry,
+    points: &[u32; 4],
+    h2: f32,
+) -> f32 {
+    let m = points
+        .iter()
+        .filter(|&&p| p != NO_POINT && p < g.soft_points)
+        .map(|&p| set.masses[p as usize])
+        .fold(0.0f32, f32::max);
+    (cfg.contact_stiffness * m / h2).max(cfg.k_start)
+}
+
+/// A new row of `pair` (λ = 0, γ = 1).
+pub(crate) fn new_row(
+    cfg: &SolverConfig,
+    set: &DeformableSet,
+    bodies: &BodySet,
+    sc: &SurfaceContact,
+    pair: Pair,
+) -> Row {
+    let points = sc.points_of(&pair);
+    let h2 = cfg.dt * cfg.dt;
+    let g = &sc.geometry;
+    // The pair's friction: the geometric mean of its two sides' coefficients.
+    let side = |p: u32| match g.owner_of(set, p) {
+        Owner::Soft(b) => set.materials[b as usize].friction,
+        Owner::Rigid(i) => bodies.masses[i as usize].friction,
+    };
+    let (a, b) = match pair.kind {
+        PairKind::PointPlane => (
+            side(points[0]),
+            bodies.masses[g.planes[pair.b as usize].0 as usize].friction,
+        ),
+        PairKind::PointTriangle => (side(points[0]), side(points[1])),
+        PairKind::EdgeEdge => (side(points[0]), side(points[2])),
+    };
+    let friction = [(a[0] * b[0]).sqrt(), (a[1] * b[1]).sqrt()];
+    Row::new(
+        pair,
+        points,
+        row_stiffness(cfg, set, g, &points, h2),
+        friction,
+    )
+}
