@@ -785,6 +785,23 @@ fn add_elements(
                 g[p] = gj[0] * term.w[0] + gj[1] * term.w[1] + gj[2] * term.w[2];
             }
             add_pairs(a, terms, &g, mat.lambda as f64 * area);
+            // The membrane's damping block, as the tets' (F is 3×2: u has no third
+            // component). Without it the coarse step takes the viscous force without its
+            // stiffness and a free cloth with τ = 1e-3 s diverged in a few frames.
+            let damp = mat.viscosity as f64 * inv_h * area;
+            if damp > 0.0 {
+                let (m1, m2) = (t.grad(1).as_dvec3(), t.grad(2).as_dvec3());
+                let f = outer(xs[1] - xs[0], m1) + outer(xs[2] - xs[0], m2);
+                let ff = f * f.transpose();
+                for tp in terms {
+                    for tq in terms {
+                        if tp.node >= tq.node {
+                            let h = (ff * tp.u.dot(tq.u) + outer(f * tp.u, f * tq.u)) * damp;
+                            add_lower(a, n, tp.node as usize, tq.node as usize, &h);
+                        }
+                    }
+                }
+            }
         } else {
             let t = &set.hinges[body.hinges.start as usize + e - n_tets - n_tris];
             let mat = &set.materials[t.material as usize];
