@@ -287,7 +287,7 @@ fn cloth_pile(s: &mut Scene) -> Result<(), SceneError> {
 fn soft_incline(s: &mut Scene) -> Result<(), SceneError> {
     let theta = (s.param("angle_deg") as f32).to_radians();
     let mu = s.param("mu") as f32;
-    if !(0.0..1.5).contains(&theta) || !(mu.is_finite() && mu >= 0.0) {
+    if !((0.0..1.5).contains(&theta) && mu.is_finite() && mu >= 0.0) {
         return Err(SceneError::BadParam {
             param: "angle_deg/mu".into(),
             value: s.param("angle_deg"),

@@ -133,11 +133,51 @@ impl SurfaceContact {
         }
         let t0 = std::time::Instant::now();
         let x = &vs.x;
+        // A pair whose distance at R, less how far its points are from R at either end of
+        // the segment, stays beyond δ (beyond ξ for a row) needs no CCD.
+        let (moved, moved_in_body) = self.cages.motion(
+            set,
+            &self.geometry,
+            (&self.certified, &self.certified_pose),
+            (x, poses),
+        );
         let tois: Vec<(f32, f32)> = self
             .candidates
             .par_iter()
+            .zip(&self.candidate_lower)
             .with_min_len(CHUNK)
-            .map(|pair| self.toi(cfg, pair, self.row_of.contains_key(pair), x, poses))
+            .map(|(pair, &lower)| {
+                let active = self.row_of.contains_key(pair);
+                if pair.kind != PairKind::PointPlane {
+                    let pts = self.points_of(pair);
+                    let m: &[f32] = match self.same_body(set, &pts) {
+                        true => &moved_in_body,
+                        false => &moved,
+                    };
+                    let (a, b) = match pair.kind {
+                        PairKind::PointTriangle => (
+                            m[pts[0] as usize],
+                            m[pts[1] as usize]
+                                .max(m[pts[2] as usize])
+                                .max(m[pts[3] as usize]),
+                        ),
+                        _ => (
+                            m[pts[0] as usize].max(m[pts[1] as usize]),
+                            m[pts[2] as usize].max(m[pts[3] as usize]),
+                        ),
+                    };
+                    let clear = lower - (a + b) * (1.0 + 1e-5);
+                    let needed = if active {
+                        cfg.contact_min_separation
+                    } else {
+                        cfg.contact_gap
+                    };
+                    if clear > needed {
+                        return (1.0, 1.0);
+                    }
+                }
+                self.toi(cfg, pair, active, x, poses)
+            })
             .collect();
         // The step of each island: the earliest impact of its pairs.
         let objects = self.island_of.len();

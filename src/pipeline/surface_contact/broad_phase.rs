@@ -1,10 +1,11 @@
 //! The broad phase: every primitive pair that can come within ξ of each other before
 //! the cages ([`super::cages`]) are left, as candidates for the CCD of every iteration.
 //!
-//! Each object (deformable or rigid body) has a BVH over its primitives' absolute boxes;
-//! objects whose boxes overlap are traversed tree against tree (rigid–rigid pairs are the
-//! rigid solver's). Each deformable also has a BVH over its primitives' comoving boxes,
-//! traversed against itself for self-contact. Pairs are then filtered by the distance at
+//! Each object (deformable or rigid body) has three BVHs over its primitives' absolute
+//! boxes: points, triangles, edges. Objects whose boxes overlap are traversed tree against
+//! tree, points against triangles and edges against edges (rigid–rigid pairs are the rigid
+//! solver's). Each deformable also has the three over its comoving boxes, traversed against
+//! each other for self-contact. Pairs are then filtered by the distance at
 //! R less the reach of their cages, and half-spaces are tested point by point.
 
 use glam::{Vec3, Vec3A};
@@ -14,12 +15,11 @@ use rayon::prelude::*;
 
 use super::SurfaceContact;
 use super::cages::Box3;
-use super::geometry::{Leaf, Owner};
+use super::geometry::{EDGES, Leaf, Owner, POINTS, TRIANGLES};
 use super::rows::{NO_POINT, Pair, PairKind};
 use crate::ccd::{edge_edge_distance_lower_bound, point_triangle_distance_lower_bound};
 use crate::config::SolverConfig;
 use crate::deformable::DeformableSet;
-use crate::rigid::BodySet;
 
 /// One object's primitives and their BVH.
 struct Tree {
@@ -58,13 +58,13 @@ fn overlap((lo, hi): Box3, (l, h): Box3) -> bool {
 }
 
 impl SurfaceContact {
-    /// The candidate pairs at the current cages, sorted.
+    /// The candidate pairs at the current cages, sorted, with a lower bound on each
+    /// pair's distance at R.
     pub(crate) fn candidate_pairs(
         &self,
         cfg: &SolverConfig,
         set: &DeformableSet,
-        bodies: &BodySet,
-    ) -> Vec<Pair> {
+    ) -> (Vec<Pair>, Vec<f32>) {
         let g = &self.geometry;
         let cages = &self.cages;
         let widen = 0.5 * cfg.contact_min_separation;
@@ -76,67 +76,79 @@ impl SurfaceContact {
                 cages.absolute_box(&pts[..n])
             }
         };
-        let objects = g.leaves.len();
-        let absolute: Vec<Option<Tree>> = (0..objects)
-            .into_par_iter()
-            .map(|o| {
-                let leaves = &g.leaves[o];
+        let trees = |o: usize, comoving: bool| -> [Option<Tree>; 3] {
+            g.leaves[o].each_ref().map(|leaves| {
                 Tree::new(
                     leaves,
-                    leaves.iter().map(|&l| box_of(l, false)).collect(),
+                    leaves.iter().map(|&l| box_of(l, comoving)).collect(),
                     widen,
                 )
             })
+        };
+        let objects = g.leaves.len();
+        let absolute: Vec<[Option<Tree>; 3]> = (0..objects)
+            .into_par_iter()
+            .map(|o| trees(o, false))
             .collect();
-        // Pairs of objects to traverse: a deformable against every later object whose box
-        // overlaps and is not attached to it.
+        let root = |t: &[Option<Tree>; 3]| {
+            t.iter().flatten().fold(
+                (Vec3A::splat(f32::INFINITY), Vec3A::splat(f32::NEG_INFINITY)),
+                |(lo, hi), t| (lo.min(t.root.0), hi.max(t.root.1)),
+            )
+        };
+        let roots: Vec<Box3> = absolute.iter().map(root).collect();
+        // The tree pairs to traverse: points against triangles both ways and edges against
+        // edges, for a deformable and every later object whose box overlaps it (and is not
+        // attached to it), and within each deformable on its comoving boxes.
         let mut jobs: Vec<(usize, usize)> = Vec::new();
         for a in 0..set.len() {
-            let Some(ta) = &absolute[a] else { continue };
-            for (b, tb) in absolute.iter().enumerate().skip(a + 1) {
-                let Some(tb) = tb else { continue };
+            for b in a + 1..objects {
                 let linked = b >= set.len()
                     && self
                         .linked
                         .binary_search(&(a as u32, (b - set.len()) as u32))
                         .is_ok();
-                if !linked && overlap(ta.root, tb.root) {
+                if !linked && overlap(roots[a], roots[b]) {
                     jobs.push((a, b));
                 }
             }
         }
+        let kinds = [(POINTS, TRIANGLES), (TRIANGLES, POINTS), (EDGES, EDGES)];
+        let cross = |ta: &Tree, tb: &Tree| -> Vec<Pair> {
+            ta.bvh
+                .leaf_pairs(&tb.bvh, |n1, n2| n1.intersects(n2))
+                .filter(|&(i, j)| ta.boxes[i as usize].intersects(&tb.boxes[j as usize]))
+                .filter_map(|(i, j)| {
+                    self.pair_of(set, ta.leaves[i as usize], tb.leaves[j as usize])
+                })
+                .collect()
+        };
+        let absolute = &absolute;
         let mut pairs: Vec<Pair> = jobs
             .par_iter()
             .flat_map_iter(|&(a, b)| {
-                let (ta, tb) = (
-                    absolute[a].as_ref().expect("job"),
-                    absolute[b].as_ref().expect("job"),
-                );
-                ta.bvh
-                    .leaf_pairs(&tb.bvh, |n1, n2| n1.intersects(n2))
-                    .filter(|&(i, j)| ta.boxes[i as usize].intersects(&tb.boxes[j as usize]))
-                    .filter_map(|(i, j)| {
-                        self.pair_of(set, ta.leaves[i as usize], tb.leaves[j as usize])
-                    })
-                    .collect::<Vec<_>>()
+                kinds.iter().flat_map(
+                    move |&(ka, kb)| match (&absolute[a][ka], &absolute[b][kb]) {
+                        (Some(ta), Some(tb)) => cross(ta, tb),
+                        _ => Vec::new(),
+                    },
+                )
             })
             .collect();
-        // Self-contact, on the comoving boxes.
         let own: Vec<Pair> = (0..set.len())
             .into_par_iter()
             .flat_map_iter(|b| {
-                let leaves = &g.leaves[b];
-                let mut out = Vec::new();
-                if let Some(t) = Tree::new(
-                    leaves,
-                    leaves.iter().map(|&l| box_of(l, true)).collect(),
-                    widen,
-                ) {
+                let [points, triangles, edges] = trees(b, true);
+                let mut out = match (&points, &triangles) {
+                    (Some(p), Some(t)) => cross(p, t),
+                    _ => Vec::new(),
+                };
+                if let Some(e) = &edges {
                     let mut workspace = BvhWorkspace::default();
-                    t.bvh
+                    e.bvh
                         .traverse_bvtt_single_tree::<false>(&mut workspace, &mut |i, j| {
                             if let Some(p) =
-                                self.pair_of(set, t.leaves[i as usize], t.leaves[j as usize])
+                                self.pair_of(set, e.leaves[i as usize], e.leaves[j as usize])
                             {
                                 out.push(p);
                             }
@@ -162,29 +174,41 @@ impl SurfaceContact {
                 }
             }
         }
-        let _ = bodies;
         pairs.par_sort_unstable();
         pairs.dedup();
         // Boxes are loose around slanted primitives (a triangle's box covers its whole
         // quad): keep the pairs whose distance at R, less the farthest their points can
         // go, is within ξ.
-        pairs.retain(|pair| self.may_meet(cfg, set, pair));
+        let lower: Vec<Option<f32>> = pairs
+            .par_iter()
+            .map(|pair| self.may_meet(cfg, set, pair))
+            .collect();
         pairs
+            .into_iter()
+            .zip(lower)
+            .filter_map(|(pair, d)| Some((pair, d?)))
+            .unzip()
     }
 
-    /// Whether `pair` can come within ξ while its points stay in their cages: each point
-    /// of a primitive is a convex combination of its vertices, so the distance falls by at
-    /// most the two primitives' largest reach (from R to a cage's farthest corner; within
-    /// one deformable, relative to the body's mean motion).
-    fn may_meet(&self, cfg: &SolverConfig, set: &DeformableSet, pair: &Pair) -> bool {
-        if pair.kind == PairKind::PointPlane {
-            return true;
-        }
+    /// Whether the two points' primitives of `pair` lie in one deformable (self-contact).
+    pub(crate) fn same_body(&self, set: &DeformableSet, pts: &[u32; 4]) -> bool {
         let g = &self.geometry;
-        let pts = self.points_of(pair);
-        let same_body = pts[0] < g.soft_points
+        pts[0] < g.soft_points
             && pts[3] < g.soft_points
-            && set.owner[pts[0] as usize] == set.owner[pts[3] as usize];
+            && set.owner[pts[0] as usize] == set.owner[pts[3] as usize]
+    }
+
+    /// If `pair` can come within ξ while its points stay in their cages, a lower bound on
+    /// its distance at R: each point of a primitive is a convex combination of its
+    /// vertices, so the distance falls by at most the two primitives' largest reach (from R
+    /// to a cage's farthest corner; within one deformable, relative to the body's mean
+    /// motion). Half-space pairs: 0.
+    fn may_meet(&self, cfg: &SolverConfig, set: &DeformableSet, pair: &Pair) -> Option<f32> {
+        if pair.kind == PairKind::PointPlane {
+            return Some(0.0);
+        }
+        let pts = self.points_of(pair);
+        let same_body = self.same_body(set, &pts);
         let x = pts.map(|p| self.cages.at(p));
         let reach = |k: usize| self.cages.reach(pts[k], same_body);
         let (first, second) = match pair.kind {
@@ -196,7 +220,7 @@ impl SurfaceContact {
             _ => edge_edge_distance_lower_bound(x[0], x[1], x[2], x[3]),
         };
         // A relative margin for the rounding of the reaches and their sum.
-        lower - (first + second) * (1.0 + 1e-5) <= cfg.contact_min_separation
+        (lower - (first + second) * (1.0 + 1e-5) <= cfg.contact_min_separation).then_some(lower)
     }
 
     /// The candidate pair of two broad-phase leaves, if they make one.

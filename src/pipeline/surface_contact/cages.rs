@@ -163,6 +163,40 @@ impl Cages {
         })
     }
 
+    /// Per point, the farthest it is from R at `certified` and at the iterate (the ends
+    /// of this advance's segment; |y − R| is convex along it): absolute, and for
+    /// deformable vertices relative to their body's mean displacement.
+    pub fn motion(
+        &self,
+        set: &DeformableSet,
+        g: &Geometry,
+        certified: (&[Vec3A], &[Pose]),
+        iterate: (&[Vec3A], &[Pose]),
+    ) -> (Vec<f32>, Vec<f32>) {
+        let soft = g.soft_points as usize;
+        let (tau_c, tau_x) = (
+            self.translations(set, certified.0),
+            self.translations(set, iterate.0),
+        );
+        let mut absolute = Vec::with_capacity(g.point_count());
+        let mut comoving = Vec::with_capacity(soft);
+        for v in 0..soft {
+            let (r, b) = (self.reference[v], set.owner[v] as usize);
+            let (c, x) = (certified.0[v], iterate.0[v]);
+            absolute.push((c - r).length().max((x - r).length()));
+            comoving.push((c - r - tau_c[b]).length().max((x - r - tau_x[b]).length()));
+        }
+        for (k, &(b, local)) in g.rigid_points.iter().enumerate() {
+            let r = self.reference[soft + k];
+            let (c, x) = (
+                certified.1[b as usize].apply(local),
+                iterate.1[b as usize].apply(local),
+            );
+            absolute.push((c - r).length().max((x - r).length()));
+        }
+        (absolute, comoving)
+    }
+
     /// The absolute box of points `pts`.
     pub fn absolute_box(&self, pts: &[u32]) -> Box3 {
         union(pts.iter().map(|&p| self.absolute[p as usize]))

@@ -106,7 +106,7 @@ impl SurfaceContact {
             |v| set.positions[v] + yd[v],
         );
         self.cages = cages;
-        self.candidates = self.candidate_pairs(cfg, set, bodies);
+        (self.candidates, self.candidate_lower) = self.candidate_pairs(cfg, set);
         self.stats.candidates = self.stats.candidates.max(self.candidates.len());
         self.build_islands(set, bodies);
         let h2 = cfg.dt * cfg.dt;

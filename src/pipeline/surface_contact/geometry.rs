@@ -40,6 +40,11 @@ pub enum Leaf {
     Edge(u32),
 }
 
+/// Index of an object's points, triangles and edges in [`Geometry::leaves`].
+pub const POINTS: usize = 0;
+pub const TRIANGLES: usize = 1;
+pub const EDGES: usize = 2;
+
 /// The surfaces of one frame's bodies.
 #[derive(Default)]
 pub struct Geometry {
@@ -56,8 +61,9 @@ pub struct Geometry {
     pub planes: Vec<(u32, Vec3, Vec3)>,
     /// Rigid bodies that have a surface, with the range of their points.
     pub rigid_bodies: Vec<(u32, std::ops::Range<u32>)>,
-    /// Per object (deformables, then rigid bodies by solver index): its primitives.
-    pub leaves: Vec<Vec<Leaf>>,
+    /// Per object (deformables, then rigid bodies by solver index): its primitives by
+    /// kind ([`POINTS`], [`TRIANGLES`], [`EDGES`]).
+    pub leaves: Vec<[Vec<Leaf>; 3]>,
 }
 
 /// Ball and capsule tessellation for contact: finer than the export's, so that a vertex
@@ -149,18 +155,18 @@ impl Geometry {
             Owner::Soft(b) => b as usize,
             Owner::Rigid(i) => set.len() + i as usize,
         };
-        g.leaves = vec![Vec::new(); objects];
+        g.leaves = vec![Default::default(); objects];
         for &p in &g.surface_points {
-            g.leaves[set.owner[p as usize] as usize].push(Leaf::Point(p));
+            g.leaves[set.owner[p as usize] as usize][POINTS].push(Leaf::Point(p));
         }
         for (b, range) in &g.rigid_bodies {
-            g.leaves[set.len() + *b as usize].extend(range.clone().map(Leaf::Point));
+            g.leaves[set.len() + *b as usize][POINTS].extend(range.clone().map(Leaf::Point));
         }
         for (i, (_, o)) in g.triangles.iter().enumerate() {
-            g.leaves[object(*o)].push(Leaf::Triangle(i as u32));
+            g.leaves[object(*o)][TRIANGLES].push(Leaf::Triangle(i as u32));
         }
         for (i, (_, o)) in g.edges.iter().enumerate() {
-            g.leaves[object(*o)].push(Leaf::Edge(i as u32));
+            g.leaves[object(*o)][EDGES].push(Leaf::Edge(i as u32));
         }
         g
     }

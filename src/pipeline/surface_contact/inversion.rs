@@ -29,7 +29,7 @@ fn tet_step(x: [DVec3; 4], d: [DVec3; 4], floor: f64) -> f64 {
     let c3 = det(f[0], f[1], f[2]);
     let p = |t: f64| c0 + t * (c1 + t * (c2 + t * c3));
     let floor = (6.0 * floor).min(0.5 * c0);
-    if !(c0 > floor) {
+    if c0.is_nan() || c0 <= floor {
         return 1.0; // already below: not this filter's to fix (the start was inverted)
     }
     // Candidate points where p may first dip: the critical points in (0, 1), then 1.

@@ -62,8 +62,10 @@ pub struct SurfaceContact {
     pub(crate) start_pose: Vec<Pose>,
     /// Where each point may go before the broad phase must run again.
     pub(crate) cages: cages::Cages,
-    /// This frame's candidate pairs.
+    /// This frame's candidate pairs, and a lower bound on each one's distance at the
+    /// cages' reference R.
     pub(crate) candidates: Vec<Pair>,
+    pub(crate) candidate_lower: Vec<f32>,
     /// Per object (deformables, then rigid bodies): its island; per island: its lost
     /// motion β.
     pub(crate) island_of: Vec<u32>,
