@@ -203,23 +203,30 @@ impl SurfaceContact {
             let i = self.island_of[b] as usize;
             alpha[i] = alpha[i].min(t);
         }
-        // Growth: new pairs that come within δ, the earliest of one of their points.
-        let mut earliest = vec![1.0f32; g.point_count()];
-        for (pair, &(t, _)) in self.candidates.iter().zip(&tois) {
+        // Growth: new pairs that come within δ, the earliest of one of their points. Ties
+        // (pairs that reach δ at the same time, e.g. every pair of a point already at the
+        // gap: t = 0) go to the first candidate, so each point brings at most one new row
+        // per advance: a point driven hard into a surface fans out over its neighbours one
+        // row at a time instead of taking every pair of its cage at once.
+        let mut earliest = vec![(1.0f32, u32::MAX); g.point_count()];
+        for (k, (pair, &(t, _))) in self.candidates.iter().zip(&tois).enumerate() {
             if t < 1.0 {
                 for &p in self.points_of(pair).iter().filter(|&&p| p != NO_POINT) {
-                    earliest[p as usize] = earliest[p as usize].min(t);
+                    let e = &mut earliest[p as usize];
+                    if t < e.0 {
+                        *e = (t, k as u32);
+                    }
                 }
             }
         }
         let mut added = false;
         let first_new = self.rows.len();
-        for (pair, &(t, _)) in self.candidates.iter().zip(&tois) {
+        for (k, (pair, &(t, _))) in self.candidates.iter().zip(&tois).enumerate() {
             if t < 1.0
                 && self
                     .points_of(pair)
                     .iter()
-                    .any(|&p| p != NO_POINT && earliest[p as usize] == t)
+                    .any(|&p| p != NO_POINT && earliest[p as usize] == (t, k as u32))
             {
                 let row = new_row(cfg, set, bodies, self, *pair);
                 self.row_of.insert(*pair, self.rows.len() as u32);
