@@ -161,7 +161,18 @@ pub fn coarse_correction(
             Vec3::ZERO
         }
     };
-    coarse.correct(cfg, set, attachments, force, contact_force, yd, d, x);
+    let line_search = on && contact.rows.iter().any(|r| r.in_coarse);
+    coarse.correct(
+        cfg,
+        set,
+        attachments,
+        force,
+        contact_force,
+        line_search,
+        yd,
+        d,
+        x,
+    );
 }
 
 /// After the dual updates of an iteration: the contact rows' dual update, then the advance
