@@ -1,0 +1,178 @@
+//! Acceptance of penetration-free contact for deformables (issue #19): every contact scene
+//! ends every frame without an intersection (the exact f64 test of `reference::intersect`)
+//! and without an inverted element, at the default budget and at 2 iterations; a ball
+//! never tunnels through a thin board; friction on an incline; the force of a compressed
+//! cube; momentum of a free-flight collision; determinism.
+
+mod common;
+
+use bevy_avbd::SolverConfig;
+use bevy_avbd::scenes::CONTACT_SCENES;
+use bevy_avbd::scenes::Scene;
+use common::{metric, run, with_iterations};
+
+/// Runs every contact scene for its default frames at `iterations` and checks safety.
+fn every_scene_is_safe_at(iterations: u32) {
+    for &name in CONTACT_SCENES {
+        let frames = bevy_avbd::scenes::spec(name)
+            .expect("a scene")
+            .default_frames;
+        let s = run(name, &[], with_iterations(iterations), frames);
+        let m = s.metrics();
+        // `metric` asserts that the scene stayed finite.
+        assert_eq!(
+            metric(&s, "intersections"),
+            0.0,
+            "{name} at {iterations} iterations: {m:?}"
+        );
+        assert_eq!(
+            metric(&s, "inverted_elements"),
+            0.0,
+            "{name} at {iterations} iterations: {m:?}"
+        );
+        // Deformable vertices never below a half-space (rigid–rigid contacts, margin-based,
+        // are in `max_penetration` too: only the scenes without rigid stacks are held to 0).
+        if !["mattress"].contains(&name) {
+            assert_eq!(
+                metric(&s, "max_penetration"),
+                0.0,
+                "{name} at {iterations} iterations: {m:?}"
+            );
+        }
+        // The certified configuration never comes closer than a fraction of ξ: the CCD
+        // certifies ξ, or half the start distance of a pair that starts closer.
+        assert!(
+            metric(&s, "min_separation") > 0.0,
+            "{name} at {iterations} iterations: {m:?}"
+        );
+    }
+}
+
+#[test]
+fn every_contact_scene_is_intersection_free_at_the_default_budget() {
+    every_scene_is_safe_at(SolverConfig::default().iterations);
+}
+
+/// A tiny budget may cost motion (lost_motion), never safety.
+#[test]
+fn every_contact_scene_is_intersection_free_at_two_iterations() {
+    every_scene_is_safe_at(2);
+}
+
+/// A 5 cm soft ball thrown at a 2 cm soft board and at a 2 cm rigid box: at 1,000 m/s it
+/// moves 16.7 m in a frame, 830 times the board's thickness. It never passes either board,
+/// at the default budget and at 2 iterations.
+#[test]
+fn a_ball_never_tunnels_through_a_thin_board() {
+    for speed in [10.0, 100.0, 1000.0] {
+        for iterations in [SolverConfig::default().iterations, 2] {
+            let s = run(
+                "tunnelling",
+                &[("speed", speed)],
+                with_iterations(iterations),
+                60,
+            );
+            let m = s.metrics();
+            let at = format!("{speed} m/s, {iterations} iterations: {m:?}");
+            assert_eq!(metric(&s, "passed"), 0.0, "{at}");
+            assert_eq!(metric(&s, "intersections"), 0.0, "{at}");
+            assert_eq!(metric(&s, "inverted_elements"), 0.0, "{at}");
+        }
+    }
+}
+
+/// tan θ = 0.5: μ = 0.6 holds the block (it slides less than 1 mm in 2 s); μ = 0.3 lets
+/// it slide at g(sin θ − μ cos θ) = 1.755 m/s², within 5%.
+#[test]
+fn soft_block_on_an_incline_sticks_or_slides_by_coulomb() {
+    let s = run("soft_incline", &[("mu", 0.6)], SolverConfig::default(), 120);
+    let slide = metric(&s, "slide_distance");
+    assert!(
+        slide.abs() < 1e-3,
+        "μ = 0.6 slid {slide} m: {:?}",
+        s.metrics()
+    );
+
+    let s = run("soft_incline", &[("mu", 0.3)], SolverConfig::default(), 120);
+    let (a, analytic) = (
+        metric(&s, "acceleration"),
+        metric(&s, "analytic_acceleration"),
+    );
+    let g = 9.81f64;
+    let theta = 0.5f64.atan();
+    assert!((analytic - g * (theta.sin() - 0.3 * theta.cos())).abs() < 1e-5);
+    assert!(
+        ((a - analytic) / analytic).abs() < 0.05,
+        "μ = 0.3: {a} vs {analytic} m/s²: {:?}",
+        s.metrics()
+    );
+}
+
+/// A 0.2 m cube (E = 100 kPa) between frictionless plates at 1% strain: the plate's force
+/// is E·A·ε within 5%, at the nominal strain and at the strain the cube reached (the plate
+/// travel less the two contact gaps).
+#[test]
+fn compressed_cube_pushes_back_with_e_a_epsilon() {
+    let s = run(
+        "compress",
+        &[("strain", 0.01)],
+        SolverConfig::default(),
+        120,
+    );
+    let f = metric(&s, "contact_force");
+    let nominal = metric(&s, "nominal_force");
+    assert!((nominal - 1e5 * 0.04 * 0.01).abs() < 1e-3);
+    assert!(((f - nominal) / nominal).abs() < 0.05, "{:?}", s.metrics());
+    let reached = metric(&s, "analytic_force");
+    assert!(((f - reached) / reached).abs() < 0.05, "{:?}", s.metrics());
+}
+
+/// Two soft balls colliding off-centre in free flight, with friction: linear momentum
+/// within 1e-3 of its start (every contact row acts on both sides).
+#[test]
+fn colliding_soft_balls_conserve_momentum() {
+    let s = run("soft_collision", &[], SolverConfig::default(), 120);
+    let e = metric(&s, "momentum_error");
+    assert!(e < 1e-3, "momentum error {e}: {:?}", s.metrics());
+    // They did collide: contact rows were active.
+    assert!(metric(&s, "active_contacts") > 0.0);
+}
+
+fn final_bits(name: &str, frames: u32, threads: usize) -> Vec<u32> {
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .build()
+        .unwrap();
+    pool.install(|| {
+        let mut s = Scene::build(name, &[], SolverConfig::default()).unwrap();
+        s.run(frames).unwrap();
+        let w = &s.world;
+        let mut bits = Vec::new();
+        for &h in w.deformable_handles() {
+            let d = w.deformable(h).unwrap();
+            for p in d.positions().iter().chain(d.velocities()) {
+                bits.extend(p.to_array().map(f32::to_bits));
+            }
+        }
+        for &h in w.body_handles() {
+            let b = w.body(h).unwrap();
+            bits.extend(b.position.to_array().map(f32::to_bits));
+            bits.extend(b.rotation.to_array().map(f32::to_bits));
+        }
+        bits
+    })
+}
+
+/// Same input, same bits: repeated runs and 1 or 2 threads, with self-contact (cloth),
+/// soft–soft stacks and two-way rigid coupling.
+#[test]
+fn contact_runs_are_bit_identical_across_threads_and_repeats() {
+    for (scene, frames) in [("soft_stack", 60), ("cloth_pile", 45), ("mattress", 60)] {
+        let one = final_bits(scene, frames, 1);
+        let two = final_bits(scene, frames, 2);
+        let again = final_bits(scene, frames, 2);
+        assert!(!one.is_empty());
+        assert_eq!(one, two, "{scene}: 1 vs 2 threads");
+        assert_eq!(two, again, "{scene}: repeated run");
+    }
+}
