@@ -18,6 +18,13 @@ pub struct DeformableHandle(pub u32);
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct AttachmentHandle(pub u32);
 
+/// A rigid or deformable body, for errors that name two bodies.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum BodyRef {
+    Rigid(BodyHandle),
+    Deformable(DeformableHandle),
+}
+
 #[derive(Debug, Error, Clone, PartialEq)]
 pub enum PhysicsError {
     #[error("invalid body field `{field}`: {reason}")]
@@ -52,6 +59,12 @@ pub enum PhysicsError {
     MissingDeformable(DeformableHandle),
     #[error("attachment {0:?} does not exist")]
     MissingAttachment(AttachmentHandle),
+    /// The body would start intersecting `other` (or itself, when `other == added`):
+    /// penetration-free contact needs an intersection-free start. Nothing was added.
+    #[error(
+        "{added:?} would start intersecting {other:?}: surfaces that cross, touch or contain one another cannot be separated by penetration-free contact; nothing was added"
+    )]
+    IntersectingStart { added: BodyRef, other: BodyRef },
     #[error("not supported: {0}")]
     Unsupported(String),
     #[error("GPU backend: {0}")]

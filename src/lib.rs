@@ -57,7 +57,9 @@ pub use config::SolverConfig;
 pub use deformable::{
     AttachmentDesc, ClothMaterial, DeformableDesc, SolidMaterial, TetMesh, TetPattern, TriMesh,
 };
-pub use error::{AttachmentHandle, BodyHandle, DeformableHandle, JointHandle, PhysicsError};
+pub use error::{
+    AttachmentHandle, BodyHandle, BodyRef, DeformableHandle, JointHandle, PhysicsError,
+};
 pub use gpu::Backend;
 pub use report::{StepReport, StepStats, SurfaceContactStats};
 pub use rigid::{BodyDesc, BodyKind, Collider, JointDesc, JointKind, Motor};

@@ -176,3 +176,94 @@ fn contact_runs_are_bit_identical_across_threads_and_repeats() {
         assert_eq!(two, again, "{scene}: repeated run");
     }
 }
+
+/// Bodies that would start crossing, touching or inside one another are refused with a
+/// typed error naming both, and the world is left as it was: penetration-free contact
+/// cannot separate surfaces that already cross. One millimetre apart is fine.
+#[test]
+fn intersecting_start_states_are_typed_errors_that_change_nothing() {
+    use bevy_avbd::glam::Vec3;
+    use bevy_avbd::{
+        BodyDesc, BodyRef, ClothMaterial, Collider, DeformableDesc, PhysicsError, PhysicsWorld,
+        SolidMaterial, TetMesh, TetPattern, TriMesh,
+    };
+    let cube = || TetMesh::box_grid(Vec3::splat(0.2), [2, 2, 2], TetPattern::Six);
+    let solid = |at: Vec3| DeformableDesc::solid(cube(), SolidMaterial::default()).at(at);
+    let mut w = PhysicsWorld::new(SolverConfig::default()).unwrap();
+    let ground = w
+        .add_body(BodyDesc::fixed().with_collider(Collider::halfspace(Vec3::Y).unwrap()))
+        .unwrap();
+    let first = w.add_deformable(solid(Vec3::new(0.0, 0.101, 0.0))).unwrap();
+    let before: Vec<_> = w.deformable(first).unwrap().positions().to_vec();
+    let refused = |w: &mut PhysicsWorld, r: Result<BodyRef, PhysicsError>, other: BodyRef| {
+        match r {
+            Err(PhysicsError::IntersectingStart { other: o, added }) => {
+                assert_eq!(o, other, "{added:?}");
+            }
+            r => panic!("expected IntersectingStart with {other:?}, got {r:?}"),
+        }
+        assert_eq!(w.deformable_count(), 1);
+        assert_eq!(w.body_count(), 1);
+    };
+    // Overlapping the first cube by 5 cm.
+    let r = w.add_deformable(solid(Vec3::new(0.15, 0.101, 0.0)));
+    refused(
+        &mut w,
+        r.map(BodyRef::Deformable),
+        BodyRef::Deformable(first),
+    );
+    // Half below the ground; resting exactly on it (touching counts).
+    let r = w.add_deformable(solid(Vec3::new(1.0, 0.05, 0.0)));
+    refused(&mut w, r.map(BodyRef::Deformable), BodyRef::Rigid(ground));
+    let r = w.add_deformable(solid(Vec3::new(1.0, 0.1, 0.0)));
+    refused(&mut w, r.map(BodyRef::Deformable), BodyRef::Rigid(ground));
+    // A rigid box wholly inside the cube (no surfaces cross: containment).
+    let r = w.add_body(
+        BodyDesc::dynamic()
+            .at(Vec3::new(0.0, 0.101, 0.0))
+            .with_collider(Collider::cuboid(Vec3::splat(0.02)).unwrap()),
+    );
+    refused(&mut w, r.map(BodyRef::Rigid), BodyRef::Deformable(first));
+    // The cube wholly inside a big rigid box.
+    let mut w2 = PhysicsWorld::new(SolverConfig::default()).unwrap();
+    let big = w2
+        .add_body(
+            BodyDesc::fixed()
+                .at(Vec3::new(0.0, 5.0, 0.0))
+                .with_collider(Collider::cuboid(Vec3::splat(1.0)).unwrap()),
+        )
+        .unwrap();
+    match w2.add_deformable(solid(Vec3::new(0.0, 5.0, 0.0))) {
+        Err(PhysicsError::IntersectingStart { other, .. }) => {
+            assert_eq!(other, BodyRef::Rigid(big))
+        }
+        r => panic!("a cube inside a box: {r:?}"),
+    }
+    assert_eq!(w2.deformable_count(), 0);
+    // A cloth whose two halves cross (one mesh, two squares through each other).
+    let mut crossing = TriMesh::grid(0.4, 0.4, 2, 2);
+    let n = crossing.vertices.len() as u32;
+    let turned: Vec<Vec3> = crossing
+        .vertices
+        .iter()
+        .map(|p| Vec3::new(p.x, p.z, 0.0))
+        .collect();
+    let tris: Vec<[u32; 3]> = crossing
+        .triangles
+        .iter()
+        .map(|t| t.map(|v| v + n))
+        .collect();
+    crossing.vertices.extend(turned);
+    crossing.triangles.extend(tris);
+    let r = w.add_deformable(
+        DeformableDesc::cloth(crossing, ClothMaterial::default()).at(Vec3::new(3.0, 1.0, 0.0)),
+    );
+    match r {
+        Err(PhysicsError::IntersectingStart { added, other }) => assert_eq!(added, other),
+        r => panic!("a cloth through itself: {r:?}"),
+    }
+    // Nothing above moved the first cube; 1 mm above it a second one is welcome.
+    assert_eq!(w.deformable(first).unwrap().positions(), &before[..]);
+    w.add_deformable(solid(Vec3::new(0.0, 0.302, 0.0))).unwrap();
+    w.step().unwrap();
+}

@@ -192,7 +192,11 @@ fn dangling_references_are_typed_errors() {
         .add_deformable(DeformableDesc::solid(cube(), SolidMaterial::default()))
         .unwrap();
     let b = w
-        .add_body(BodyDesc::dynamic().with_collider(Collider::ball(0.1).unwrap()))
+        .add_body(
+            BodyDesc::dynamic()
+                .at(Vec3::new(1.0, 0.0, 0.0))
+                .with_collider(Collider::ball(0.1).unwrap()),
+        )
         .unwrap();
     let gone = DeformableHandle(77);
     assert_eq!(
@@ -309,7 +313,8 @@ fn removal_at_run_time_keeps_the_rest() {
     let weight = w
         .add_body(
             BodyDesc::dynamic()
-                .at(Vec3::new(0.55, 3.0, 0.0))
+                // 1 mm from the rod's end: bodies may not start touching.
+                .at(Vec3::new(0.551, 3.0, 0.0))
                 .with_mass(2.0)
                 .with_collider(Collider::ball(0.05).unwrap()),
         )

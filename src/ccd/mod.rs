@@ -13,6 +13,8 @@
 //!   (and [`point_triangle_accd`], [`edge_edge_accd`] with the iteration count).
 //! * A motion-bound broad-phase filter: [`point_triangle_may_collide`],
 //!   [`edge_edge_may_collide`].
+//! * [`exact`]: exact segment–triangle, triangle–triangle and point-in-tetrahedron
+//!   predicates (start states and the `intersections` metric).
 //!
 //! ```
 //! use bevy_avbd::ccd::{self, AccdParams};
@@ -147,6 +149,7 @@
 
 mod accd;
 pub mod distance;
+pub mod exact;
 
 pub use accd::{
     AccdParams, AccdResult, AccdStop, DEFAULT_ETA, DEFAULT_MAX_ITERS, DEFAULT_MIN_SEP,

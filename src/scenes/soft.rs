@@ -353,11 +353,17 @@ fn soft_on_chain(s: &mut Scene) -> Result<(), SceneError> {
         y -= 2.0 * half.y;
     }
     let last = prev.expect("five links");
-    // The soft block: a 0.2 m rubber cube whose top face hangs from the last link's end.
+    // The soft block: a 0.2 m rubber cube whose top face hangs from the last link's end,
+    // 1 mm below it (bodies may not start touching: `PhysicsError::IntersectingStart`).
+    let glue = 1e-3;
     let block = TetMesh::box_grid(Vec3::splat(0.2), [4, 4, 4], TetPattern::Six);
     let top = vertices_where(&block, |p| p.y > 0.0999);
     let block_h = w.add_deformable(
-        DeformableDesc::solid(block, SolidMaterial::default()).at(Vec3::new(pivot.x, y - 0.1, 0.0)),
+        DeformableDesc::solid(block, SolidMaterial::default()).at(Vec3::new(
+            pivot.x,
+            y - 0.1 - glue,
+            0.0,
+        )),
     )?;
     let mut attachments = Vec::new();
     for &v in &top {
@@ -386,7 +392,7 @@ fn soft_on_chain(s: &mut Scene) -> Result<(), SceneError> {
     let box_half = Vec3::splat(0.1);
     let bx = w.add_body(
         BodyDesc::dynamic()
-            .at(rod_at - Vec3::Y * (0.5 * length + box_half.y))
+            .at(rod_at - Vec3::Y * (0.5 * length + box_half.y + glue))
             .with_mass(box_mass)
             .with_collider(Collider::cuboid(box_half)?),
     )?;

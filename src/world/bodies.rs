@@ -35,6 +35,17 @@ impl PhysicsWorld {
         b.shape_offsets.push(offset);
         b.forces.push([0.0; 8]);
         b.frozen.push(false);
+        // Beside deformables, a collider must not start inside or across their surfaces.
+        if !self.deformables.is_empty() && self.bodies.colliders.last().is_some_and(|c| c.is_some())
+        {
+            let i = self.bodies.len() - 1;
+            if let Err(e) =
+                self.refuse_intersecting(crate::pipeline::surface_contact::start::Side::Rigid(i))
+            {
+                self.remove_body(handle).expect("just added");
+                return Err(e);
+            }
+        }
         Ok(handle)
     }
 

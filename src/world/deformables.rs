@@ -7,7 +7,8 @@ use super::PhysicsWorld;
 use crate::deformable::attachment::{AttachmentRecord, flags};
 use crate::deformable::set::{DeformableBody, PINNED};
 use crate::deformable::{AttachmentDesc, DeformableDesc, DeformableKind, DeformableSet};
-use crate::error::{AttachmentHandle, DeformableHandle, PhysicsError};
+use crate::error::{AttachmentHandle, BodyRef, DeformableHandle, PhysicsError};
+use crate::pipeline::surface_contact::start::{Side, first_intersection};
 
 /// Read-only view of one deformable body. Indices (triangles, tets, edges) are the body's
 /// own mesh vertex indices.
@@ -143,7 +144,29 @@ impl PhysicsWorld {
                 "deformable bodies run on the CPU backend only in this version".into(),
             ));
         }
-        self.deformables.add(&desc)
+        let h = self.deformables.add(&desc)?;
+        let i = self.deformables.index(h).expect("just added");
+        if let Err(e) = self.refuse_intersecting(Side::Deformable(i)) {
+            self.deformables.remove(h).expect("just added");
+            return Err(e);
+        }
+        Ok(h)
+    }
+
+    /// [`PhysicsError::IntersectingStart`] if body `subject` (just added) crosses, touches
+    /// or contains another surface or itself (`surface_contact::start`).
+    pub(super) fn refuse_intersecting(&self, subject: Side) -> Result<(), PhysicsError> {
+        let name = |s: Side| match s {
+            Side::Deformable(i) => BodyRef::Deformable(self.deformables.handles[i]),
+            Side::Rigid(i) => BodyRef::Rigid(self.bodies.handles[i]),
+        };
+        match first_intersection(&self.deformables, &self.bodies, subject) {
+            Some(other) => Err(PhysicsError::IntersectingStart {
+                added: name(subject),
+                other: name(other),
+            }),
+            None => Ok(()),
+        }
     }
 
     /// Removes a deformable body and its attachments (returned).

@@ -331,7 +331,8 @@ pub fn describe(name: &str, p: &BTreeMap<String, f64>) -> Result<SoftMeta, Strin
             let top = SoftBodyMeta::vertices_where(&block, |v| v.y > 0.0999);
             let block = SoftBodyMeta::new(
                 block,
-                Vec3::new(pivot.x, y - 0.1, 0.0),
+                // 1 mm below the link, as the scene has it (no touching start).
+                Vec3::new(pivot.x, y - 0.1 - 1e-3, 0.0),
                 SolidMaterial::default(),
                 Vec::new(),
             );
@@ -349,7 +350,7 @@ pub fn describe(name: &str, p: &BTreeMap<String, f64>) -> Result<SoftMeta, Strin
             };
             let rod = SoftBodyMeta::new(rod, rod_at, material, pinned);
             let box_half = Vec3::splat(0.1);
-            let box_pos = rod_at - Vec3::Y * (0.5 * length + box_half.y);
+            let box_pos = rod_at - Vec3::Y * (0.5 * length + box_half.y + 1e-3);
             rigid_bodies.push(RigidDesc {
                 pos: box_pos,
                 half: box_half,

@@ -30,6 +30,7 @@ pub mod geometry;
 pub mod inversion;
 pub mod islands;
 pub mod rows;
+pub mod start;
 
 use std::collections::HashMap;
 
