@@ -21,6 +21,7 @@ use parry3d::shape::{Shape, TypedShape};
 use crate::deformable::DeformableKind;
 use crate::rigid::BodyKind;
 use crate::world::PhysicsWorld;
+use crate::{BodyHandle, DeformableHandle};
 
 /// The file of frame `frame` in `dir`: `frame_00000.obj`, …
 pub fn frame_path(dir: &Path, frame: u32) -> PathBuf {
@@ -79,6 +80,127 @@ pub(crate) fn tessellate(
     out.push(place(mesh));
 }
 
+/// What a [`BodySurface`] belongs to: a deformable or a rigid body, with its number in the
+/// order of [`PhysicsWorld::deformable_handles`] or [`PhysicsWorld::body_handles`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SurfaceOwner {
+    Deformable {
+        index: usize,
+        handle: DeformableHandle,
+        kind: DeformableKind,
+    },
+    Body {
+        index: usize,
+        handle: BodyHandle,
+        kind: BodyKind,
+    },
+}
+
+impl SurfaceOwner {
+    /// The OBJ group name: `solid_0`, `cloth_1`, `dynamic_3`, `static_0`, `kinematic_2`.
+    pub fn name(&self) -> String {
+        match *self {
+            SurfaceOwner::Deformable { index, kind, .. } => match kind {
+                DeformableKind::Solid => format!("solid_{index}"),
+                DeformableKind::Cloth => format!("cloth_{index}"),
+            },
+            SurfaceOwner::Body { index, kind, .. } => match kind {
+                BodyKind::Dynamic => format!("dynamic_{index}"),
+                BodyKind::Static => format!("static_{index}"),
+                BodyKind::Kinematic => format!("kinematic_{index}"),
+            },
+        }
+    }
+}
+
+/// One body's surface in world space: what the OBJ export writes and the renderer draws.
+#[derive(Clone, Debug)]
+pub struct BodySurface {
+    pub owner: SurfaceOwner,
+    pub vertices: Vec<Vec3>,
+    pub triangles: Vec<[u32; 3]>,
+    /// `Some((point, outward normal))` when the collider is a half-space: the triangles are
+    /// then only a 40 m square of an unbounded plane (a renderer sizes its own).
+    pub plane: Option<(Vec3, Vec3)>,
+}
+
+/// The surfaces of every deformable body (boundary triangles, only the vertices they use,
+/// in mesh order), then of every rigid collider (the parts of a compound in one list).
+/// Bodies without a surface (no collider, segments) are left out.
+pub fn surfaces(world: &PhysicsWorld) -> Vec<BodySurface> {
+    let mut out = Vec::new();
+    for (index, &handle) in world.deformable_handles().iter().enumerate() {
+        let Ok(d) = world.deformable(handle) else {
+            continue;
+        };
+        let mut triangles: Vec<[u32; 3]> = d.surface_triangles().collect();
+        // Only the vertices the surface uses, in mesh order.
+        let mut local = vec![u32::MAX; d.vertex_count()];
+        let mut count = 0u32;
+        for t in &triangles {
+            for &v in t {
+                if local[v as usize] == u32::MAX {
+                    local[v as usize] = count;
+                    count += 1;
+                }
+            }
+        }
+        let mut vertices = vec![Vec3::ZERO; count as usize];
+        for (v, &i) in local.iter().enumerate() {
+            if i != u32::MAX {
+                vertices[i as usize] = d.positions()[v].into();
+            }
+        }
+        for t in &mut triangles {
+            *t = t.map(|v| local[v as usize]);
+        }
+        let kind = d.kind();
+        out.push(BodySurface {
+            owner: SurfaceOwner::Deformable {
+                index,
+                handle,
+                kind,
+            },
+            vertices,
+            triangles,
+            plane: None,
+        });
+    }
+    for (index, &handle) in world.body_handles().iter().enumerate() {
+        let Some(shape) = world.collider_shape(handle) else {
+            continue;
+        };
+        let Ok(state) = world.body(handle) else {
+            continue;
+        };
+        let offset = world.collider_offset(handle).unwrap_or(Vec3::ZERO);
+        let pose = (state.position + state.rotation * offset, state.rotation);
+        let mut meshes = Vec::new();
+        tessellate(shape, &mut meshes, pose);
+        if meshes.is_empty() {
+            continue;
+        }
+        let plane = shape.as_halfspace().map(|h| (pose.0, pose.1 * h.normal));
+        let (mut vertices, mut triangles) = (Vec::new(), Vec::new());
+        for (v, t) in meshes {
+            let base = vertices.len() as u32;
+            triangles.extend(t.iter().map(|f| f.map(|i| base + i)));
+            vertices.extend(v);
+        }
+        out.push(BodySurface {
+            owner: SurfaceOwner::Body {
+                index,
+                handle,
+                kind: state.kind,
+            },
+            vertices,
+            triangles,
+            plane,
+        });
+    }
+    out
+}
+
 /// Writes the world's surfaces as one OBJ document.
 pub fn write_obj(world: &PhysicsWorld, out: &mut impl Write) -> std::io::Result<()> {
     writeln!(
@@ -88,78 +210,17 @@ pub fn write_obj(world: &PhysicsWorld, out: &mut impl Write) -> std::io::Result<
         world.body_count()
     )?;
     let mut next = 1usize; // OBJ indices are 1-based and global
-    for (k, &h) in world.deformable_handles().iter().enumerate() {
-        let Ok(d) = world.deformable(h) else { continue };
-        let kind = match d.kind() {
-            DeformableKind::Solid => "solid",
-            DeformableKind::Cloth => "cloth",
-        };
-        writeln!(out, "o {kind}_{k}\ng {kind}_{k}")?;
-        let triangles: Vec<[u32; 3]> = d.surface_triangles().collect();
-        // Only the vertices the surface uses, in mesh order.
-        let mut index = vec![u32::MAX; d.vertex_count()];
-        let x = d.positions();
-        let mut count = 0u32;
-        for t in &triangles {
-            for &v in t {
-                if index[v as usize] == u32::MAX {
-                    index[v as usize] = count;
-                    count += 1;
-                }
-            }
-        }
-        let mut order = vec![0u32; count as usize];
-        for (v, &i) in index.iter().enumerate() {
-            if i != u32::MAX {
-                order[i as usize] = v as u32;
-            }
-        }
-        for &v in &order {
-            let p = x[v as usize];
+    for s in surfaces(world) {
+        let name = s.owner.name();
+        writeln!(out, "o {name}\ng {name}")?;
+        for p in &s.vertices {
             writeln!(out, "v {} {} {}", p.x, p.y, p.z)?;
         }
-        for t in &triangles {
-            let [a, b, c] = t.map(|v| next + index[v as usize] as usize);
+        for f in &s.triangles {
+            let [a, b, c] = f.map(|i| next + i as usize);
             writeln!(out, "f {a} {b} {c}")?;
         }
-        next += count as usize;
-    }
-    for (i, &h) in world.body_handles().iter().enumerate() {
-        let Some(shape) = world.collider_shape(h) else {
-            continue;
-        };
-        let Ok(state) = world.body(h) else { continue };
-        let kind = match state.kind {
-            BodyKind::Dynamic => "dynamic",
-            BodyKind::Static => "static",
-            BodyKind::Kinematic => "kinematic",
-        };
-        let mut meshes = Vec::new();
-        let offset = world.collider_offset(h).unwrap_or(Vec3::ZERO);
-        tessellate(
-            shape,
-            &mut meshes,
-            (state.position + state.rotation * offset, state.rotation),
-        );
-        if meshes.is_empty() {
-            continue;
-        }
-        writeln!(out, "o {kind}_{i}\ng {kind}_{i}")?;
-        for (v, t) in meshes {
-            for p in &v {
-                writeln!(out, "v {} {} {}", p.x, p.y, p.z)?;
-            }
-            for f in &t {
-                writeln!(
-                    out,
-                    "f {} {} {}",
-                    next + f[0] as usize,
-                    next + f[1] as usize,
-                    next + f[2] as usize
-                )?;
-            }
-            next += v.len();
-        }
+        next += s.vertices.len();
     }
     Ok(())
 }

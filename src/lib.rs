@@ -30,7 +30,9 @@
 //!   and metrics, never in the frame); [`export`]: OBJ files of a frame's surfaces;
 //! - [`ecs`]: bevy_ecs components, a config resource and public system sets;
 //! - [`scenes`]: the paper's experiments and the deformable scenes, shared by the CLI, the
-//!   tests and the benchmarks.
+//!   tests and the benchmarks;
+//! - [`render`](mod@render): headless pictures of a world or a scene (wgpu, offscreen): PNG
+//!   and GIF, `avbd render`.
 
 // Numerical kernels index several fixed-size arrays in lockstep; index loops read clearer.
 #![allow(clippy::needless_range_loop)]
@@ -46,6 +48,7 @@ pub mod graph;
 pub mod math;
 pub mod pipeline;
 pub mod reference;
+pub mod render;
 pub mod report;
 pub mod rigid;
 pub mod scenes;

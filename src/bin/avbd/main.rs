@@ -1,5 +1,6 @@
 //! `avbd`: the scene runner. `avbd list` prints the scenes; `avbd run <scene>` runs one
-//! headless and prints a table, or one JSON object with `--json`; `avbd bench` (feature
+//! headless and prints a table, or one JSON object with `--json`; `avbd render <scene>`
+//! runs one and writes a PNG of its last frame or a GIF of the run; `avbd bench` (feature
 //! `bench`, on by default) compares frame cost and quality with rapier3d.
 
 #[cfg(feature = "bench")]
@@ -61,6 +62,34 @@ enum Command {
         /// `frame_00000.obj` (the start) to `frame_N.obj` (after frame N).
         #[arg(long, value_name = "DIR")]
         export: Option<std::path::PathBuf>,
+    },
+    /// Runs a scene headless and writes a picture: a PNG of the last frame, or an
+    /// animated GIF of the run (wgpu, offscreen; needs a GPU adapter, lavapipe will do).
+    Render {
+        /// Scene name (see `avbd list`).
+        scene: String,
+        /// Scene parameter, `key=value` (repeatable).
+        #[arg(long = "set", value_parser = parse_kv)]
+        set: Vec<(String, f64)>,
+        /// Frames to run (default: the scene's own).
+        #[arg(long)]
+        frames: Option<u32>,
+        /// Solver config override, `field=value` (repeatable).
+        #[arg(long = "config", value_parser = parse_kv)]
+        config: Vec<(String, f64)>,
+        /// Output file: `.png` (the last frame) or `.gif` (the run).
+        #[arg(long, value_name = "FILE", default_value = "render.png")]
+        out: std::path::PathBuf,
+        /// Picture size, `WxH`.
+        #[arg(long, default_value = "480x300")]
+        size: String,
+        /// Camera `eye_x,eye_y,eye_z,target_x,target_y,target_z` (default: the bodies'
+        /// bounding box framed from a fixed 3/4 view).
+        #[arg(long, allow_hyphen_values = true)]
+        camera: Option<String>,
+        /// GIF: keep every K-th frame (default: at most about 50 pictures).
+        #[arg(long, value_name = "K")]
+        every: Option<u32>,
     },
     /// Frame-budget benchmark against rapier3d: Markdown table on stdout, CSV and PNG files.
     #[cfg(feature = "bench")]
@@ -151,6 +180,52 @@ fn run_exporting(sc: &mut Scene, frames: u32, dir: &std::path::Path) -> Result<V
     Ok(times)
 }
 
+/// `avbd render`: checks the arguments, then opens the device (so a missing adapter
+/// fails before the physics runs), runs the scene and writes the picture.
+#[allow(clippy::too_many_arguments)]
+fn render(
+    scene: &str,
+    set: &[(String, f64)],
+    frames: Option<u32>,
+    overrides: &[(String, f64)],
+    path: &std::path::Path,
+    size: &str,
+    camera: Option<String>,
+    every: Option<u32>,
+) -> Result<String, String> {
+    use bevy_avbd::render::{self, RenderOptions, Renderer};
+    let s = |e: render::RenderError| e.to_string();
+    render::Format::of_path(path).map_err(s)?;
+    let (width, height) = render::parse_size(size).map_err(s)?;
+    let camera = camera
+        .map(|c| render::parse_camera(&c))
+        .transpose()
+        .map_err(s)?;
+    let mut config = SolverConfig::default();
+    for (k, v) in overrides {
+        config.set(k, *v).map_err(|e| e.to_string())?;
+    }
+    let mut sc = Scene::build(scene, set, config).map_err(|e| e.to_string())?;
+    let frames = frames.unwrap_or_else(|| bevy_avbd::scenes::spec(scene).unwrap().default_frames);
+    let every = every.unwrap_or(frames.div_ceil(50).max(1));
+    let renderer = Renderer::new().map_err(s)?;
+    let options = RenderOptions {
+        width,
+        height,
+        camera,
+    };
+    let r = render::render_scene(&renderer, &mut sc, frames, every, &options, path).map_err(s)?;
+    Ok(format!(
+        "wrote {} ({width}x{height}, {} picture{}, {} frames, {} bytes; {})",
+        path.display(),
+        r.images,
+        if r.images == 1 { "" } else { "s" },
+        frames,
+        r.bytes,
+        renderer.adapter()
+    ))
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     // Output goes through `writeln!`: a closed pipe (`avbd list | head`) ends the program
@@ -175,6 +250,25 @@ fn run(cli: Cli, out: &mut impl Write) -> std::io::Result<ExitCode> {
             Err(e) => {
                 eprintln!("error: {e}");
                 Ok(ExitCode::FAILURE)
+            }
+        },
+        Command::Render {
+            scene,
+            set,
+            frames,
+            config,
+            out: path,
+            size,
+            camera,
+            every,
+        } => match render(&scene, &set, frames, &config, &path, &size, camera, every) {
+            Ok(line) => {
+                writeln!(out, "{line}")?;
+                Ok(ExitCode::SUCCESS)
+            }
+            Err(e) => {
+                eprintln!("error: {e}");
+                Ok(ExitCode::from(2))
             }
         },
         Command::List => {
