@@ -6,7 +6,7 @@ use glam::{Mat4, Vec3};
 use wgpu::util::DeviceExt;
 
 use super::camera::{Camera, TO_LIGHT, light_view_projection};
-use super::snapshot::{Snapshot, Vertex, plane_quad};
+use super::snapshot::{Snapshot, Vertex, plane_quad, rod};
 use super::{Image, RenderError};
 
 /// WGSL of both passes.
@@ -283,6 +283,9 @@ impl Renderer {
         // Ground squares: 10 m, 1 m, 10 cm… about an eighth of the scene across.
         let cell = 10f32.powf((radius / 8.0).log10().round());
         let mut vertices = snap.vertices.clone();
+        for &(a, b) in &snap.segments {
+            rod(a, b, 0.004 * radius, &mut vertices);
+        }
         let body_vertices = vertices.len() as u32;
         for &(point, normal) in &snap.planes {
             vertices.extend(plane_quad(point, normal, centre, 60.0 * radius));

@@ -3,7 +3,8 @@
 //! Every rigid collider's triangulated surface and every deformable's boundary (the
 //! triangles [`crate::export`] writes as OBJ) are drawn with wgpu into an offscreen
 //! texture and read back: Lambert shading with per-body colours (static bodies grey,
-//! dynamic bodies a palette by index, deformables brighter colours of their own),
+//! dynamic bodies eight hues, touching bodies apart, deformables brighter colours of
+//! their own),
 //! half-spaces as a checker board fading into the background, one directional light with
 //! a shadow map, 4× MSAA. The camera frames the bounding box of the bodies (half-spaces
 //! excluded) from a fixed 3/4 view, or looks where it is told; its matrices are public
@@ -28,7 +29,7 @@ pub use camera::Camera;
 pub use encode::{Image, gif_bytes};
 pub use error::RenderError;
 pub use gpu::Renderer;
-pub use snapshot::{Snapshot, color_of};
+pub use snapshot::{Palette, Snapshot, color_of};
 
 use crate::scenes::Scene;
 
@@ -168,18 +169,23 @@ pub fn render_scene(
     if every == 0 {
         return Err(RenderError::BadOption("--every must be at least 1".into()));
     }
-    let mut snaps = Vec::new();
+    // The colours are chosen on the first picture and kept.
+    let mut snaps: Vec<Snapshot> = Vec::new();
+    let take = |world: &crate::PhysicsWorld, snaps: &mut Vec<Snapshot>| {
+        let palette = snaps.first().map(Snapshot::palette);
+        snaps.push(Snapshot::with_palette(world, palette.as_ref()));
+    };
     if format == Format::Gif {
-        snaps.push(Snapshot::of_world(&scene.world));
+        take(&scene.world, &mut snaps);
     }
     for f in 1..=frames {
         scene.step()?;
         if format == Format::Gif && (f % every == 0 || f == frames) {
-            snaps.push(Snapshot::of_world(&scene.world));
+            take(&scene.world, &mut snaps);
         }
     }
     if format == Format::Png {
-        snaps.push(Snapshot::of_world(&scene.world));
+        take(&scene.world, &mut snaps);
     }
     let camera = camera_for(&snaps, options);
     let framed = framed_bounds(&snaps);

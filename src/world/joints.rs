@@ -243,6 +243,28 @@ impl PhysicsWorld {
         Ok((f2.sqrt(), t2.sqrt()))
     }
 
+    /// The joint's anchors in world space, on body A and on body B (or the world), and
+    /// the two bodies' centres (`None` for the world): what a picture draws of a joint.
+    pub fn joint_anchors(&self, h: JointHandle) -> Result<JointAnchors, PhysicsError> {
+        let i = self.joints.index(h).ok_or(PhysicsError::MissingJoint(h))?;
+        let rec = &self.joints.records[i];
+        let local = |a: [f32; 4]| Vec3::new(a[0], a[1], a[2]);
+        let pa = self.bodies.poses[rec.body_a as usize];
+        let on_a = pa.p() + pa.q() * local(rec.anchor_a);
+        let (on_b, centre_b) = if rec.body_b == WORLD {
+            (local(rec.anchor_b), None)
+        } else {
+            let pb = self.bodies.poses[rec.body_b as usize];
+            (pb.p() + pb.q() * local(rec.anchor_b), Some(pb.p()))
+        };
+        Ok(JointAnchors {
+            centre_a: pa.p(),
+            on_a,
+            on_b,
+            centre_b,
+        })
+    }
+
     /// Current hinge angle of a revolute joint (rad), relative to its creation pose.
     pub fn joint_angle(&self, h: JointHandle) -> Result<f32, PhysicsError> {
         let i = self.joints.index(h).ok_or(PhysicsError::MissingJoint(h))?;
@@ -255,4 +277,14 @@ impl PhysicsWorld {
         };
         Ok(rec.evaluate(&pa, &pb).angle)
     }
+}
+
+/// A joint's anchors and bodies in world space ([`PhysicsWorld::joint_anchors`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct JointAnchors {
+    pub centre_a: Vec3,
+    pub on_a: Vec3,
+    pub on_b: Vec3,
+    /// `None` when body B is the world.
+    pub centre_b: Option<Vec3>,
 }

@@ -21,6 +21,7 @@ mod gpu_info;
 mod joints;
 
 pub use deformables::DeformableView;
+pub use joints::JointAnchors;
 
 /// A physics world stepped by AVBD with a fixed iteration budget.
 #[derive(Default)]
