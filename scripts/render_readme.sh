@@ -39,10 +39,10 @@ cloth_hang 120
 soft_on_chain 120
 soft_drop 24
 soft_stack 240
-squishy_balls 180 --camera=0.9,2.0,1.5,0,0.12,0
+squishy_balls 150 --camera=0.02,2.2,0.5,0,0.1,0
 cloth_drape 180
 cloth_pile 180
-soft_incline 120
+soft_incline 40 --camera=0.25,0.45,1.5,-0.3,-0.1,0
 compress 120
 tunnelling 2 --camera=-1.6,1.6,1.3,0.15,1.0,0
 mattress 180

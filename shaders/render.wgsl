@@ -90,7 +90,7 @@ fn fs_main(in: VertexOut, @builtin(front_facing) front: bool) -> @location(0) ve
     let plane = in.color.a < 0.5;
     var albedo = srgb_to_linear(in.color.rgb);
     if (plane) {
-        albedo = mix(vec3<f32>(0.50, 0.52, 0.55), vec3<f32>(0.68, 0.70, 0.72), checker(uv, w));
+        albedo = mix(vec3<f32>(0.52, 0.54, 0.57), vec3<f32>(0.64, 0.66, 0.68), checker(uv, w));
     }
     let l = g.light.xyz;
     let diffuse = max(dot(n, l), 0.0) * lit(in.world, n);

@@ -312,3 +312,46 @@ fn no_adapter_is_a_clear_error() {
     assert!(err.contains("no GPU adapter found"), "{err}");
     assert!(!std::path::Path::new("never.png").exists());
 }
+
+/// naga (wgpu's shader compiler) parses and validates the renderer's WGSL with no adapter.
+#[test]
+fn render_shader_validates() {
+    let module = naga::front::wgsl::parse_str(bevy_avbd::render::gpu::SHADER).expect("WGSL parses");
+    naga::valid::Validator::new(
+        naga::valid::ValidationFlags::all(),
+        naga::valid::Capabilities::default(),
+    )
+    .validate(&module)
+    .expect("WGSL validates");
+    for entry in ["vs_shadow", "vs_main", "fs_main"] {
+        assert!(
+            module.entry_points.iter().any(|e| e.name == entry),
+            "missing entry point {entry}"
+        );
+    }
+}
+
+/// The camera frames a box: its corners project inside the picture, its centre near the
+/// middle; `project` puts the target at the centre pixel.
+#[test]
+fn framing_keeps_the_box_in_the_picture() {
+    let (lo, hi) = (Vec3::new(-3.0, 0.0, -1.0), Vec3::new(5.0, 2.0, 1.0));
+    let cam = Camera::framing((lo, hi), 480.0 / 300.0);
+    for i in 0..8 {
+        let c = Vec3::new(
+            if i & 1 == 0 { lo.x } else { hi.x },
+            if i & 2 == 0 { lo.y } else { hi.y },
+            if i & 4 == 0 { lo.z } else { hi.z },
+        );
+        let p = cam.project(c, 480, 300).unwrap();
+        assert!(
+            (0.0..480.0).contains(&p.x) && (0.0..300.0).contains(&p.y),
+            "{c} → {p}"
+        );
+    }
+    let t = cam.project(cam.target, 480, 300).unwrap();
+    assert!(
+        (t.x - 240.0).abs() < 1e-3 && (t.y - 150.0).abs() < 1e-3,
+        "{t}"
+    );
+}

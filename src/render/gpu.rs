@@ -280,15 +280,18 @@ impl Renderer {
     ) -> Result<Image, RenderError> {
         let centre = (framed.0 + framed.1) * 0.5;
         let radius = ((framed.1 - framed.0).length() * 0.5).max(0.05);
-        // Ground squares: 10 m, 1 m, 10 cm… about an eighth of the scene across.
-        let cell = 10f32.powf((radius / 8.0).log10().round());
+        // The scale of the ground: the scene, or the view when the camera is far from it
+        // (a small body seen from afar). Squares of 10 m, 1 m, 10 cm…, about an eighth of
+        // it across; the fog starts at 2.5 times it.
+        let extent = radius.max(0.35 * (camera.eye - centre).length());
+        let cell = 10f32.powf((extent / 8.0).log10().round());
         let mut vertices = snap.vertices.clone();
         for &(a, b) in &snap.segments {
             rod(a, b, 0.004 * radius, &mut vertices);
         }
         let body_vertices = vertices.len() as u32;
         for &(point, normal) in &snap.planes {
-            vertices.extend(plane_quad(point, normal, centre, 60.0 * radius));
+            vertices.extend(plane_quad(point, normal, centre, 60.0 * extent));
         }
         // The shadow map covers the scene and the shadows it casts nearby.
         let shadow_radius = 1.6 * radius;
@@ -302,7 +305,7 @@ impl Renderer {
                 .extend(2.0 * shadow_radius / SHADOW_SIZE as f32)
                 .to_array(),
             background: [bg[0], bg[1], bg[2], cell],
-            scene: centre.extend(radius).to_array(),
+            scene: centre.extend(extent).to_array(),
         };
         let d = &self.device;
         let uniforms = d.create_buffer_init(&wgpu::util::BufferInitDescriptor {

@@ -34,11 +34,13 @@ const RIGID: [[u8; 3]; 8] = [
     [205, 100, 160], // pink
 ];
 /// Deformable bodies: brighter and more saturated than the rigid ones.
-const SOFT: [[u8; 3]; 4] = [
-    [255, 120, 40], // tangerine
-    [40, 190, 230], // sky
-    [240, 60, 120], // raspberry
-    [120, 220, 60], // lime
+const SOFT: [[u8; 3]; 6] = [
+    [255, 120, 40],  // tangerine
+    [40, 190, 230],  // sky
+    [240, 60, 120],  // raspberry
+    [120, 220, 60],  // lime
+    [255, 205, 40],  // sun
+    [170, 100, 255], // lavender
 ];
 const STATIC: [u8; 3] = [150, 150, 156];
 /// Joints, drawn as thin rods from each body's centre to its anchor and between the
