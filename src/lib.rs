@@ -56,7 +56,7 @@ pub mod scenes;
 pub mod stages;
 pub mod world;
 
-pub use config::SolverConfig;
+pub use config::{ContactModel, SolverConfig};
 pub use deformable::{
     AttachmentDesc, ClothMaterial, DeformableDesc, SolidMaterial, TetMesh, TetPattern, TriMesh,
 };

@@ -18,6 +18,7 @@
 use glam::{DMat3, DVec3, Mat3, UVec3, Vec3, Vec3A};
 use rayon::prelude::*;
 
+use super::surface_contact::geometry::Pose;
 use super::surface_contact::{SurfaceContact, rows};
 use crate::config::SolverConfig;
 use crate::deformable::AttachmentSet;
@@ -375,7 +376,7 @@ impl CoarseLevel {
         cfg: &SolverConfig,
         set: &DeformableSet,
         att: &AttachmentSet,
-        contact: Option<&SurfaceContact>,
+        contact: Option<(&SurfaceContact, &[Pose])>,
         x: &[Vec3A],
     ) {
         let max_nodes = cfg.coarse_nodes as usize;
@@ -408,7 +409,7 @@ impl CoarseLevel {
             .zip(&self.spaces)
             .enumerate()
             .for_each(|(b, (sys, space))| match space {
-                Some(space) => assemble(sys, space, set, att, contact, x, b, inv_h),
+                Some(space) => assemble(sys, cfg, space, set, att, contact, x, b, inv_h),
                 None => sys.ok = false,
             });
     }
@@ -628,28 +629,30 @@ const ASSEMBLY_CHUNK: usize = 1024;
 #[allow(clippy::too_many_arguments)]
 fn assemble(
     sys: &mut Dense,
+    cfg: &SolverConfig,
     space: &CoarseSpace,
     set: &DeformableSet,
     att: &AttachmentSet,
-    contact: Option<&SurfaceContact>,
+    contact: Option<(&SurfaceContact, &[Pose])>,
     x: &[Vec3A],
     b: usize,
     inv_h: f64,
 ) {
     // The exact second-order term of the tets first; where the body is deformed so far
     // that it makes the operator indefinite, the Gauss–Newton operator.
-    if !assemble_with(sys, space, set, att, contact, x, b, inv_h, true) {
-        assemble_with(sys, space, set, att, contact, x, b, inv_h, false);
+    if !assemble_with(sys, cfg, space, set, att, contact, x, b, inv_h, true) {
+        assemble_with(sys, cfg, space, set, att, contact, x, b, inv_h, false);
     }
 }
 
 #[allow(clippy::too_many_arguments)]
 fn assemble_with(
     sys: &mut Dense,
+    cfg: &SolverConfig,
     space: &CoarseSpace,
     set: &DeformableSet,
     att: &AttachmentSet,
-    contact: Option<&SurfaceContact>,
+    contact: Option<(&SurfaceContact, &[Pose])>,
     x: &[Vec3A],
     b: usize,
     inv_h: f64,
@@ -699,36 +702,31 @@ fn assemble_with(
             }
         }
     }
-    if let Some(contact) = contact {
-        // Contact rows: γμ w_k w_l n nᵀ between the row's points of this body (the other
-        // side held still), every ordered pair once, lower triangle only.
+    if let Some((contact, poses)) = contact {
+        // Contact terms: k_n w_k w_l n nᵀ between the pair's points of this body (the
+        // other side held still), every ordered pair once, lower triangle only; friction
+        // k_t over the frame-start tangent plane with its weights.
         let body_range = set.vertex_range(b);
         for v in body_range.clone() {
             let (nv, wv) = (space.vertex_nodes[v - v0], space.vertex_weights[v - v0]);
-            for &ri in contact.rows_of_point(v) {
-                let r = &contact.rows[ri as usize];
-                let k = r
+            contact.for_each_coarse_term(cfg, v, x, poses, |term| {
+                let k = term
                     .points
                     .iter()
                     .position(|&p| p == v as u32)
-                    .expect("row lists its points");
-                let nn = outer(r.normal.as_dvec3(), r.normal.as_dvec3())
-                    * (r.gamma as f64 * r.mu as f64 * r.weights[k] as f64);
-                // Friction: the row's penalty over the frame-start tangent plane.
-                let t = r.lagged_normal.as_dvec3();
-                let friction = if r.has_friction() {
-                    r.gamma as f64 * r.mu as f64 * r.lagged_weights[k] as f64
-                } else {
-                    0.0
-                };
-                let tangent = (DMat3::IDENTITY - outer(t, t)) * friction;
-                for (l, &p) in r.points.iter().enumerate() {
+                    .expect("a term lists its points");
+                let normal = term.normal.as_dvec3();
+                let nn = outer(normal, normal) * (term.k_n as f64 * term.weights[k] as f64);
+                let t = term.tangent_normal.as_dvec3();
+                let tangent = (DMat3::IDENTITY - outer(t, t))
+                    * (term.k_t as f64 * term.lagged_weights[k] as f64);
+                for (l, &p) in term.points.iter().enumerate() {
                     let p = p as usize;
                     if p == rows::NO_POINT as usize || !body_range.contains(&p) {
                         continue;
                     }
                     let (np, wp) = (space.vertex_nodes[p - v0], space.vertex_weights[p - v0]);
-                    let (scale, scale_t) = (r.weights[l] as f64, r.lagged_weights[l] as f64);
+                    let (scale, scale_t) = (term.weights[l] as f64, term.lagged_weights[l] as f64);
                     let block = nn * scale + tangent * scale_t;
                     for i in 0..8 {
                         for j in 0..8 {
@@ -744,7 +742,7 @@ fn assemble_with(
                         }
                     }
                 }
-            }
+            });
         }
     }
     sys.factor()

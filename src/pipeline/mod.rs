@@ -70,6 +70,7 @@ pub fn iterate(
                     &s.iterate,
                     &mut s.vertices,
                 );
+                vbd::certify_iterate(cfg, deformables, bodies, &s.iterate, &mut s.vertices);
                 vbd::sweep(
                     cfg,
                     deformables,

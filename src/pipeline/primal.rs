@@ -15,7 +15,7 @@ use crate::deformable::AttachmentSet;
 
 use super::coloring::ITEM_JOINT;
 use super::{IterateRecord, SolverData};
-use crate::config::SolverConfig;
+use crate::config::{ContactModel, SolverConfig};
 use crate::math::{Mat6, Vec6, ang, lever_geometric_stiffness, lin, quat_add};
 use crate::rigid::body::PoseRecord;
 use crate::rigid::contact::ContactRecord;
@@ -173,7 +173,19 @@ impl Ctx<'_> {
         }
         sums.add_to(&mut f, &mut hm);
         if let Some(contact) = self.contact {
-            contact.add_body_terms(self.cfg, i, self.vertices, self.poses, &mut f, &mut hm);
+            match self.cfg.contact_model {
+                ContactModel::AugmentedLagrangian => {
+                    contact.add_body_terms(self.cfg, i, self.vertices, self.poses, &mut f, &mut hm)
+                }
+                ContactModel::Barrier => contact.add_barrier_body_terms(
+                    self.cfg,
+                    i,
+                    self.vertices,
+                    self.poses,
+                    &mut f,
+                    &mut hm,
+                ),
+            }
         }
         let attached = self.attachments.of_body(i);
         if !attached.is_empty() {

@@ -13,7 +13,7 @@ use rayon::prelude::*;
 use super::IterateRecord;
 use super::surface_contact::SurfaceContact;
 use super::surface_contact::geometry::Pose;
-use crate::config::SolverConfig;
+use crate::config::{ContactModel, SolverConfig};
 use crate::deformable::AttachmentSet;
 use crate::deformable::elastic::Block;
 use crate::deformable::set::{DeformableSet, PINNED, item};
@@ -109,13 +109,15 @@ pub fn begin_contact_and_coarse(
         let mut contact = std::mem::take(&mut s.contact);
         contact.begin_frame(cfg, set, bodies, att, iterate, s);
         s.contact = contact;
+        // The barrier's first iterate must be free of intersections too.
+        certify_iterate(cfg, set, bodies, iterate, s);
     }
     s.coarse_refreshed = false;
     if cfg.coarse_nodes > 0 {
         for r in &mut s.contact.rows {
             r.in_coarse = true;
         }
-        let contact = s.contact_on.then_some(&s.contact);
+        let contact = s.contact_on.then_some((&s.contact, &s.poses[..]));
         s.coarse.prepare(cfg, set, att, contact, &s.x);
     }
 }
@@ -152,16 +154,20 @@ pub fn coarse_correction(
         ..
     } = s;
     let on = *contact_on;
+    let barrier = cfg.contact_model == ContactModel::Barrier;
     let contact_force = |v: usize, xs: &[Vec3A]| {
-        if on {
+        if !on {
+            Vec3::ZERO
+        } else if barrier {
+            contact.barrier_vertex_terms(cfg, v, xs, poses).f
+        } else {
             // The rows the coarse operator holds: a force without its stiffness would
             // overshoot.
             contact.vertex_terms_of(cfg, v, xs, poses, true).f
-        } else {
-            Vec3::ZERO
         }
     };
-    let line_search = on && contact.rows.iter().any(|r| r.in_coarse);
+    // The barrier's stiffness is never in the operator: its steps are always checked.
+    let line_search = on && (barrier || contact.rows.iter().any(|r| r.in_coarse));
     coarse.correct(
         cfg,
         set,
@@ -188,6 +194,10 @@ pub fn contact_iteration(
     if !s.contact_on {
         return;
     }
+    if cfg.contact_model == ContactModel::Barrier {
+        certify_iterate(cfg, set, bodies, iterate, s);
+        return;
+    }
     let mut contact = std::mem::take(&mut s.contact);
     let mut poses = std::mem::take(&mut s.poses);
     contact.iterate_poses(bodies, iterate, &mut poses);
@@ -202,12 +212,42 @@ pub fn contact_iteration(
         for r in &mut s.contact.rows {
             r.in_coarse = true;
         }
-        s.coarse.prepare(cfg, set, att, Some(&s.contact), &s.x);
+        s.coarse
+            .prepare(cfg, set, att, Some((&s.contact, &s.poses[..])), &s.x);
     }
+}
+
+/// The log-barrier baseline's guard (`ContactModel::Barrier`; after the initial guess, the
+/// coarse step and every sweep): X advances towards the iterate as far as CCD certifies,
+/// and the iterate of every solved vertex is put back on X, so the barrier always sees an
+/// intersection-free configuration.
+pub fn certify_iterate(
+    cfg: &SolverConfig,
+    set: &DeformableSet,
+    bodies: &BodySet,
+    iterate: &[IterateRecord],
+    s: &mut VertexState,
+) {
+    if !(s.contact_on && cfg.contact_model == ContactModel::Barrier) {
+        return;
+    }
+    let mut contact = std::mem::take(&mut s.contact);
+    let mut poses = std::mem::take(&mut s.poses);
+    contact.iterate_poses(bodies, iterate, &mut poses);
+    contact.advance(cfg, set, bodies, iterate, s, &mut poses);
+    for v in 0..set.vertex_count() {
+        if set.is_solved(v) {
+            s.x[v] = contact.certified[v];
+            s.d[v] = contact.certified[v] - set.positions[v];
+        }
+    }
+    s.contact = contact;
+    s.poses = poses;
 }
 
 /// Before the integration stages: the certified configuration becomes the step's result.
 pub fn end_contact(
+    cfg: &SolverConfig,
     set: &DeformableSet,
     bodies: &BodySet,
     iterate: &mut [IterateRecord],
@@ -217,7 +257,7 @@ pub fn end_contact(
         return;
     }
     let mut contact = std::mem::take(&mut s.contact);
-    contact.end_frame(set, bodies, iterate, s);
+    contact.end_frame(cfg, set, bodies, iterate, s);
     s.contact = contact;
 }
 
@@ -462,13 +502,26 @@ impl Ctx<'_> {
             acc.f -= rec.force(c, self.cfg.alpha);
             acc.h += Mat3::from_diagonal(rec.k());
         }
+        let barrier = self.cfg.contact_model == ContactModel::Barrier;
         if let Some(contact) = self.contact {
-            acc.add(contact.vertex_terms(self.cfg, v, self.x, self.poses));
+            acc.add(match barrier {
+                false => contact.vertex_terms(self.cfg, v, self.x, self.poses),
+                true => contact.barrier_vertex_terms(self.cfg, v, self.x, self.poses),
+            });
         }
         let det = acc.h.determinant();
         if !(det.is_finite() && det > 0.0) {
             return d; // not SPD or not finite: keep the iterate; the end-of-step guard reports it
         }
-        d + Vec3A::from(acc.h.inverse() * acc.f)
+        let step = Vec3A::from(acc.h.inverse() * acc.f);
+        match self.contact {
+            // The barrier baseline keeps the iterate free of intersections: the step is cut
+            // where CCD meets a candidate pair.
+            Some(contact) if barrier => {
+                let t = contact.barrier_step(self.cfg, v, x + step, self.x, self.poses);
+                d + step * t
+            }
+            _ => d + step,
+        }
     }
 }

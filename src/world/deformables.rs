@@ -427,7 +427,9 @@ impl PhysicsWorld {
         let i = self.bodies.index(h).ok_or(PhysicsError::MissingBody(h))?;
         let s = &self.solver.vertices;
         Ok(match s.contact_on {
-            true => s.contact.force_on_body(&self.deformables, &self.bodies, i),
+            true => s
+                .contact
+                .force_on_body(&self.config, &self.deformables, &self.bodies, i),
             false => Vec3::ZERO,
         })
     }

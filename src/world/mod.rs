@@ -226,6 +226,7 @@ impl PhysicsWorld {
                 s,
             );
             vbd::end_contact(
+                cfg,
                 &self.deformables,
                 &self.bodies,
                 &mut s.iterate,

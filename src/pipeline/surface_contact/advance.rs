@@ -13,7 +13,7 @@ use crate::ccd::{
     AccdParams, AccdStop, DEFAULT_MAX_ITERS, edge_edge_accd, edge_edge_distance_lower_bound,
     point_triangle_accd, point_triangle_distance_lower_bound,
 };
-use crate::config::SolverConfig;
+use crate::config::{ContactModel, SolverConfig};
 use crate::deformable::DeformableSet;
 use crate::pipeline::IterateRecord;
 use crate::pipeline::vbd::VertexState;
@@ -221,8 +221,11 @@ impl SurfaceContact {
         }
         let mut added = false;
         let first_new = self.rows.len();
+        // The barrier baseline has no rows: its pairs act through the barrier.
+        let grow = cfg.contact_model == ContactModel::AugmentedLagrangian;
         for (k, (pair, &(t, _))) in self.candidates.iter().zip(&tois).enumerate() {
-            if t < 1.0
+            if grow
+                && t < 1.0
                 && self
                     .points_of(pair)
                     .iter()
@@ -260,6 +263,7 @@ impl SurfaceContact {
         for (i, b) in self.beta.iter_mut().enumerate() {
             if self.island_of[i] as usize == i {
                 *b *= 1.0 - alpha[i];
+                self.largest_cut = self.largest_cut.max(1.0 - alpha[i]);
             }
         }
         self.linearise_rows();
@@ -279,6 +283,7 @@ impl SurfaceContact {
     /// certified state. Also the frame's lost motion.
     pub fn end_frame(
         &mut self,
+        cfg: &SolverConfig,
         set: &DeformableSet,
         bodies: &BodySet,
         iterate: &mut [IterateRecord],
@@ -296,10 +301,15 @@ impl SurfaceContact {
             }
         }
         // β of each island (its root holds it): the share of the frame's motion it lost.
-        self.stats.lost_motion = (0..self.beta.len())
-            .filter(|&i| self.island_of[i] as usize == i)
-            .map(|i| self.beta[i])
-            .fold(0.0f32, f32::max);
+        // The barrier baseline puts its iterate back on X after every advance, so β means
+        // nothing there: its lost motion is the largest share of a move the guard cut.
+        self.stats.lost_motion = match cfg.contact_model {
+            ContactModel::AugmentedLagrangian => (0..self.beta.len())
+                .filter(|&i| self.island_of[i] as usize == i)
+                .map(|i| self.beta[i])
+                .fold(0.0f32, f32::max),
+            ContactModel::Barrier => self.largest_cut,
+        };
         self.stats.rows = self.rows.len();
     }
 }

@@ -7,7 +7,7 @@ use glam::Vec3A;
 use super::SurfaceContact;
 use super::geometry::{Geometry, Owner, Pose};
 use super::rows::{NO_POINT, Pair, PairKind, Row};
-use crate::config::SolverConfig;
+use crate::config::{ContactModel, SolverConfig};
 use crate::deformable::DeformableSet;
 use crate::pipeline::IterateRecord;
 use crate::pipeline::vbd::VertexState;
@@ -65,6 +65,7 @@ impl SurfaceContact {
         self.certified.clone_from(&set.positions);
         self.start.clone_from(&set.positions);
         self.stats = Default::default();
+        self.largest_cut = 0.0;
         self.iterate_poses(bodies, iterate, &mut vs.poses);
         self.build_candidates(cfg, set, bodies, &vs.x, &vs.poses, &vs.yd);
         // The active set carried over: the rows whose pair is still a candidate (a rebuild
@@ -116,6 +117,9 @@ impl SurfaceContact {
         }
         self.rows = rows;
         self.linearise_rows();
+        if cfg.contact_model == ContactModel::Barrier {
+            self.index_barrier(cfg, set, bodies);
+        }
         self.stats.broad_phase_ms += t0.elapsed().as_secs_f64() * 1e3;
     }
 }
@@ -147,8 +151,23 @@ pub(crate) fn new_row(
 ) -> Row {
     let points = sc.points_of(&pair);
     let h2 = cfg.dt * cfg.dt;
+    Row::new(
+        pair,
+        points,
+        row_stiffness(cfg, set, &sc.geometry, &points, h2),
+        pair_friction(set, bodies, sc, &pair, &points),
+    )
+}
+
+/// A pair's static and dynamic friction: the geometric means of its two sides'.
+pub(crate) fn pair_friction(
+    set: &DeformableSet,
+    bodies: &BodySet,
+    sc: &SurfaceContact,
+    pair: &Pair,
+    points: &[u32; 4],
+) -> [f32; 2] {
     let g = &sc.geometry;
-    // The pair's friction: the geometric mean of its two sides' coefficients.
     let side = |p: u32| match g.owner_of(set, p) {
         Owner::Soft(b) => set.materials[b as usize].friction,
         Owner::Rigid(i) => bodies.masses[i as usize].friction,
@@ -161,11 +180,5 @@ pub(crate) fn new_row(
         PairKind::PointTriangle => (side(points[0]), side(points[1])),
         PairKind::EdgeEdge => (side(points[0]), side(points[2])),
     };
-    let friction = [(a[0] * b[0]).sqrt(), (a[1] * b[1]).sqrt()];
-    Row::new(
-        pair,
-        points,
-        row_stiffness(cfg, set, g, &points, h2),
-        friction,
-    )
+    [(a[0] * b[0]).sqrt(), (a[1] * b[1]).sqrt()]
 }

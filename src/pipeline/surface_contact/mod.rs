@@ -23,6 +23,7 @@
 //! surfaces (dynamic bodies two-way, through their 6×6 blocks), half-spaces as planes.
 
 pub mod advance;
+pub mod barrier;
 pub mod broad_phase;
 pub mod cages;
 pub mod frame;
@@ -71,6 +72,8 @@ pub struct SurfaceContact {
     /// motion β.
     pub(crate) island_of: Vec<u32>,
     pub(crate) beta: Vec<f32>,
+    /// The largest share of a move an advance cut this frame (1 − α).
+    pub(crate) largest_cut: f32,
     /// Per island (its root): whether it touches a rigid body or a half-space.
     pub(crate) anchored: Vec<bool>,
     /// Rigid bodies that share a candidate pair with a deformable: their frame ends at
@@ -85,6 +88,21 @@ pub struct SurfaceContact {
     pub(crate) stats: SurfaceContactStats,
     /// (deformable, rigid body) pairs linked by an attachment: they do not collide.
     pub(crate) linked: Vec<(u32, u32)>,
+    /// The log-barrier baseline's candidates by point and body (`ContactModel::Barrier`).
+    pub(crate) barrier: barrier::Barrier,
+}
+
+/// A contact term of the coarse operator: `k_n w_k w_l n nᵀ` between the pair's points k
+/// and l, and `k_t w'_k w'_l (I − t tᵀ)` over the frame-start tangent plane (normal `t`,
+/// weights `w'`).
+pub(crate) struct CoarseTerm {
+    pub points: [u32; 4],
+    pub weights: [f32; 4],
+    pub normal: Vec3,
+    pub k_n: f32,
+    pub lagged_weights: [f32; 4],
+    pub tangent_normal: Vec3,
+    pub k_t: f32,
 }
 
 #[inline]
@@ -314,6 +332,39 @@ impl SurfaceContact {
         out
     }
 
+    /// Calls `f` with each contact term of deformable vertex `v` for the coarse operator
+    /// (at the iterate `x`, `poses`): the rows the operator takes (augmented Lagrangian:
+    /// `γμ`, friction's penalty), or the candidate pairs within δ (barrier: `b''(d)`,
+    /// friction's smoothed stiffness).
+    pub(crate) fn for_each_coarse_term(
+        &self,
+        cfg: &SolverConfig,
+        v: usize,
+        x: &[Vec3A],
+        poses: &[Pose],
+        f: impl FnMut(&CoarseTerm),
+    ) {
+        match cfg.contact_model {
+            crate::config::ContactModel::Barrier => self.barrier_coarse_terms(cfg, v, x, poses, f),
+            crate::config::ContactModel::AugmentedLagrangian => {
+                let mut f = f;
+                for &ri in self.rows_of_point(v) {
+                    let r = &self.rows[ri as usize];
+                    let k = r.gamma * r.mu;
+                    f(&CoarseTerm {
+                        points: r.points,
+                        weights: r.weights,
+                        normal: r.normal,
+                        k_n: k,
+                        lagged_weights: r.lagged_weights,
+                        tangent_normal: r.lagged_normal,
+                        k_t: if r.has_friction() { k } else { 0.0 },
+                    });
+                }
+            }
+        }
+    }
+
     /// Adds the contact rows of rigid body `i` to its 6×6 system at the iterate (`poses[i]`
     /// is the body's own iterate: each body is solved once per sweep, after the refresh).
     pub(crate) fn add_body_terms(
@@ -431,9 +482,18 @@ impl SurfaceContact {
     /// The force the deformables' contact rows put on rigid body `i` at the end of the
     /// last step (N): the normal and friction multipliers.
     /// Zero if the bodies changed since (the rows refer to the step's bodies).
-    pub fn force_on_body(&self, set: &DeformableSet, bodies: &BodySet, i: usize) -> Vec3 {
+    pub fn force_on_body(
+        &self,
+        cfg: &SolverConfig,
+        set: &DeformableSet,
+        bodies: &BodySet,
+        i: usize,
+    ) -> Vec3 {
         if self.generation != frame::generation(set, bodies) {
             return Vec3::ZERO;
+        }
+        if cfg.contact_model == crate::config::ContactModel::Barrier {
+            return self.barrier_force_on_body(cfg, i);
         }
         let g = &self.geometry;
         let on_body = |p: u32| {

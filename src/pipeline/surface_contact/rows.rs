@@ -179,30 +179,15 @@ impl Row {
     /// world normal and point of a half-space row).
     #[inline]
     pub fn linearise(&mut self, at: impl Fn(u32) -> Vec3, plane: Option<(Vec3, Vec3)>) {
-        let x = |k: usize| at(self.points[k]);
-        let (diff, weights) = match self.pair.kind {
-            PairKind::PointTriangle => {
-                let c = point_triangle_closest(x(0), x(1), x(2), x(3));
-                (c.diff, c.weights)
-            }
-            PairKind::EdgeEdge => {
-                let c = edge_edge_closest(x(0), x(1), x(2), x(3));
-                (c.diff, c.weights)
-            }
-            PairKind::PointPlane => {
-                let (n, p) = plane.expect("a half-space row has a plane");
-                self.normal = n;
-                self.dist = n.dot(x(0) - p);
-                self.weights = [1.0, 0.0, 0.0, 0.0];
-                return;
-            }
-        };
-        let d = diff.length();
-        if d > 0.0 && d.is_finite() {
-            self.normal = diff / d;
-        }
+        let x = self
+            .points
+            .map(|p| if p == NO_POINT { Vec3::ZERO } else { at(p) });
+        let (d, normal, weights) = closest(self.pair.kind, x, plane);
         // At d = 0 the normal of the last linearisation is kept (a pair that touches was
         // linearised apart before: X is certified farther than ξ).
+        if let Some(n) = normal {
+            self.normal = n;
+        }
         self.dist = d;
         self.weights = weights;
     }
@@ -239,4 +224,32 @@ impl Row {
             self.gamma *= decay;
         }
     }
+}
+
+/// The distance of a pair with points `x` (a half-space pair: its `plane`, normal and
+/// point; the distance is then signed), the unit normal from the second primitive to the
+/// first (`None` where they touch), and the weights: `∂d/∂x_k = w_k n`.
+#[inline]
+pub fn closest(
+    kind: PairKind,
+    x: [Vec3; 4],
+    plane: Option<(Vec3, Vec3)>,
+) -> (f32, Option<Vec3>, [f32; 4]) {
+    let (diff, weights) = match kind {
+        PairKind::PointTriangle => {
+            let c = point_triangle_closest(x[0], x[1], x[2], x[3]);
+            (c.diff, c.weights)
+        }
+        PairKind::EdgeEdge => {
+            let c = edge_edge_closest(x[0], x[1], x[2], x[3]);
+            (c.diff, c.weights)
+        }
+        PairKind::PointPlane => {
+            let (n, p) = plane.expect("a half-space pair has a plane");
+            return (n.dot(x[0] - p), Some(n), [1.0, 0.0, 0.0, 0.0]);
+        }
+    };
+    let d = diff.length();
+    let normal = (d > 0.0 && d.is_finite()).then(|| diff / d);
+    (d, normal, weights)
 }
