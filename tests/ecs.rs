@@ -216,6 +216,35 @@ fn runtime_spawn_and_despawn() {
     assert!(world.get::<PhysicsBodyHandle>(d).is_none());
 }
 
+/// With `observe_removals`, a despawn is seen however many `clear_trackers` (frames) pass
+/// before the physics schedule runs again (`RemovedComponents` keeps it for two), and so
+/// is a removed collider (the body is rebuilt without it).
+#[test]
+fn observed_removals_survive_skipped_runs() {
+    let (mut world, mut schedule) = setup();
+    observe_removals(&mut world);
+    observe_removals(&mut world); // idempotent
+    ground(&mut world);
+    let a = unit_box(&mut world, Vec3::new(0.0, 0.5, 0.0));
+    let b = unit_box(&mut world, Vec3::new(3.0, 0.5, 0.0));
+    world.entity_mut(b).insert(Mass(5.0));
+    run(&mut world, &mut schedule, 2);
+    let collider = |world: &World| {
+        let p = physics(world);
+        p.core().collider_shape(p.body_handle(b).unwrap()).is_some()
+    };
+    assert!(collider(&world));
+    world.despawn(a);
+    world.entity_mut(b).remove::<ColliderShape>();
+    for _ in 0..4 {
+        world.clear_trackers(); // frames in which the physics schedule does not run
+    }
+    run(&mut world, &mut schedule, 1);
+    assert_eq!(physics(&world).body_count(), 2);
+    assert_eq!(physics(&world).body_handle(a), None);
+    assert!(!collider(&world), "rebuilt without its collider");
+}
+
 /// (4) A joint naming a despawned or nonexistent entity records a typed error, no panic.
 #[test]
 fn joint_to_missing_entity_is_an_error() {

@@ -112,8 +112,8 @@ impl Physics {
 pub(super) fn sync_deformable_removals(
     mut physics: ResMut<Physics>,
     mut commands: Commands,
-    mut removed: RemovedComponents<Deformable>,
-    mut removed_attachments: RemovedComponents<VertexAttachment>,
+    mut removed: super::Removed<Deformable>,
+    mut removed_attachments: super::Removed<VertexAttachment>,
     has_deformable: Query<(), With<Deformable>>,
     has_attachment: Query<(), With<VertexAttachment>>,
 ) {

@@ -66,7 +66,9 @@
 //!
 //! Removals are read through [`RemovedComponents`]: when using `bevy_ecs` without `bevy_app`,
 //! call [`World::clear_trackers`] once after each run of the schedule (as `App::update` does),
-//! never more often, or removals may be missed.
+//! never more often, or removals may be missed. After [`observe_removals`] (which the Bevy
+//! plugin calls) they are logged by observers instead and none is missed, however rarely
+//! the schedule runs.
 //!
 //! # Example
 //!
@@ -100,6 +102,7 @@
 //! ```
 
 mod deformables;
+mod removals;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -108,6 +111,8 @@ pub use deformables::{
     AttachmentBroken, Deformable, DeformablePositions, InvalidAttachment, InvalidDeformable,
     PhysicsAttachmentHandle, PhysicsDeformableHandle, VertexAttachment,
 };
+use removals::Removed;
+pub use removals::observe_removals;
 
 use bevy_ecs::prelude::*;
 use glam::{Quat, Vec3};
@@ -505,15 +510,26 @@ pub fn init_physics_on(
 
 // ------------------------------------------------------------------------------ systems
 
-/// The three stages of a physics frame, chained in this order by [`add_physics_systems`].
+/// The stages of a physics frame. [`add_physics_systems`] chains `SyncToCore` → `Step` →
+/// `Writeback`; the Bevy plugin (`bevy_avbd::app`) runs `Prepare` before them and
+/// `Finalize` after them in its fixed-step schedule, and `Interpolate` in `PostUpdate`.
 #[derive(SystemSet, Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum PhysicsSet {
+    /// (Bevy plugin) Pause and single-step control, the timestep, `Transform` edits into
+    /// [`Position`]/[`Rotation`]. Runs even while paused.
+    Prepare,
     /// Config, removals, new/rebuilt bodies, user edits, joints.
     SyncToCore,
     /// One core step.
     Step,
     /// Solved poses and velocities back into the components.
     Writeback,
+    /// (Bevy plugin) Step poses, `Transform`s, collision events, diagnostics. Runs even
+    /// while paused.
+    Finalize,
+    /// (Bevy plugin, in `PostUpdate` before transform propagation) `Transform` edits made
+    /// since the last step, then the interpolated `Transform`s.
+    Interpolate,
 }
 
 /// Adds the physics systems to `schedule` in the chained [`PhysicsSet`]s. Run the schedule
@@ -577,9 +593,9 @@ fn begin_frame(
 fn sync_removals(
     mut physics: ResMut<Physics>,
     mut commands: Commands,
-    mut removed_joints: RemovedComponents<Joint>,
-    mut removed_bodies: RemovedComponents<RigidBody>,
-    mut removed_forces: RemovedComponents<ExternalForce>,
+    mut removed_joints: Removed<Joint>,
+    mut removed_bodies: Removed<RigidBody>,
+    mut removed_forces: Removed<ExternalForce>,
     has_joint: Query<(), With<Joint>>,
     has_body: Query<(), With<RigidBody>>,
     has_force: Query<(), With<ExternalForce>>,
@@ -655,9 +671,9 @@ fn sync_bodies(
     mut commands: Commands,
     added: Query<Entity, Added<RigidBody>>,
     redescribed: Query<Entity, (With<RigidBody>, DescriptionChanged)>,
-    mut removed_colliders: RemovedComponents<ColliderShape>,
-    mut removed_masses: RemovedComponents<Mass>,
-    mut removed_inertias: RemovedComponents<Inertia>,
+    mut removed_colliders: Removed<ColliderShape>,
+    mut removed_masses: Removed<Mass>,
+    mut removed_inertias: Removed<Inertia>,
     data: Query<BodyData>,
 ) {
     let physics = &mut *physics;
