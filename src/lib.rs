@@ -37,6 +37,8 @@
 // Numerical kernels index several fixed-size arrays in lockstep; index loops read clearer.
 #![allow(clippy::needless_range_loop)]
 
+#[cfg(feature = "app")]
+pub mod app;
 pub mod ccd;
 pub mod config;
 pub mod deformable;
