@@ -554,3 +554,46 @@ fn deformable_positions_follow() {
     assert_eq!(p.len(), 27);
     assert!((min_y - 1e-3).abs() < 1e-4, "{min_y}");
 }
+
+/// Debug drawing runs headless (not in CI's default features): colliders, contacts and a
+/// joint are drawn without panicking, and shapes that leave the world leave the cache.
+#[cfg(feature = "debug-draw")]
+#[test]
+fn debug_draw_runs() {
+    use bevy_avbd::JointKind;
+    use bevy_avbd::ecs::Joint;
+    let mut app = App::new();
+    app.add_plugins((
+        TaskPoolPlugin::default(),
+        TimePlugin,
+        TransformPlugin,
+        bevy_asset::AssetPlugin::default(),
+        bevy_gizmos::GizmoPlugin,
+        AvbdPlugin::default(),
+        AvbdDebugDrawPlugin,
+    ));
+    let timestep = app.world().resource::<Time<Fixed>>().timestep();
+    app.insert_resource(TimeUpdateStrategy::ManualDuration(timestep));
+    app.finish();
+    app.cleanup();
+    ground(&mut app);
+    let c = cube(&mut app, Vec3::new(0.0, 0.6, 0.0));
+    let corners: Vec<Vec3> = (0..8)
+        .map(|i| Vec3::new((i & 1) as f32, ((i >> 1) & 1) as f32, ((i >> 2) & 1) as f32))
+        .collect();
+    let hull = app
+        .world_mut()
+        .spawn((
+            RigidBody::Dynamic,
+            ColliderShape(Collider::convex_hull(&corners).unwrap()),
+            Transform::from_xyz(3.0, 2.0, 0.0),
+        ))
+        .id();
+    app.world_mut().spawn(
+        Joint::new(JointKind::Ball, hull, None).anchors(Vec3::ZERO, Vec3::new(3.0, 3.0, 0.0)),
+    );
+    run(&mut app, 30);
+    app.world_mut().despawn(c);
+    run(&mut app, 5);
+    assert!(app.world().resource::<ContactPairs>().is_empty());
+}

@@ -56,6 +56,8 @@
 //! ```
 
 mod control;
+#[cfg(feature = "debug-draw")]
+mod debug_draw;
 mod diagnostics;
 mod events;
 mod interpolation;
@@ -63,6 +65,8 @@ mod plugin;
 mod sync;
 
 pub use control::PhysicsControl;
+#[cfg(feature = "debug-draw")]
+pub use debug_draw::{AvbdDebugDrawPlugin, DebugDraw};
 pub use diagnostics::PhysicsDiagnostics;
 pub use events::{CollisionEnded, CollisionEvents, CollisionStarted, ContactPairs};
 pub use interpolation::{NoInterpolation, PhysicsInterpolation, StepPoses};
