@@ -29,6 +29,9 @@
 //! - [`reference`](mod@reference): an f64 Newton solve of a solid's equilibrium or implicit-Euler step (tests
 //!   and metrics, never in the frame); [`export`]: OBJ files of a frame's surfaces;
 //! - [`ecs`]: bevy_ecs components, a config resource and public system sets;
+//! - `app` (feature `app`, default): the Bevy plugin `AvbdPlugin` on top of [`ecs`]
+//!   (fixed-step schedule, `Transform` sync and interpolation, collision events,
+//!   diagnostics; debug drawing with the feature `debug-draw`);
 //! - [`scenes`]: the paper's experiments and the deformable scenes, shared by the CLI, the
 //!   tests and the benchmarks;
 //! - [`render`](mod@render): headless pictures of a world or a scene (wgpu, offscreen): PNG
