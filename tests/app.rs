@@ -597,3 +597,50 @@ fn debug_draw_runs() {
     run(&mut app, 5);
     assert!(app.world().resource::<ContactPairs>().is_empty());
 }
+
+/// The plugin on the GPU backend, blocking and overlapped: the cube rests, and the
+/// collision events come once each (forces read back when blocking; NaN for the step in
+/// flight when overlapped). Without an adapter: a note and a pass, except under
+/// `AVBD_REQUIRE_GPU=1` (CI), where the CPU fallback fails it.
+#[test]
+fn gpu_backend_rests_and_reports_collisions() {
+    for mode in [StepMode::Blocking, StepMode::Overlapped] {
+        let plugin = AvbdPlugin::default()
+            .with_backend(bevy_avbd::Backend::Gpu)
+            .with_step_mode(mode);
+        let mut app = app_with(plugin, 1, 1);
+        let setup = app.world().resource::<PhysicsSetup>().clone();
+        if setup.backend != "gpu" {
+            assert!(
+                std::env::var("AVBD_REQUIRE_GPU").map_or(true, |v| v != "1"),
+                "AVBD_REQUIRE_GPU=1 but the plugin fell back to the CPU: {:?}",
+                setup.error
+            );
+            eprintln!("skipping the GPU plugin test: {:?}", setup.error);
+            return;
+        }
+        app.init_resource::<Log>();
+        app.add_observer(|e: On<CollisionStarted>, mut log: ResMut<Log>| log.started.push(*e));
+        app.add_observer(|e: On<CollisionEnded>, mut log: ResMut<Log>| log.ended.push(*e));
+        let g = ground(&mut app);
+        let c = cube(&mut app, Vec3::new(0.0, 1.5, 0.0));
+        app.world_mut().entity_mut(c).insert(CollisionEvents);
+        run(&mut app, 150);
+        let y = transform(&app, c).translation.y;
+        let resting = app.world().resource::<ContactPairs>().force(c, g).unwrap();
+        eprintln!("GPU {mode:?}: rest y = {y:.6}, resting force {resting} N");
+        assert!((y - 0.5).abs() < 1e-3, "{y}");
+        app.world_mut().get_mut::<Transform>(c).unwrap().translation = Vec3::new(0.0, 10.0, 0.0);
+        run(&mut app, 30);
+        let log = app.world().resource::<Log>();
+        assert_eq!((log.started.len(), log.ended.len()), (1, 1), "{mode:?}");
+        let weight = 1000.0 * G;
+        match mode {
+            StepMode::Blocking => {
+                assert!((resting - weight).abs() < 0.01 * weight, "{resting}");
+                assert!((log.ended[0].force - weight).abs() < 0.01 * weight);
+            }
+            StepMode::Overlapped => assert!(resting.is_nan()),
+        }
+    }
+}
