@@ -14,6 +14,9 @@ pub struct StepStats {
     pub max_penetration: f32,
     /// Colours of the deformable vertices (static: computed at load).
     pub vertex_colors: usize,
+    /// Time in the deformables' vertex sweeps and in their coarse step (ms).
+    pub vertex_sweep_ms: f64,
+    pub coarse_ms: f64,
     /// The deformables' surface contact.
     pub surface_contact: SurfaceContactStats,
 }
@@ -30,9 +33,11 @@ pub struct SurfaceContactStats {
     pub lost_motion: f32,
     /// Times a coupled rigid body left its motion cage and the broad phase ran again.
     pub rebuilds: usize,
-    /// Time in the broad phase (cages, BVH, islands) and in CCD and the advance (ms).
+    /// Time in the broad phase (cages, BVH, islands), in CCD and the advance, and in the
+    /// rows' dual update (ms).
     pub broad_phase_ms: f64,
     pub ccd_ms: f64,
+    pub dual_ms: f64,
 }
 
 /// What happened in a step that the caller may need to act on.

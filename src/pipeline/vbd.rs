@@ -49,6 +49,10 @@ pub struct VertexState {
     pub poses: Vec<Pose>,
     /// Whether the coarse operators were assembled again this frame for new contact rows.
     pub coarse_refreshed: bool,
+    /// This frame's time in the vertex sweeps and in the coarse step (assembly and
+    /// corrections), ms.
+    pub sweep_ms: f64,
+    pub coarse_ms: f64,
 }
 
 /// Inertial targets, the initial guess, and the targets of pinned vertices.
@@ -104,6 +108,8 @@ pub fn begin_contact_and_coarse(
     iterate: &[IterateRecord],
     s: &mut VertexState,
 ) {
+    s.sweep_ms = 0.0;
+    s.coarse_ms = 0.0;
     s.contact_on = SurfaceContact::active(set);
     if s.contact_on {
         let mut contact = std::mem::take(&mut s.contact);
@@ -117,8 +123,10 @@ pub fn begin_contact_and_coarse(
         for r in &mut s.contact.rows {
             r.in_coarse = true;
         }
+        let t0 = std::time::Instant::now();
         let contact = s.contact_on.then_some((&s.contact, &s.poses[..]));
         s.coarse.prepare(cfg, set, att, contact, &s.x);
+        s.coarse_ms += t0.elapsed().as_secs_f64() * 1e3;
     }
 }
 
@@ -134,6 +142,7 @@ pub fn coarse_correction(
     if cfg.coarse_nodes == 0 {
         return;
     }
+    let t0 = std::time::Instant::now();
     let force = |ai: usize, x: Vec3| {
         let rec = &attachments.records[ai];
         let b = rec.body as usize;
@@ -179,6 +188,7 @@ pub fn coarse_correction(
         d,
         x,
     );
+    s.coarse_ms += t0.elapsed().as_secs_f64() * 1e3;
 }
 
 /// After the dual updates of an iteration: the contact rows' dual update, then the advance
@@ -201,7 +211,9 @@ pub fn contact_iteration(
     let mut contact = std::mem::take(&mut s.contact);
     let mut poses = std::mem::take(&mut s.poses);
     contact.iterate_poses(bodies, iterate, &mut poses);
+    let t0 = std::time::Instant::now();
     contact.dual_update(cfg, set, bodies.len(), &s.x, &poses);
+    contact.stats.dual_ms += t0.elapsed().as_secs_f64() * 1e3;
     contact.advance(cfg, set, bodies, iterate, s, &mut poses);
     s.contact = contact;
     s.poses = poses;
@@ -212,8 +224,10 @@ pub fn contact_iteration(
         for r in &mut s.contact.rows {
             r.in_coarse = true;
         }
+        let t0 = std::time::Instant::now();
         s.coarse
             .prepare(cfg, set, att, Some((&s.contact, &s.poses[..])), &s.x);
+        s.coarse_ms += t0.elapsed().as_secs_f64() * 1e3;
     }
 }
 
@@ -270,6 +284,7 @@ pub fn sweep(
     iterate: &[IterateRecord],
     s: &mut VertexState,
 ) {
+    let t0 = std::time::Instant::now();
     let colors = &set.colors;
     if s.contact_on {
         s.contact.iterate_poses(bodies, iterate, &mut s.poses);
@@ -303,6 +318,7 @@ pub fn sweep(
         }
         s.scratch = scratch;
     }
+    s.sweep_ms += t0.elapsed().as_secs_f64() * 1e3;
 }
 
 /// Velocities `v = (x − xᵗ)/h` and the new positions; a body with a non-finite vertex keeps

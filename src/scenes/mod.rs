@@ -415,6 +415,8 @@ pub fn spec(name: &str) -> Option<&'static SceneSpec> {
 /// What a scene measures every frame.
 #[derive(Default, Debug, Clone)]
 pub(crate) struct Tracker {
+    /// Sums over the frames of the step's stage times (ms), for [`Scene::profile`].
+    pub profile: [f64; 8],
     /// Bodies whose start positions define `max_drift`, and their start positions.
     pub drift_bodies: Vec<(BodyHandle, Vec3)>,
     /// Frame at which a projectile is launched: drift stops being tracked.
@@ -577,6 +579,20 @@ impl Scene {
         }
         let w = &self.world;
         let t = &mut self.tracker;
+        let st = w.stats();
+        let sc = &st.surface_contact;
+        for (sum, ms) in t.profile.iter_mut().zip([
+            st.total_ms,
+            st.collision_ms,
+            st.vertex_sweep_ms,
+            st.coarse_ms,
+            sc.broad_phase_ms,
+            sc.ccd_ms,
+            sc.dual_ms,
+            st.solver_ms - st.vertex_sweep_ms - st.coarse_ms - sc.broad_phase_ms - sc.ccd_ms - sc.dual_ms,
+        ]) {
+            *sum += ms;
+        }
         t.broken += report.broken.len();
         t.finite &= report.frozen.is_empty();
         t.max_penetration = t.max_penetration.max(w.stats().max_penetration);
@@ -642,6 +658,29 @@ impl Scene {
                 t.finite = false;
             }
         }
+    }
+
+    /// Where the frames' time went, mean ms per frame: `total`, `collision` (rigid
+    /// collision detection), `vertex_sweep` (deformable vertex solves, the barrier's
+    /// filtered steps included), `coarse` (the two-level step), `contact_broad_phase`,
+    /// `contact_ccd` (CCD and the advance of X), `contact_dual` (the rows' dual update),
+    /// `rest` (rigid primal and dual, integration, colouring, warm starts).
+    pub fn profile(&self) -> BTreeMap<String, f64> {
+        let frames = self.frame.max(1) as f64;
+        [
+            "total",
+            "collision",
+            "vertex_sweep",
+            "coarse",
+            "contact_broad_phase",
+            "contact_ccd",
+            "contact_dual",
+            "rest",
+        ]
+        .iter()
+        .zip(self.tracker.profile)
+        .map(|(k, v)| (k.to_string(), v / frames))
+        .collect()
     }
 
     /// The scene's metrics, named as in the README.

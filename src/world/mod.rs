@@ -306,6 +306,8 @@ impl PhysicsWorld {
             },
             max_penetration: self.collision.max_penetration,
             vertex_colors: self.deformables.colors.count(),
+            vertex_sweep_ms: self.solver.vertices.sweep_ms,
+            coarse_ms: self.solver.vertices.coarse_ms,
             surface_contact: match self.solver.vertices.contact_on && !self.deformables.is_empty() {
                 true => self.solver.vertices.contact.stats(),
                 false => Default::default(),

@@ -354,6 +354,7 @@ fn run(cli: Cli, out: &mut impl Write) -> std::io::Result<ExitCode> {
                     "frames": frames,
                     "timing_ms": {"median": median, "p95": p95, "max": max},
                     "metrics": metrics,
+                    "profile_ms": sc.profile(),
                     "gpu": gpu_report(w),
                 });
                 writeln!(out, "{report}")?;
@@ -414,6 +415,13 @@ fn run(cli: Cli, out: &mut impl Write) -> std::io::Result<ExitCode> {
                         )?;
                     }
                 }
+                let profile: Vec<String> = sc
+                    .profile()
+                    .iter()
+                    .filter(|(k, _)| *k != "total")
+                    .map(|(k, v)| format!("{k} {v:.3}"))
+                    .collect();
+                writeln!(out, "mean ms      {}", profile.join("   "))?;
                 writeln!(out, "metrics:")?;
                 for (k, v) in &metrics {
                     writeln!(out, "  {k:<24} {v}")?;
