@@ -1,12 +1,14 @@
 //! The primitive narrow phase (`pipeline::collision::primitive`) against parry3d's
 //! `contact_manifolds` on random sphere, capsule, box and half-space configurations, the
-//! persistence of its feature ids under small motions.
+//! persistence of its feature ids under small motions, and its WGSL port on the device.
 //!
 //! Every difference from parry3d needs a stated reason, checked configuration by
-//! configuration (`compare`); a difference without one fails the test.
+//! configuration (`compare`); a difference without one fails the test. The device test
+//! skips with a note when no adapter exists, except under `AVBD_REQUIRE_GPU=1`.
 mod narrow;
 
 use bevy_avbd::glam::Vec3;
+use bevy_avbd::parry3d::shape::SharedShape;
 use bevy_avbd::pipeline::collision::primitive::{PrimitiveManifold, case, collide_pair, kind};
 use narrow::reference::*;
 use narrow::*;
@@ -387,4 +389,127 @@ fn small_motions_keep_feature_ids() {
         };
         assert!(moved_max <= bound, "{what}: {moved_max}");
     }
+}
+
+/// naga (wgpu's shader compiler) parses and validates the narrow phase's WGSL with no
+/// adapter at all.
+#[test]
+fn narrow_phase_shader_validates() {
+    let source = bevy_avbd::gpu::narrow::NARROW_PHASE_SHADER;
+    let module = naga::front::wgsl::parse_str(source)
+        .unwrap_or_else(|e| panic!("WGSL parses: {}", e.emit_to_string(source)));
+    naga::valid::Validator::new(
+        naga::valid::ValidationFlags::all(),
+        naga::valid::Capabilities::default(),
+    )
+    .validate(&module)
+    .unwrap_or_else(|e| panic!("WGSL validates: {}", e.emit_to_string(source)));
+    assert!(module.entry_points.iter().any(|e| e.name == "narrow_phase"));
+}
+
+fn require_gpu() -> bool {
+    std::env::var("AVBD_REQUIRE_GPU").is_ok_and(|v| v == "1")
+}
+
+/// Tolerances of the device against the Rust narrow phase: f32 rounding of the same
+/// operations on other hardware (fused multiply-adds, `normalize` and division within a
+/// few ulp). Points are 2e-5: a cut of an edge nearly parallel to a side plane multiplies
+/// the rounding.
+const DEVICE_TOL: f32 = 1e-5;
+const DEVICE_POINT_TOL: f32 = 2e-5;
+
+/// The WGSL port on the device against the Rust narrow phase, on the configurations of
+/// the parry3d test and a nudged copy of each: same point counts, cases and feature ids
+/// (but for threshold ties: at most 1 in 10,000, each the Rust answer for the pair moved by
+/// 1e-6); normals and distances within 1e-5, local points within 2e-5 m.
+#[test]
+fn device_matches_the_rust_narrow_phase() {
+    let gpu = match bevy_avbd::gpu::narrow::GpuNarrowPhase::new() {
+        Ok(g) => g,
+        Err(e) => {
+            assert!(!require_gpu(), "AVBD_REQUIRE_GPU=1 but no device: {e}");
+            eprintln!("skipping the device narrow phase test: {e}");
+            return;
+        }
+    };
+    let mut rng = Rng(7);
+    let mut nudges = Rng(17);
+    let mut pairs = Vec::new();
+    for (ka, kb) in PAIRS {
+        for c in configs(ka, kb, 3000, &mut rng) {
+            pairs.push(c.pair);
+            pairs.push(nudge(&c, 1e-4, &mut nudges));
+        }
+    }
+    let started = std::time::Instant::now();
+    let device = gpu.run(&pairs, MARGIN).expect("narrow phase runs");
+    let first = started.elapsed();
+    let started = std::time::Instant::now();
+    let again = gpu.run(&pairs, MARGIN).expect("narrow phase runs");
+    let second = started.elapsed();
+    assert_eq!(device, again, "the device repeats itself");
+    let (mut differ, mut ties, mut with_contacts, mut points) = (Vec::new(), 0, 0, 0);
+    let same = |a: &PrimitiveManifold, b: &PrimitiveManifold| {
+        let n = a.count as usize;
+        a.count == b.count && a.case == b.case && a.ids[..n] == b.ids[..n]
+    };
+    let (mut max_n, mut max_d, mut max_p) = (0.0f32, 0.0f32, 0.0f32);
+    for (pair, got) in pairs.iter().zip(&device) {
+        let want = collide_pair(pair, MARGIN);
+        let n = want.count as usize;
+        if !same(got, &want) {
+            // A threshold tie: the Rust narrow phase gives the device's answer for the pair
+            // moved by 1e-6 m and turned by 1e-6 rad (f32 rounding of the inputs).
+            let mut jiggle = Rng(ties as u64 + 99);
+            let c = Config {
+                pair: *pair,
+                sa: SharedShape::ball(1.0),
+                sb: SharedShape::ball(1.0),
+                gap: Gap::Touch,
+                mode: 0,
+            };
+            if (0..64).any(|_| same(got, &collide_pair(&nudge(&c, 1e-6, &mut jiggle), MARGIN))) {
+                ties += 1;
+            } else {
+                differ.push(format!("cpu {want:?}\n  gpu {got:?}\n  pair {pair:?}"));
+            }
+            continue;
+        }
+        with_contacts += (n > 0) as usize;
+        points += n;
+        if n > 0 {
+            max_n = max_n.max((got.normal() - want.normal()).abs().max_element());
+        }
+        for i in 0..n {
+            let (g, w) = (&got.points[i], &want.points[i]);
+            max_d = max_d.max((g.local_a[3] - w.local_a[3]).abs());
+            let (ga, wa) = (Vec3::from_slice(&g.local_a), Vec3::from_slice(&w.local_a));
+            let (gb, wb) = (Vec3::from_slice(&g.local_b), Vec3::from_slice(&w.local_b));
+            max_p = max_p.max(
+                (ga - wa)
+                    .abs()
+                    .max_element()
+                    .max((gb - wb).abs().max_element()),
+            );
+        }
+    }
+    eprintln!(
+        "device ({}): {} pairs, {} with contacts, {} points; {} threshold ties, {} differ; max \
+         |Δnormal| {max_n:.2e}, |Δdist| {max_d:.2e} m, |Δpoint| {max_p:.2e} m; {:.0} ms with the \
+         shader's first compilation, {:.1} ms after",
+        gpu.adapter(),
+        pairs.len(),
+        with_contacts,
+        points,
+        ties,
+        differ.len(),
+        first.as_secs_f64() * 1e3,
+        second.as_secs_f64() * 1e3,
+    );
+    for d in differ.iter().take(5) {
+        eprintln!("  {d}");
+    }
+    assert!(differ.is_empty(), "{} manifolds differ", differ.len());
+    assert!(ties * 10_000 <= pairs.len(), "{ties} threshold ties");
+    assert!(max_n <= DEVICE_TOL && max_d <= DEVICE_TOL && max_p <= DEVICE_POINT_TOL);
 }
