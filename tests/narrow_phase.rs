@@ -37,6 +37,8 @@ struct Tally {
     max_gain: f64,
     max_ref_normal: f64,
     max_parry_ref_normal: f64,
+    max_ref_depth: f64,
+    max_parry_ref_depth: f64,
     /// Differences that have a stated reason, and those that do not (must stay empty).
     reasons: std::collections::BTreeMap<String, usize>,
     unexplained: Vec<String>,
@@ -120,11 +122,13 @@ fn compare(c: &Config, t: &mut Tally) {
     let theirs_min = theirs.points.iter().map(|p| p.2).fold(f32::MAX, f32::min) as f64;
     let err = angle(ours.normal(), theirs.n);
     let truth = reference(c);
-    if let Some((_, tn)) = truth {
+    if let Some((d, tn)) = truth {
         let e = angle(ours.normal(), tn.as_vec3());
         t.ref_compared += 1;
         t.max_ref_normal = t.max_ref_normal.max(e);
         t.max_parry_ref_normal = t.max_parry_ref_normal.max(angle(theirs.n, tn.as_vec3()));
+        t.max_ref_depth = t.max_ref_depth.max((d - ours_min).abs());
+        t.max_parry_ref_depth = t.max_parry_ref_depth.max((d - theirs_min).abs());
     }
     if err > NORMAL_TOL {
         if boxes && !is_box_axis(c, theirs.n) && ours_min > 0.0 {
@@ -145,9 +149,12 @@ fn compare(c: &Config, t: &mut Tally) {
                     "an edge axis"
                 };
                 t.max_gain = t.max_gain.max(gain / bias);
+                let ours_kind = ["", "", "", "", "A's face", "B's face", "an edge axis"];
+                let orientation = ["random orientation", "near-aligned", "aligned"];
                 t.note(format!(
-                    "normal: ours {}, parry3d {theirs_kind} separating by at most the bias more (mode {})",
-                    ["", "", "", "", "A's face", "B's face", "an edge axis"][ours.case as usize], c.mode
+                    "normal: ours {}, parry3d {theirs_kind} separating by at most the bias more ({})",
+                    ours_kind[ours.case as usize],
+                    orientation[c.mode as usize]
                 ));
             } else {
                 t.unexplained.push(format!(
@@ -277,10 +284,16 @@ fn matches_parry_on_random_configurations() {
         );
         if t.ref_compared > 0 {
             eprintln!(
-                "    f64 reference: {} configs, normal error ours {:.2e} rad, parry3d {:.2e} rad",
-                t.ref_compared, t.max_ref_normal, t.max_parry_ref_normal
+                "    f64 reference: {} configs; normal error ours {:.2e} rad, parry3d {:.2e} rad; \
+                 depth error ours {:.2e} m, parry3d {:.2e} m",
+                t.ref_compared,
+                t.max_ref_normal,
+                t.max_parry_ref_normal,
+                t.max_ref_depth,
+                t.max_parry_ref_depth
             );
             assert!(t.max_ref_normal <= NORMAL_TOL, "{}–{}", name(ka), name(kb));
+            assert!(t.max_ref_depth <= DEPTH_TOL, "{}–{}", name(ka), name(kb));
         }
         if t.max_gain > 0.0 {
             eprintln!(
