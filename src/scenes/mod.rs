@@ -589,7 +589,12 @@ impl Scene {
             sc.broad_phase_ms,
             sc.ccd_ms,
             sc.dual_ms,
-            st.solver_ms - st.vertex_sweep_ms - st.coarse_ms - sc.broad_phase_ms - sc.ccd_ms - sc.dual_ms,
+            st.solver_ms
+                - st.vertex_sweep_ms
+                - st.coarse_ms
+                - sc.broad_phase_ms
+                - sc.ccd_ms
+                - sc.dual_ms,
         ]) {
             *sum += ms;
         }
