@@ -906,8 +906,9 @@ fn contact_markdown(
          Each engine at its default budget and contact settings: bevy_avbd {} iterations, \
          penetration-free contact (gap {} m); rapier3d {} (FEM) and {} (constraints), its \
          default surface collider (contact skin = `particle_radius` 0.01 m), \
-         `max_extra_substeps` {}. After every frame, for both engines, the same exact test \
-         (`reference::intersect::soup_intersections`): pairs of boundary triangles of \
+         `max_extra_substeps` {}; the rows `skin 1 mm` run rapier's two solvers again with \
+         `particle_radius` at bevy_avbd's contact gap (not rapier's default). After every frame, for both engines, the same exact test \
+         (`reference::intersect::check_soups`): pairs of boundary triangles of \
          different bodies or non-neighbours of one body that share a point (Shewchuk's \
          predicates on the f32 positions, touching counts), plus surface vertices strictly \
          below the ground; summed over the frames. Least separation: the closest two \
