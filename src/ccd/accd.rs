@@ -25,6 +25,40 @@ const RATE_FLOOR: f32 = 1e-18;
 /// Directions shorter than this certify nothing (distance treated as zero).
 const MIN_DIR_SQ: f32 = 1e-30;
 
+/// The margins of the rounding argument: how much every certified quantity is shrunk.
+///
+/// [`AccdMargins::CPU`] are the CCD's own (IEEE f32 round to nearest, operations in program
+/// order; the [module documentation](super) derives them), used by every function of this
+/// module except the `*_with_margins` ones. Any margins at least as large are conservative
+/// on the CPU too (each only lowers a certified bound); `gpu::ccd::CcdMargins::WGSL`, the
+/// wider margins of the device port, are such, and running them here gives what the port
+/// computes on a device whose arithmetic is the CPU's.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct AccdMargins {
+    /// Relative shrink of every certified quantity.
+    pub rel: f32,
+    /// Absolute slack of a support gap and of a closing rate per unit of `R + V`.
+    pub slack_per_extent: f32,
+    /// Slack of the rate bound per unit of `2R + V`.
+    pub rate_slack_per_extent: f32,
+    /// Absolute floor of the slack (flushed subnormals).
+    pub slack_floor: f32,
+    /// Absolute floor of the rate bound.
+    pub rate_floor: f32,
+}
+
+impl AccdMargins {
+    /// The CPU's margins: a relative `2⁻²⁰` (16u), a slack of `2⁻¹⁹(R + V)`, a rate slack of
+    /// `2⁻²¹(2R + V)`, floors `1e-22` and `1e-18`.
+    pub const CPU: AccdMargins = AccdMargins {
+        rel: REL,
+        slack_per_extent: SLACK_PER_EXTENT,
+        rate_slack_per_extent: RATE_SLACK_PER_EXTENT,
+        slack_floor: SLACK_FLOOR,
+        rate_floor: RATE_FLOOR,
+    };
+}
+
 /// Default step scale η: each step covers at most 90% of the certified clearance.
 pub const DEFAULT_ETA: f32 = 0.9;
 
@@ -166,6 +200,8 @@ struct Frame {
     slack: f32,
     /// Upper bound on the rate of change of the exact distance along the exact trajectory.
     rate: f32,
+    /// Relative shrink of certified quantities ([`AccdMargins::rel`]).
+    rel: f32,
 }
 
 #[inline]
@@ -180,7 +216,7 @@ fn max_abs(v: &[Vec3; 4]) -> f32 {
 impl Frame {
     /// `None` when the input is not finite (or too large to square).
     #[inline]
-    fn new<P: Pair>(x0: &[Vec3; 4], x1: &[Vec3; 4]) -> Option<Frame> {
+    fn new<P: Pair>(x0: &[Vec3; 4], x1: &[Vec3; 4], m: &AccdMargins) -> Option<Frame> {
         let c0 = (x0[0] + x0[1] + x0[2] + x0[3]) * 0.25;
         let c1 = (x1[0] + x1[1] + x1[2] + x1[3]) * 0.25;
         // A NaN or infinite coordinate makes its centroid non-finite (min/max below would
@@ -193,14 +229,20 @@ impl Frame {
         let u = [y1[0] - y0[0], y1[1] - y0[1], y1[2] - y0[2], y1[3] - y0[3]];
         let r = max_abs(&y0).max(max_abs(&y1));
         let v = max_abs(&u);
-        let slack = SLACK_PER_EXTENT * (r + v) + SLACK_FLOOR;
+        let slack = m.slack_per_extent * (r + v) + m.slack_floor;
         let l = P::rate(&u);
-        let rate = l + l * REL + RATE_SLACK_PER_EXTENT * (v + 2.0 * r) + RATE_FLOOR;
+        let rate = l + l * m.rel + m.rate_slack_per_extent * (v + 2.0 * r) + m.rate_floor;
         // Squares of the coordinates must not overflow (|x| < ~1e18).
         if !(rate.is_finite() && (r * r + v * v).is_finite()) {
             return None;
         }
-        Some(Frame { y0, u, slack, rate })
+        Some(Frame {
+            y0,
+            u,
+            slack,
+            rate,
+            rel: m.rel,
+        })
     }
 
     /// Certified lower bound on the exact distance at time `t` of the exact relative
@@ -227,9 +269,9 @@ impl Frame {
             // Support gap of this point pair along n̂ at t, and its exact rate of change,
             // which is constant along the linear trajectory for a fixed n̂.
             let g = n.dot(z[i] - z[j]) * inv;
-            let g = g - g.abs() * REL - self.slack;
+            let g = g - g.abs() * self.rel - self.slack;
             let s = n.dot(self.u[i] - self.u[j]) * inv;
-            let closing = -s + s.abs() * REL + self.slack;
+            let closing = -s + s.abs() * self.rel + self.slack;
             d = d.min(g);
             let room = g - min_sep;
             step = if room > 0.0 {
@@ -242,7 +284,7 @@ impl Frame {
                 0.0
             };
         }
-        (d, step * (1.0 - REL))
+        (d, step * (1.0 - self.rel))
     }
 }
 
@@ -263,7 +305,13 @@ fn add_down(t: f32, dt: f32) -> f32 {
 
 /// The additive CCD loop shared by both primitive pairs.
 #[inline]
-fn accd<P: Pair>(x0: &[Vec3; 4], x1: &[Vec3; 4], min_sep: f32, params: &AccdParams) -> AccdResult {
+fn accd<P: Pair>(
+    x0: &[Vec3; 4],
+    x1: &[Vec3; 4],
+    min_sep: f32,
+    params: &AccdParams,
+    margins: &AccdMargins,
+) -> AccdResult {
     let inside = |iterations| AccdResult {
         toi: Some(0.0),
         iterations,
@@ -275,7 +323,7 @@ fn accd<P: Pair>(x0: &[Vec3; 4], x1: &[Vec3; 4], min_sep: f32, params: &AccdPara
     } else {
         params.eta.clamp(1e-6, 1.0)
     };
-    let Some(frame) = Frame::new::<P>(x0, x1) else {
+    let Some(frame) = Frame::new::<P>(x0, x1, margins) else {
         return inside(0);
     };
     let (d0, mut dir_step) = frame.certify::<P>(0.0, min_sep);
@@ -288,7 +336,7 @@ fn accd<P: Pair>(x0: &[Vec3; 4], x1: &[Vec3; 4], min_sep: f32, params: &AccdPara
     for k in 0..params.max_iters {
         // Certified step: the larger of the ACCD step (the clearance cannot close faster
         // than `rate`) and the fixed-direction step.
-        let room = ((d - min_sep) / frame.rate * (1.0 - REL)).max(dir_step);
+        let room = ((d - min_sep) / frame.rate * (1.0 - frame.rel)).max(dir_step);
         if add_down(t, room) >= 1.0 {
             return AccdResult {
                 toi: None,
@@ -325,7 +373,7 @@ fn accd<P: Pair>(x0: &[Vec3; 4], x1: &[Vec3; 4], min_sep: f32, params: &AccdPara
 #[inline]
 fn motion_bound_clear<P: Pair>(x0: &[Vec3; 4], x1: &[Vec3; 4], min_sep: f32) -> bool {
     let min_sep = if min_sep > 0.0 { min_sep } else { 0.0 };
-    let Some(frame) = Frame::new::<P>(x0, x1) else {
+    let Some(frame) = Frame::new::<P>(x0, x1, &AccdMargins::CPU) else {
         return false;
     };
     let clear = |d: f32| d > min_sep && (d - min_sep) / frame.rate * (1.0 - REL) >= 1.0;
@@ -365,7 +413,14 @@ pub fn point_triangle_ccd(
     min_sep: f32,
     params: &AccdParams,
 ) -> Option<f32> {
-    accd::<PointTriangle>(&[p0, a0, b0, c0], &[p1, a1, b1, c1], min_sep, params).toi
+    accd::<PointTriangle>(
+        &[p0, a0, b0, c0],
+        &[p1, a1, b1, c1],
+        min_sep,
+        params,
+        &AccdMargins::CPU,
+    )
+    .toi
 }
 
 /// Additive CCD of the edge `(ea0, ea1)` against the edge `(eb0, eb1)`; see
@@ -388,6 +443,7 @@ pub fn edge_edge_ccd(
         &[ea0_t1, ea1_t1, eb0_t1, eb1_t1],
         min_sep,
         params,
+        &AccdMargins::CPU,
     )
     .toi
 }
@@ -400,7 +456,7 @@ pub fn point_triangle_accd(
     min_sep: f32,
     params: &AccdParams,
 ) -> AccdResult {
-    accd::<PointTriangle>(start, end, min_sep, params)
+    accd::<PointTriangle>(start, end, min_sep, params, &AccdMargins::CPU)
 }
 
 /// [`edge_edge_ccd`] with the iteration count and the reason it stopped; the points are
@@ -411,7 +467,30 @@ pub fn edge_edge_accd(
     min_sep: f32,
     params: &AccdParams,
 ) -> AccdResult {
-    accd::<EdgeEdge>(start, end, min_sep, params)
+    accd::<EdgeEdge>(start, end, min_sep, params, &AccdMargins::CPU)
+}
+
+/// [`point_triangle_accd`] with other margins of the rounding argument (see
+/// [`AccdMargins`]: conservative when each is at least the CPU's).
+pub fn point_triangle_accd_with_margins(
+    start: &[Vec3; 4],
+    end: &[Vec3; 4],
+    min_sep: f32,
+    params: &AccdParams,
+    margins: &AccdMargins,
+) -> AccdResult {
+    accd::<PointTriangle>(start, end, min_sep, params, margins)
+}
+
+/// [`edge_edge_accd`] with other margins of the rounding argument (see [`AccdMargins`]).
+pub fn edge_edge_accd_with_margins(
+    start: &[Vec3; 4],
+    end: &[Vec3; 4],
+    min_sep: f32,
+    params: &AccdParams,
+    margins: &AccdMargins,
+) -> AccdResult {
+    accd::<EdgeEdge>(start, end, min_sep, params, margins)
 }
 
 /// Broad-phase filter: `false` when the pair certainly stays farther apart than ξ on
@@ -437,7 +516,7 @@ pub fn edge_edge_may_collide(start: &[Vec3; 4], end: &[Vec3; 4], min_sep: f32) -
 /// the true distance, `R` the largest centroid-relative coordinate.
 pub fn point_triangle_distance_lower_bound(p: Vec3, a: Vec3, b: Vec3, c: Vec3) -> f32 {
     let x = [p, a, b, c];
-    match Frame::new::<PointTriangle>(&x, &x) {
+    match Frame::new::<PointTriangle>(&x, &x, &AccdMargins::CPU) {
         Some(f) => f.certify::<PointTriangle>(0.0, 0.0).0,
         None => 0.0,
     }
@@ -447,7 +526,7 @@ pub fn point_triangle_distance_lower_bound(p: Vec3, a: Vec3, b: Vec3, c: Vec3) -
 /// see [`point_triangle_distance_lower_bound`].
 pub fn edge_edge_distance_lower_bound(ea0: Vec3, ea1: Vec3, eb0: Vec3, eb1: Vec3) -> f32 {
     let x = [ea0, ea1, eb0, eb1];
-    match Frame::new::<EdgeEdge>(&x, &x) {
+    match Frame::new::<EdgeEdge>(&x, &x, &AccdMargins::CPU) {
         Some(f) => f.certify::<EdgeEdge>(0.0, 0.0).0,
         None => 0.0,
     }
