@@ -68,7 +68,9 @@
 //!   upload belt, blocking reads;
 //! - `step`: one step — sizing, upload, the recorded passes, submission and readback;
 //! - `readback`: on-demand reads of what stays on the device (tests and tools);
-//! - [`narrow`]: the primitive narrow phase kernel, standalone (not in the step yet).
+//! - [`narrow`]: the primitive narrow phase kernel, standalone (not in the step yet);
+//! - [`ccd`]: the additive CCD kernel and the earliest time of impact per point,
+//!   standalone (not in the step yet).
 //!
 //! # llvmpipe / lavapipe
 //!
@@ -91,6 +93,7 @@ use crate::rigid::joint::{JointRecord, JointRowState};
 use crate::rigid::{BodySet, JointSet};
 
 mod buffers;
+pub mod ccd;
 mod device;
 pub mod narrow;
 mod pipelines;
