@@ -42,7 +42,7 @@ fn device() -> Option<&'static GpuCcd> {
 fn sample_set() -> Option<&'static (DataSet, Vec<f64>)> {
     static SET: OnceLock<Option<(DataSet, Vec<f64>)>> = OnceLock::new();
     SET.get_or_init(|| {
-        let dir = data_dir()?;
+        let dir = data_dir();
         let set = load_full(&dir);
         let dmin = true_min_distances(&set);
         Some((set, dmin))

@@ -1,4 +1,4 @@
-//! The CCD sample query set (`../shared/data/ccd-sample-queries`: exact rationals, rounded
+//! The CCD sample query set (`tests/data/ccd-sample-queries`: exact rationals, rounded
 //! to f32 by exact long division) and the f64 references that judge a CCD on it, shared by
 //! `tests/ccd.rs` (the Rust CCD) and `tests/ccd_gpu.rs` (its WGSL port on the device): the
 //! loader, the true minimum distances, and [`check_results`], the zero-false-negative and
@@ -197,29 +197,20 @@ pub struct DataSet {
     pub coords: usize,
 }
 
-pub fn data_dir() -> Option<PathBuf> {
+pub fn data_dir() -> PathBuf {
     let dir = match std::env::var_os("AVBD_CCD_DATA") {
         Some(d) => PathBuf::from(d),
-        None => PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/data/ccd-sample-queries"),
+        None => PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/ccd-sample-queries"),
     };
     if dir.is_dir() {
-        return Some(dir);
+        return dir;
     }
-    if std::env::var_os("CI").is_some() {
-        panic!(
-            "CCD sample queries not found at {} (CI is set)",
-            dir.display()
-        );
-    }
-    eprintln!(
-        "\n**********************************************************************\n\
-         NOTICE: CCD sample queries not found at {}.\n\
-         The data-set tests of `ccd` are SKIPPED. Put the shared folder beside\n\
-         the repository or set AVBD_CCD_DATA to the ccd-sample-queries folder.\n\
-         **********************************************************************\n",
+    // The set ships with the repository: a missing folder is a broken checkout, not a
+    // reason to skip the zero-false-negative tests.
+    panic!(
+        "CCD sample queries not found at {} (set AVBD_CCD_DATA to the folder)",
         dir.display()
-    );
-    None
+    )
 }
 
 pub fn load(dir: &std::path::Path) -> DataSet {
