@@ -179,7 +179,8 @@ fn bench_quick_tiny_reports_both_engines() {
 
 /// The deformable cases against rapier3d's soft bodies, at the smoke size: both engines'
 /// default rows in results.csv (bevy_avbd, rapier's FEM and constraint solvers), every run
-/// in soft.csv, and the Markdown section.
+/// in soft.csv, and the Markdown sections; the contact cases with their exact intersection
+/// counts.
 #[test]
 fn bench_tiny_deformable_cases_report_both_engines() {
     let dir = out_dir("soft");
@@ -191,6 +192,10 @@ fn bench_tiny_deformable_cases_report_both_engines() {
             "hanging_bar",
             "--scene",
             "soft_on_chain",
+            "--scene",
+            "soft_drop",
+            "--scene",
+            "soft_stack",
             "--threads",
             "2",
             "--out",
@@ -204,6 +209,10 @@ fn bench_tiny_deformable_cases_report_both_engines() {
     assert!(!stderr.contains("panicked"), "{stderr}");
     assert!(stdout.contains("### Deformable bodies"), "{stdout}");
     assert!(stdout.contains("#### Equal quality"), "{stdout}");
+    assert!(
+        stdout.contains("### Contact against rapier3d's soft bodies"),
+        "{stdout}"
+    );
 
     let rows = read_csv(&dir.join("results.csv"));
     for scene in ["hanging_bar", "soft_on_chain"] {
@@ -236,7 +245,51 @@ fn bench_tiny_deformable_cases_report_both_engines() {
             }
         }
     }
+    // The contact cases: each engine's default run, the exact check's count, the deepest
+    // vertex below the ground; bevy_avbd's contact is penetration-free (the harness has
+    // already checked its counts against the scene's own metrics).
+    for scene in ["soft_drop", "soft_stack"] {
+        for (engine, solver) in [
+            ("bevy_avbd", "vbd"),
+            ("rapier3d", "fem"),
+            ("rapier3d", "constraints"),
+        ] {
+            let r = rows
+                .iter()
+                .find(|r| r["scene"] == scene && r["engine"] == engine && r["solver"] == solver)
+                .unwrap_or_else(|| panic!("no {engine} {solver} row for {scene} in {rows:?}"));
+            assert_eq!(r["metric"], "intersections", "{r:?}");
+            assert_eq!(r["finite"], "true", "{r:?}");
+            let (n, depth) = (num(r, "metric_value"), num(r, "max_penetration_m"));
+            assert!(n >= 0.0 && n.fract() == 0.0, "{r:?}");
+            assert!(depth.is_finite() && depth >= 0.0, "{r:?}");
+            assert!(num(r, "median_ms") > 0.0, "{r:?}");
+            if engine == "bevy_avbd" {
+                assert_eq!(n, 0.0, "{r:?}");
+                assert_eq!(depth, 0.0, "{r:?}");
+            }
+        }
+    }
     let runs = read_csv(&dir.join("soft.csv"));
+    for scene in ["soft_drop", "soft_stack"] {
+        let of: Vec<_> = runs.iter().filter(|r| r["scene"] == scene).collect();
+        // Defaults, and rapier's two solvers with the skin at bevy_avbd's contact gap.
+        assert_eq!(of.len(), 5, "{scene}: {of:?}");
+        assert_eq!(
+            of.iter().filter(|r| r["default_budget"] == "true").count(),
+            3,
+            "{scene}"
+        );
+        for r in &of {
+            assert!(r["reference_m"].is_empty(), "{r:?}");
+            let sep = num(r, "min_separation_m");
+            assert!((0.0..=0.01).contains(&sep), "{r:?}");
+            assert!(num(r, "intersecting_frames") <= num(r, "frames"), "{r:?}");
+            assert!(num(r, "final_lowest_m").is_finite(), "{r:?}");
+            // The stack's top cube is followed; the single cube has none.
+            assert_eq!(r["top_drift_m"].is_empty(), scene == "soft_drop", "{r:?}");
+        }
+    }
     for scene in ["hanging_bar", "soft_on_chain"] {
         let of: Vec<_> = runs.iter().filter(|r| r["scene"] == scene).collect();
         assert!(of.len() >= 3, "{scene}: {of:?}");

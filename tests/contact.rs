@@ -315,3 +315,131 @@ fn barrier_baseline_is_safe_and_physical_on_the_same_scenes() {
     assert!(metric(&s, "momentum_error") < 1e-3, "{:?}", s.metrics());
     assert_eq!(metric(&s, "intersections"), 0.0);
 }
+
+/// A soft cube dropped on every kind of collider (static ball, capsule, box, convex hull,
+/// triangle mesh, compound): no intersection at any frame end, never below the collider's
+/// top, and on the flat tops (box, hull, triangle mesh) at rest on it, its lowest vertex
+/// within the contact gap plus 2 mm (the cube's own sag under gravity is below 0.1 mm).
+#[test]
+fn soft_cube_rests_on_every_collider_kind() {
+    use bevy_avbd::glam::{Quat, Vec3};
+    use bevy_avbd::reference::intersect::check;
+    use bevy_avbd::{
+        BodyDesc, Collider, DeformableDesc, PhysicsWorld, SolidMaterial, TetMesh, TetPattern,
+    };
+    let hull: Vec<Vec3> = (0..12)
+        .map(|k| {
+            let a = k as f32 * std::f32::consts::TAU / 12.0;
+            Vec3::new(
+                0.2 * a.cos(),
+                if k % 2 == 0 { 0.1 } else { -0.1 },
+                0.2 * a.sin(),
+            )
+        })
+        .collect();
+    let square = vec![
+        Vec3::new(-0.3, 0.0, -0.3),
+        Vec3::new(0.3, 0.0, -0.3),
+        Vec3::new(0.3, 0.0, 0.3),
+        Vec3::new(-0.3, 0.0, 0.3),
+    ];
+    // (name, collider, the height of its top above its centre, whether the top is flat)
+    let cases: Vec<(&str, Collider, f32, bool)> = vec![
+        ("ball", Collider::ball(0.15).unwrap(), 0.15, false),
+        (
+            "capsule",
+            Collider::capsule(0.2, 0.08).unwrap(),
+            0.08,
+            false,
+        ),
+        (
+            "box",
+            Collider::cuboid(Vec3::splat(0.15)).unwrap(),
+            0.15,
+            true,
+        ),
+        (
+            "convex hull",
+            Collider::convex_hull(&hull).unwrap(),
+            0.1,
+            true,
+        ),
+        (
+            "triangle mesh",
+            Collider::trimesh(square, vec![[0, 2, 1], [0, 3, 2]]).unwrap(),
+            0.0,
+            true,
+        ),
+        (
+            "compound",
+            Collider::compound(vec![
+                (
+                    Vec3::new(-0.1, 0.0, 0.0),
+                    Quat::IDENTITY,
+                    Collider::cuboid(Vec3::splat(0.1)).unwrap(),
+                ),
+                (
+                    Vec3::new(0.1, 0.0, 0.0),
+                    Quat::IDENTITY,
+                    Collider::ball(0.1).unwrap(),
+                ),
+            ])
+            .unwrap(),
+            0.1,
+            false,
+        ),
+    ];
+    let cube = || TetMesh::box_grid(Vec3::splat(0.1), [3, 3, 3], TetPattern::Six);
+    let gap = SolverConfig::default().contact_gap;
+    for (name, collider, top, flat) in cases {
+        // The capsule lies along x.
+        let rotation = match name {
+            "capsule" => Quat::from_rotation_z(std::f32::consts::FRAC_PI_2),
+            _ => Quat::IDENTITY,
+        };
+        let mut w = PhysicsWorld::new(SolverConfig::default()).unwrap();
+        w.add_body(
+            BodyDesc::fixed()
+                .at(Vec3::new(0.0, 1.0, 0.0))
+                .rotated(rotation)
+                .with_collider(collider),
+        )
+        .unwrap();
+        let h = w
+            .add_deformable(
+                DeformableDesc::solid(cube(), SolidMaterial::default()).at(Vec3::new(
+                    0.0,
+                    1.0 + top + 0.1,
+                    0.0,
+                )),
+            )
+            .unwrap();
+        let mut intersections = 0;
+        for _ in 0..60 {
+            w.step().unwrap();
+            intersections += check(&w, 0.01).intersections;
+        }
+        let d = w.deformable(h).unwrap();
+        let lowest = d
+            .positions()
+            .iter()
+            .map(|p| p.y)
+            .fold(f32::INFINITY, f32::min);
+        let com = d.center_of_mass();
+        assert_eq!(intersections, 0, "{name}");
+        assert!(com.y > 1.0 + top, "{name}: centre of mass at {com}");
+        if flat {
+            let speed = d
+                .velocities()
+                .iter()
+                .map(|v| v.length())
+                .fold(0.0f32, f32::max);
+            assert!(
+                lowest > 1.0 + top && lowest < 1.0 + top + gap + 2e-3,
+                "{name}: lowest vertex {} above the top",
+                lowest - 1.0 - top
+            );
+            assert!(speed < 0.05, "{name}: still moving at {speed} m/s");
+        }
+    }
+}

@@ -67,7 +67,8 @@
 //! - `buffers`: the slot of every device buffer, growth, the upload by difference and the
 //!   upload belt, blocking reads;
 //! - `step`: one step — sizing, upload, the recorded passes, submission and readback;
-//! - `readback`: on-demand reads of what stays on the device (tests and tools).
+//! - `readback`: on-demand reads of what stays on the device (tests and tools);
+//! - [`narrow`]: the primitive narrow phase kernel, standalone (not in the step yet).
 //!
 //! # llvmpipe / lavapipe
 //!
@@ -91,6 +92,7 @@ use crate::rigid::{BodySet, JointSet};
 
 mod buffers;
 mod device;
+pub mod narrow;
 mod pipelines;
 mod readback;
 mod step;

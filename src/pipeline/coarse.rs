@@ -287,8 +287,11 @@ struct Dense {
     /// Row-major n × n; the lower triangle is the matrix, then its factor L.
     a: Vec<f64>,
     ok: bool,
-    /// The assembly's partial sums, one per chunk of elements.
+    /// The assembly's partial sums, one per chunk of elements: the Gauss–Newton terms,
+    /// then the tets' second-order terms (2 n² each).
     partial: Vec<Vec<f64>>,
+    /// The Gauss–Newton operator, kept while the exact one is tried.
+    gauss_newton: Vec<f64>,
 }
 
 impl Dense {
@@ -652,15 +655,45 @@ fn assemble(
     b: usize,
     inv_h: f64,
 ) {
-    // The exact second-order term of the tets first; where the body is deformed so far
-    // that it makes the operator indefinite, the Gauss–Newton operator.
-    if !assemble_with(sys, cfg, space, set, att, contact, x, b, inv_h, true) {
-        assemble_with(sys, cfg, space, set, att, contact, x, b, inv_h, false);
+    let n = 3 * space.nodes;
+    let body = &set.bodies[b];
+    let elements = body.tets.len() + body.tris.len() + body.hinges.len();
+    let chunks = elements.div_ceil(ASSEMBLY_CHUNK);
+    sys.partial.resize_with(chunks, Vec::new);
+    sys.partial.par_iter_mut().enumerate().for_each(|(k, acc)| {
+        acc.clear();
+        acc.resize(2 * n * n, 0.0);
+        let range = k * ASSEMBLY_CHUNK..((k + 1) * ASSEMBLY_CHUNK).min(elements);
+        let (gn, second) = acc.split_at_mut(n * n);
+        add_elements(gn, second, n, space, set, x, b, range, inv_h);
+    });
+    sys.n = n;
+    sys.a.clear();
+    sys.a.extend_from_slice(&space.constant);
+    for acc in &sys.partial {
+        for (a, p) in sys.a.iter_mut().zip(&acc[..n * n]) {
+            *a += p;
+        }
+    }
+    add_couplings(sys, cfg, space, set, att, contact, x, b);
+    // The exact operator first (with the tets' second-order term); where the body is
+    // deformed so far that it is indefinite, the Gauss–Newton one. Both come from one
+    // pass over the elements.
+    sys.gauss_newton.clone_from(&sys.a);
+    for acc in &sys.partial {
+        for (a, p) in sys.a.iter_mut().zip(&acc[n * n..]) {
+            *a += p;
+        }
+    }
+    if !sys.factor() {
+        std::mem::swap(&mut sys.a, &mut sys.gauss_newton);
+        sys.factor();
     }
 }
 
+/// The attachments' penalties and the contact terms of body `b`, added to its operator.
 #[allow(clippy::too_many_arguments)]
-fn assemble_with(
+fn add_couplings(
     sys: &mut Dense,
     cfg: &SolverConfig,
     space: &CoarseSpace,
@@ -669,28 +702,9 @@ fn assemble_with(
     contact: Option<(&SurfaceContact, &[Pose])>,
     x: &[Vec3A],
     b: usize,
-    inv_h: f64,
-    exact: bool,
-) -> bool {
-    let n = 3 * space.nodes;
+) {
+    let n = sys.n;
     let body = &set.bodies[b];
-    let elements = body.tets.len() + body.tris.len() + body.hinges.len();
-    let chunks = elements.div_ceil(ASSEMBLY_CHUNK);
-    sys.partial.resize_with(chunks, Vec::new);
-    sys.partial.par_iter_mut().enumerate().for_each(|(k, acc)| {
-        acc.clear();
-        acc.resize(n * n, 0.0);
-        let range = k * ASSEMBLY_CHUNK..((k + 1) * ASSEMBLY_CHUNK).min(elements);
-        add_elements(acc, n, space, set, x, b, range, inv_h, exact);
-    });
-    sys.n = n;
-    sys.a.clear();
-    sys.a.extend_from_slice(&space.constant);
-    for acc in &sys.partial {
-        for (a, p) in sys.a.iter_mut().zip(acc) {
-            *a += p;
-        }
-    }
     let v0 = body.vertices.start as usize;
     for v in set.vertex_range(b) {
         let ks = att.of_vertex(v);
@@ -759,7 +773,6 @@ fn assemble_with(
             });
         }
     }
-    sys.factor()
 }
 
 /// The deformation-dependent terms of body `b`'s elements in `range` (the body's tets,
@@ -767,6 +780,7 @@ fn assemble_with(
 #[allow(clippy::too_many_arguments)]
 fn add_elements(
     a: &mut [f64],
+    second: &mut [f64],
     n: usize,
     space: &CoarseSpace,
     set: &DeformableSet,
@@ -774,7 +788,6 @@ fn add_elements(
     b: usize,
     range: std::ops::Range<usize>,
     inv_h: f64,
-    exact: bool,
 ) {
     let body = &set.bodies[b];
     let pos = |v: u32| Vec3::from(x[v as usize]).as_dvec3();
@@ -814,19 +827,16 @@ fn add_elements(
                 g[p] = cof * term.u;
             }
             add_pairs(a, terms, &g, mat.lambda as f64 * t.volume as f64);
-            if exact {
-                // λ'(J − α) ∂²J: J is trilinear in the vertices, ∂²J/∂x_a∂x_b =
-                // −[F (m_a × m_b)]×, so the coarse block is −s V₀ [F (u_p × u_q)]× (zero on
-                // the diagonal). With it the operator at rest is exactly linear elasticity;
-                // without it (Gauss–Newton) pure shear is half as stiff and a coarse step
-                // overshoots.
-                let s = mat.lambda as f64 * (f.determinant() - mat.alpha as f64) * t.volume as f64;
-                for tp in terms {
-                    for tq in terms {
-                        if tp.node > tq.node {
-                            let w = f * tp.u.cross(tq.u) * -s;
-                            add_lower(a, n, tp.node as usize, tq.node as usize, &skew(w));
-                        }
+            // λ'(J − α) ∂²J, into `second`: J is trilinear in the vertices, ∂²J/∂x_a∂x_b =
+            // −[F (m_a × m_b)]×, so the coarse block is −s V₀ [F (u_p × u_q)]× (zero on the
+            // diagonal). With it the operator at rest is exactly linear elasticity; without
+            // it (Gauss–Newton) pure shear is half as stiff and a coarse step overshoots.
+            let s = mat.lambda as f64 * (f.determinant() - mat.alpha as f64) * t.volume as f64;
+            for tp in terms {
+                for tq in terms {
+                    if tp.node > tq.node {
+                        let w = f * tp.u.cross(tq.u) * -s;
+                        add_lower(second, n, tp.node as usize, tq.node as usize, &skew(w));
                     }
                 }
             }

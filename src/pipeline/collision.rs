@@ -19,6 +19,7 @@ use crate::rigid::contact::{ContactPoint, NEW_POINT};
 use crate::rigid::{BodySet, JointSet};
 
 mod broad_phase;
+pub mod primitive;
 use broad_phase::BroadPhase;
 
 /// Where a manifold point's record was in the last step that found it: the warm start

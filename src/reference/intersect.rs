@@ -230,6 +230,80 @@ pub fn check(world: &PhysicsWorld, radius: f64) -> IntersectionReport {
     report
 }
 
+/// One surface of [`check_soups`]: a body's vertex positions and its triangles (indices
+/// into them).
+#[derive(Clone, Copy, Debug)]
+pub struct Soup<'a> {
+    pub positions: &'a [Vec3],
+    pub triangles: &'a [[u32; 3]],
+}
+
+/// [`check`] on raw triangle soups (another engine's surfaces, say), with the same exact
+/// tests: its `intersections` are the pairs of triangles of different soups, or of one soup
+/// without a common vertex, that share a point (`triangles`, touching counts), plus the
+/// distinct triangle vertices (by position, as `check` has them) strictly inside a
+/// half-space (`(outward normal, point)`); its `min_separation` the least distance between
+/// such pairs, and of those vertices to the half-spaces, within `radius`. On a world's
+/// deformable surfaces and half-spaces alone (no other rigid collider) it is `check`'s
+/// report.
+pub fn check_soups(soups: &[Soup], planes: &[(DVec3, DVec3)], radius: f64) -> IntersectionReport {
+    let mut tris: Vec<([DVec3; 3], usize, [u32; 3])> = Vec::new();
+    let mut points: Vec<DVec3> = Vec::new();
+    for (k, s) in soups.iter().enumerate() {
+        for &t in s.triangles {
+            let x = t.map(|v| s.positions[v as usize].as_dvec3());
+            tris.push((x, k, t));
+            points.extend(x);
+        }
+    }
+    let mut report = IntersectionReport {
+        intersections: 0,
+        min_separation: radius,
+    };
+    if tris.is_empty() {
+        return report;
+    }
+    points.sort_by(|a, b| {
+        a.to_array()
+            .partial_cmp(&b.to_array())
+            .unwrap_or(std::cmp::Ordering::Equal)
+    });
+    points.dedup();
+    for &(n, p) in planes {
+        for &x in &points {
+            let s = n.dot(x - p);
+            if s < 0.0 {
+                report.intersections += 1;
+            }
+            report.min_separation = report.min_separation.min(s.max(0.0));
+        }
+    }
+    let pad = radius as f32 * 0.5;
+    let aabbs: Vec<Aabb> = tris
+        .iter()
+        .map(|(x, _, _)| {
+            let lo = x[0].min(x[1]).min(x[2]).as_vec3() - Vec3::splat(pad + 1e-6);
+            let hi = x[0].max(x[1]).max(x[2]).as_vec3() + Vec3::splat(pad + 1e-6);
+            Aabb::new(lo, hi)
+        })
+        .collect();
+    let bvh = Bvh::from_leaves(BvhBuildStrategy::Binned, &aabbs);
+    let mut workspace = BvhWorkspace::default();
+    bvh.traverse_bvtt_single_tree::<false>(&mut workspace, &mut |i, j| {
+        let ((xa, ka, va), (xb, kb, vb)) = (&tris[i as usize], &tris[j as usize]);
+        if ka == kb && va.iter().any(|v| vb.contains(v)) {
+            return; // neighbours in one mesh
+        }
+        if triangles(*xa, *xb) {
+            report.intersections += 1;
+            report.min_separation = 0.0;
+        } else {
+            report.min_separation = report.min_separation.min(triangle_distance(*xa, *xb));
+        }
+    });
+    report
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -284,6 +358,58 @@ mod tests {
             t,
             tri([0.2, 0.2, e], [0.2, 0.2, 1.0], [0.3, 0.3, 1.0])
         ));
+    }
+
+    const R: f64 = 0.01;
+
+    fn check_soups_n(soups: &[Soup], planes: &[(DVec3, DVec3)]) -> usize {
+        check_soups(soups, planes, R).intersections
+    }
+
+    #[test]
+    fn soups_count_pairs_neighbours_and_half_spaces() {
+        // Tet boundaries: base on y = o.y, apex above it.
+        let tet = |o: Vec3| {
+            vec![
+                o,
+                o + Vec3::new(1.0, 0.0, 0.0),
+                o + Vec3::new(0.0, 0.0, 1.0),
+                o + Vec3::new(0.25, 1.0, 0.25),
+            ]
+        };
+        fn soup<'a>(positions: &'a [Vec3]) -> Soup<'a> {
+            const FACES: [[u32; 3]; 4] = [[0, 2, 1], [0, 1, 3], [1, 2, 3], [2, 0, 3]];
+            Soup {
+                positions,
+                triangles: &FACES,
+            }
+        }
+        let a = tet(Vec3::ZERO);
+        // Its apex region overlapped by a second tet; one far away; one on a corner of `a`.
+        let (b, c, d) = (
+            tet(Vec3::new(0.1, 0.5, 0.1)),
+            tet(Vec3::new(5.0, 0.0, 0.0)),
+            tet(Vec3::new(1.0, 0.0, 0.0)),
+        );
+        // One tet alone: every pair of its faces shares a vertex.
+        assert_eq!(check_soups(&[soup(&a)], &[], R).intersections, 0);
+        assert!(check_soups_n(&[soup(&a), soup(&b)], &[]) > 0);
+        assert_eq!(check_soups_n(&[soup(&a), soup(&c)], &[]), 0);
+        // Touching counts.
+        assert!(check_soups_n(&[soup(&a), soup(&d)], &[]) > 0);
+        // A half-space: the base vertices strictly below y = 0.05; none below y = 0.
+        let ground = |y: f64| (DVec3::Y, DVec3::new(0.0, y, 0.0));
+        assert_eq!(check_soups_n(&[soup(&a)], &[ground(0.05)]), 3);
+        assert_eq!(check_soups_n(&[soup(&a)], &[ground(0.0)]), 0);
+        // Separations within the radius: the ground 4 mm under `a`, `c` 5 mm beside `d`.
+        let r = check_soups(&[soup(&a)], &[ground(-0.004)], R);
+        assert_eq!(r.intersections, 0);
+        assert!((r.min_separation - 0.004).abs() < 1e-9, "{r:?}");
+        let e = tet(Vec3::new(2.005, 0.0, 0.0));
+        let r = check_soups(&[soup(&d), soup(&e)], &[], R);
+        assert_eq!(r.intersections, 0);
+        assert!((r.min_separation - 0.005).abs() < 1e-6, "{r:?}");
+        assert_eq!(check_soups(&[soup(&a), soup(&c)], &[], R).min_separation, R);
     }
 
     #[test]

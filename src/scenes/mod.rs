@@ -415,8 +415,9 @@ pub fn spec(name: &str) -> Option<&'static SceneSpec> {
 /// What a scene measures every frame.
 #[derive(Default, Debug, Clone)]
 pub(crate) struct Tracker {
-    /// Sums over the frames of the step's stage times (ms), for [`Scene::profile`].
-    pub profile: [f64; 8],
+    /// Sums over the frames of the step's stage times (ms), of the contact broad phase's
+    /// runs and candidates, for [`Scene::profile`].
+    pub profile: [f64; 10],
     /// Bodies whose start positions define `max_drift`, and their start positions.
     pub drift_bodies: Vec<(BodyHandle, Vec3)>,
     /// Frame at which a projectile is launched: drift stops being tracked.
@@ -589,7 +590,14 @@ impl Scene {
             sc.broad_phase_ms,
             sc.ccd_ms,
             sc.dual_ms,
-            st.solver_ms - st.vertex_sweep_ms - st.coarse_ms - sc.broad_phase_ms - sc.ccd_ms - sc.dual_ms,
+            st.solver_ms
+                - st.vertex_sweep_ms
+                - st.coarse_ms
+                - sc.broad_phase_ms
+                - sc.ccd_ms
+                - sc.dual_ms,
+            (sc.rebuilds + usize::from(sc.candidates > 0)) as f64,
+            sc.candidates as f64,
         ]) {
             *sum += ms;
         }
@@ -664,7 +672,9 @@ impl Scene {
     /// collision detection), `vertex_sweep` (deformable vertex solves, the barrier's
     /// filtered steps included), `coarse` (the two-level step), `contact_broad_phase`,
     /// `contact_ccd` (CCD and the advance of X), `contact_dual` (the rows' dual update),
-    /// `rest` (rigid primal and dual, integration, colouring, warm starts).
+    /// `rest` (rigid primal and dual, integration, colouring, warm starts); and per frame
+    /// the contact broad phase's runs (`broad_phase_runs`: 1, plus one per iterate that
+    /// left its cage) and its candidate pairs (`candidates`).
     pub fn profile(&self) -> BTreeMap<String, f64> {
         let frames = self.frame.max(1) as f64;
         [
@@ -676,6 +686,8 @@ impl Scene {
             "contact_ccd",
             "contact_dual",
             "rest",
+            "broad_phase_runs",
+            "candidates",
         ]
         .iter()
         .zip(self.tracker.profile)

@@ -16,10 +16,17 @@
 //!   forces are the exact gradient);
 //! - the same E and ν, and `elastic_damping_ratio` 0 by default: bevy_avbd's solids here
 //!   have no damping (rapier's default is 1, critical per cell; `--rapier-soft-damping`);
-//! - `.no_surface_collider()`: bevy_avbd's deformables have no contacts in this version, so
-//!   rapier's must not collide either (nothing touches in these scenes anyway);
-//! - `.can_sleep(false)`, and `soft_bodies.max_extra_substeps = 0`: a fixed budget (the
-//!   extra substeps only come with contacts, which there are none of).
+//! - `.no_surface_collider()` in the static cases: their deformables touch nothing, so
+//!   neither engine's contacts take part;
+//! - `.can_sleep(false)`, and in the static cases `soft_bodies.max_extra_substeps = 0`: a
+//!   fixed budget (the extra substeps only come with contacts, which there are none of).
+//!
+//! The contact cases (`soft_drop`, `soft_stack`) keep rapier's contact
+//! defaults instead: each body collides through its default surface collider (the cells'
+//! boundary, `particle_radius` 0.01 m of contact skin, the builder's default; friction 0.5
+//! as the scenes' rubber, combined by geometric mean as bevy_avbd does), the impact-adaptive
+//! substeps stay at their default (`max_extra_substeps` 4), and the ground is a fixed body
+//! with a half-space collider (friction 0.5), body 0 as in the scenes.
 //!
 //! Attachments are rapier's `SoftBody::attach_particle` (a two-way point-to-point
 //! constraint whose anchor is the particle's position in the body frame at the time, as
@@ -31,14 +38,21 @@ use std::collections::BTreeMap;
 use bevy_avbd::glam::Vec3;
 use bevy_avbd::{PhysicsWorld, SolidMaterial, TetMesh, TetPattern};
 use rapier3d::prelude::{
-    ColliderBuilder, MassProperties, SoftBodyBuilder, SoftBodyCellModel, SoftBodyHandle,
-    SoftBodyMaterial, SoftBodySolver,
+    CoefficientCombineRule, ColliderBuilder, MassProperties, SoftBodyBuilder, SoftBodyCellModel,
+    SoftBodyHandle, SoftBodyMaterial, SoftBodySolver, SoftMeshMapping,
 };
 
 use crate::rapier_scenes::{JointMeta, Meta, RapierScene};
 
 /// The deformable bench cases (scene names of `bevy_avbd::scenes`, plus `cube`).
-pub const SOFT_CASES: &[&str] = &["cantilever", "hanging_bar", "soft_on_chain", "cube"];
+pub const SOFT_CASES: &[&str] = &[
+    "cantilever",
+    "hanging_bar",
+    "soft_on_chain",
+    "cube",
+    "soft_drop",
+    "soft_stack",
+];
 
 /// Parameters of the bench-only `cube` case (it has no `bevy_avbd::scenes` entry): name,
 /// default, help.
@@ -74,13 +88,17 @@ impl RapierSolver {
 }
 
 /// rapier3d's budget for soft bodies: substeps (`num_solver_iterations`) and, for the FEM
-/// solver, the conjugate-gradient cap (`soft_bodies.fem.max_linear_iterations`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// solver, the conjugate-gradient cap (`soft_bodies.fem.max_linear_iterations`); and, for
+/// the contact cases, the contact skin.
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub struct RapierBudget {
     pub solver: RapierSolver,
     pub substeps: usize,
     /// FEM only (rapier's default is 20; ignored by the constraint solver).
     pub cg_cap: usize,
+    /// The soft bodies' `particle_radius` (m), their surface colliders' contact skin: `None`
+    /// is the builder's default, 0.01 m (contact cases only).
+    pub skin: Option<f32>,
 }
 
 impl RapierBudget {
@@ -91,16 +109,21 @@ impl RapierBudget {
             solver,
             substeps: p.num_solver_iterations,
             cg_cap: p.soft_bodies.fem.max_linear_iterations,
+            skin: None,
         }
     }
 
-    /// `4 substeps, CG ≤ 20` (FEM) or `4 substeps`.
+    /// `4 substeps, CG ≤ 20` (FEM) or `4 substeps`, and `, skin 1 mm` where it is set.
     pub fn label(&self) -> String {
         let sub = if self.substeps == 1 { "" } else { "s" };
-        match self.solver {
+        let mut l = match self.solver {
             RapierSolver::Fem => format!("{} substep{sub}, CG ≤ {}", self.substeps, self.cg_cap),
             RapierSolver::Constraints => format!("{} substep{sub}", self.substeps),
+        };
+        if let Some(r) = self.skin {
+            l.push_str(&format!(", skin {} mm", 1e3 * r));
         }
+        l
     }
 }
 
@@ -116,6 +139,18 @@ pub struct SoftBodyMeta {
     /// Lumped masses ρV/4 per tet vertex (kg).
     pub masses: Vec<f32>,
     pub pinned: Vec<u32>,
+}
+
+/// What the contact cases measure: the ground and the body whose drift is followed.
+#[derive(Clone, Debug)]
+pub struct ContactMeta {
+    /// Half-spaces, `(outward normal, point)`: the ground, y = 0 (rigid body 0, fixed).
+    pub planes: Vec<(Vec3, Vec3)>,
+    /// Friction of the ground (and of the soft surfaces: `SolidMaterial::friction`).
+    pub ground_friction: f32,
+    /// The deformable whose largest horizontal drift of its centre of mass is reported (the
+    /// stack's top cube).
+    pub top: Option<usize>,
 }
 
 impl SoftBodyMeta {
@@ -178,7 +213,10 @@ pub struct SoftMeta {
     /// Rigid bodies and joints (shapes, joints), as the rigid mirror describes them.
     pub rigid: Meta,
     pub attachments: Vec<AttachMeta>,
-    pub probe: ProbeMeta,
+    /// The static value's probe (`None`: a contact case).
+    pub probe: Option<ProbeMeta>,
+    /// The contact cases' ground and drift (`None`: a static case, without contacts).
+    pub contact: Option<ContactMeta>,
     /// Attachments whose largest gap (vertex to anchor, m) the harness reports.
     pub gap: Vec<usize>,
     /// Rigid bodies built in the rapier mirror (mass, pose) to be added to bevy_avbd's
@@ -208,6 +246,26 @@ fn cells(p: &BTreeMap<String, f64>, name: &str) -> Result<u32, String> {
         return Err(format!("{name} = {v}: an integer in [1, 512]"));
     }
     Ok(v as u32)
+}
+
+fn positive(p: &BTreeMap<String, f64>, name: &str) -> Result<f64, String> {
+    let v = param(p, name)?;
+    if !(v.is_finite() && v > 0.0) {
+        return Err(format!("{name} = {v}: must be > 0"));
+    }
+    Ok(v)
+}
+
+/// The contact scenes' rubber (`bevy_avbd::scenes`): ν 0.3, ρ 1000, no damping, friction
+/// 0.5.
+fn rubber(youngs: f32) -> SolidMaterial {
+    SolidMaterial {
+        youngs,
+        poisson: 0.3,
+        density: 1000.0,
+        damping: 0.0,
+        ..Default::default()
+    }
 }
 
 fn material(p: &BTreeMap<String, f64>) -> Result<SolidMaterial, String> {
@@ -247,6 +305,7 @@ pub fn describe(name: &str, p: &BTreeMap<String, f64>) -> Result<SoftMeta, Strin
     let mut rigid_bodies = Vec::new();
     let mut attachments = Vec::new();
     let mut gap = Vec::new();
+    let mut contact = None;
     let (softs, probe) = match name {
         "cantilever" => {
             let (length, height) = (param(p, "length")? as f32, param(p, "height")? as f32);
@@ -263,7 +322,7 @@ pub fn describe(name: &str, p: &BTreeMap<String, f64>) -> Result<SoftMeta, Strin
             let place = Vec3::new(0.5 * length, 1.0, 0.0);
             let s = SoftBodyMeta::new(mesh, place, material(p)?, pinned);
             let pr = probe(&s, 0, tip, -Vec3::Y);
-            (vec![s], pr)
+            (vec![s], Some(pr))
         }
         "hanging_bar" => {
             let length = param(p, "length")? as f32;
@@ -278,7 +337,7 @@ pub fn describe(name: &str, p: &BTreeMap<String, f64>) -> Result<SoftMeta, Strin
             let place = Vec3::new(0.0, 0.5 * length + 1.0, 0.0);
             let s = SoftBodyMeta::new(mesh, place, material(p)?, pinned);
             let pr = probe(&s, 0, bottom, -Vec3::Y);
-            (vec![s], pr)
+            (vec![s], Some(pr))
         }
         "cube" => {
             let n = cells(p, "cells")?;
@@ -290,7 +349,7 @@ pub fn describe(name: &str, p: &BTreeMap<String, f64>) -> Result<SoftMeta, Strin
             let place = Vec3::new(0.0, 0.5 * size + 1.0, 0.0);
             let s = SoftBodyMeta::new(mesh, place, material(p)?, pinned);
             let pr = probe(&s, 0, bottom, -Vec3::Y);
-            (vec![s], pr)
+            (vec![s], Some(pr))
         }
         "soft_on_chain" => {
             // As `bevy_avbd::scenes` builds it: five 0.3 m links (ρ = 1000) on ball joints
@@ -377,23 +436,66 @@ pub fn describe(name: &str, p: &BTreeMap<String, f64>) -> Result<SoftMeta, Strin
                 });
             }
             let pr = probe(&rod, 1, bottom, -Vec3::Y);
-            (vec![block, rod], pr)
+            (vec![block, rod], Some(pr))
+        }
+        "soft_drop" => {
+            // As `bevy_avbd::scenes` builds it: the ground (a half-space, friction 0.5), a
+            // 0.2 m rubber cube (`cells`³ cells) whose bottom is at `height`.
+            let height = positive(p, "height")? as f32;
+            let n = cells(p, "cells")?;
+            let youngs = positive(p, "youngs")? as f32;
+            let mesh = TetMesh::box_grid(Vec3::splat(0.2), [n, n, n], TetPattern::Six);
+            let place = Vec3::new(0.0, height + 0.1, 0.0);
+            contact = Some(ContactMeta {
+                planes: vec![(Vec3::Y, Vec3::ZERO)],
+                ground_friction: 0.5,
+                top: None,
+            });
+            (
+                vec![SoftBodyMeta::new(mesh, place, rubber(youngs), Vec::new())],
+                None,
+            )
+        }
+        "soft_stack" => {
+            // `count` 0.2 m cubes, 2 cm apart, the lowest 2 cm above the ground.
+            let count = cells(p, "count")?;
+            let n = cells(p, "cells")?;
+            let youngs = positive(p, "youngs")? as f32;
+            let softs: Vec<SoftBodyMeta> = (0..count)
+                .map(|i| {
+                    let mesh = TetMesh::box_grid(Vec3::splat(0.2), [n, n, n], TetPattern::Six);
+                    let at = Vec3::new(0.0, 0.12 + 0.22 * i as f32, 0.0);
+                    SoftBodyMeta::new(mesh, at, rubber(youngs), Vec::new())
+                })
+                .collect();
+            contact = Some(ContactMeta {
+                planes: vec![(Vec3::Y, Vec3::ZERO)],
+                ground_friction: 0.5,
+                top: Some(softs.len() - 1),
+            });
+            (softs, None)
         }
         other => return Err(format!("`{other}` is not a deformable bench case")),
     };
-    rigid.shapes = rigid_bodies
-        .iter()
-        .map(|r| {
-            Some(rapier3d::parry::shape::SharedShape::cuboid(
-                r.half.x, r.half.y, r.half.z,
-            ))
-        })
-        .collect();
+    // The ground is body 0 (as the scenes add it first).
+    if contact.is_some() {
+        rigid
+            .shapes
+            .push(Some(rapier3d::parry::shape::SharedShape::halfspace(
+                Vec3::Y,
+            )));
+    }
+    rigid.shapes.extend(rigid_bodies.iter().map(|r| {
+        Some(rapier3d::parry::shape::SharedShape::cuboid(
+            r.half.x, r.half.y, r.half.z,
+        ))
+    }));
     Ok(SoftMeta {
         softs,
         rigid,
         attachments,
         probe,
+        contact,
         gap,
         rigid_bodies,
     })
@@ -430,9 +532,22 @@ pub struct RapierSoftScene {
 /// bodies' `elastic_damping_ratio`.
 pub fn build(meta: &SoftMeta, budget: RapierBudget, damping: f32) -> RapierSoftScene {
     let mut w = RapierScene::new(budget.substeps, false);
-    w.params.soft_bodies.max_extra_substeps = 0;
+    if meta.contact.is_none() {
+        w.params.soft_bodies.max_extra_substeps = 0;
+    }
     w.params.soft_bodies.fem.max_linear_iterations = budget.cg_cap;
     let mut rigid = Meta::default();
+    if let Some(c) = &meta.contact {
+        let ground = ColliderBuilder::new(rapier3d::parry::shape::SharedShape::halfspace(Vec3::Y))
+            .friction(c.ground_friction);
+        w.body(
+            &mut rigid,
+            false,
+            Vec3::ZERO,
+            Some(ground),
+            None::<MassProperties>,
+        );
+    }
     for r in &meta.rigid_bodies {
         let c = ColliderBuilder::cuboid(r.half.x, r.half.y, r.half.z);
         let c = match (r.density, r.mass) {
@@ -466,8 +581,22 @@ pub fn build(meta: &SoftMeta, budget: RapierBudget, damping: f32) -> RapierSoftS
                 RapierSolver::Fem => SoftBodySolver::Fem,
                 RapierSolver::Constraints => SoftBodySolver::Constraints,
             })
-            .no_surface_collider()
             .can_sleep(false);
+        let builder = match budget.skin {
+            Some(r) => builder.particle_radius(r),
+            None => builder,
+        };
+        let builder = if meta.contact.is_some() {
+            // rapier's default template (its shape is the surface's own), friction as ours.
+            builder.surface_collider(
+                ColliderBuilder::ball(0.05)
+                    .density(0.0)
+                    .friction(m.friction)
+                    .friction_combine_rule(CoefficientCombineRule::GeometricMean),
+            )
+        } else {
+            builder.no_surface_collider()
+        };
         softs.push(
             w.soft_bodies
                 .insert(builder, &mut w.bodies, &mut w.colliders),
@@ -484,6 +613,12 @@ impl RapierSoftScene {
     /// Position of vertex `v` of deformable `k`.
     pub fn vertex(&self, k: usize, v: u32) -> Vec3 {
         self.w.soft_bodies[self.softs[k]].particle_position(v as usize)
+    }
+
+    /// Positions of every vertex of deformable `k`.
+    pub fn positions(&self, k: usize, out: &mut Vec<Vec3>) {
+        out.clear();
+        out.extend(self.w.soft_bodies[self.softs[k]].particle_positions());
     }
 
     /// Whether every particle and body pose is finite.
@@ -576,6 +711,39 @@ pub fn check_identical(
             != meta.attachments.iter().filter(|a| a.soft == k).count()
         {
             return Err(format!("deformable {k}: rapier attachment count differs"));
+        }
+        // The same boundary triangles (as sets of vertices): the surfaces the contact cases
+        // collide through and are checked on.
+        let canon = |mut t: [u32; 3]| {
+            t.sort_unstable();
+            t
+        };
+        let mut ours_surface: Vec<[u32; 3]> = d.surface_triangles().map(canon).collect();
+        let mut theirs: Vec<[u32; 3]> = sb.boundary().iter().map(|&t| canon(t)).collect();
+        ours_surface.sort_unstable();
+        theirs.sort_unstable();
+        if ours_surface != theirs {
+            return Err(format!("deformable {k}: rapier's boundary differs"));
+        }
+        if meta.contact.is_some() {
+            let mesh = sb
+                .collision_mesh()
+                .filter(|m| m.collision_enabled())
+                .ok_or_else(|| format!("deformable {k}: rapier has no surface collider"))?;
+            let SoftMeshMapping::Direct { particles } = mesh.binding() else {
+                return Err(format!("deformable {k}: rapier's surface is skinned"));
+            };
+            let mut tris: Vec<[u32; 3]> = mesh
+                .indices()
+                .iter()
+                .map(|t| canon(t.map(|v| particles[v as usize])))
+                .collect();
+            tris.sort_unstable();
+            if tris != theirs {
+                return Err(format!(
+                    "deformable {k}: rapier collides through another surface"
+                ));
+            }
         }
     }
     crate::rapier_scenes::check_identical(ours, &rapier.w)

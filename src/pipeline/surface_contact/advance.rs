@@ -141,13 +141,21 @@ impl SurfaceContact {
             (&self.certified, &self.certified_pose),
             (x, poses),
         );
+        // Which candidates are rows (the candidates are sorted): a lookup per row instead
+        // of a hash per candidate.
+        let mut is_row = vec![false; self.candidates.len()];
+        for r in &self.rows {
+            if let Ok(k) = self.candidates.binary_search(&r.pair) {
+                is_row[k] = true;
+            }
+        }
         let tois: Vec<(f32, f32)> = self
             .candidates
             .par_iter()
             .zip(&self.candidate_lower)
+            .zip(&is_row)
             .with_min_len(CHUNK)
-            .map(|(pair, &lower)| {
-                let active = self.row_of.contains_key(pair);
+            .map(|((pair, &lower), &active)| {
                 if pair.kind != PairKind::PointPlane {
                     let pts = self.points_of(pair);
                     let m: &[f32] = match self.same_body(set, &pts) {

@@ -21,34 +21,74 @@ use crate::ccd::{edge_edge_distance_lower_bound, point_triangle_distance_lower_b
 use crate::config::SolverConfig;
 use crate::deformable::DeformableSet;
 
-/// One object's primitives and their BVH.
-struct Tree {
-    leaves: Vec<Leaf>,
+/// One object's primitives of one kind, their boxes and their BVH.
+struct Tree<'a> {
+    leaves: &'a [Leaf],
     boxes: Vec<Aabb>,
-    bvh: Bvh,
+    bvh: &'a Bvh,
     root: Box3,
 }
 
-impl Tree {
-    fn new(leaves: &[Leaf], boxes: Vec<Box3>, widen: f32) -> Option<Tree> {
-        if leaves.is_empty() {
-            return None;
+/// Frames a kept BVH is refitted before it is built again: refitting keeps its topology,
+/// which fits less well as a cloth crumples.
+const REBUILD_AGE: u32 = 16;
+
+/// One kept BVH and the frames since it was built.
+struct KeptBvh {
+    bvh: Bvh,
+    leaves: usize,
+    age: u32,
+}
+
+/// BVHs kept from one broad phase to the next and refitted to the new boxes (a binned
+/// build of a 2,500-vertex cloth's six trees every frame took a third of its broad phase).
+/// Per object: absolute points, triangles, edges, then comoving points, triangles, edges.
+/// The candidates do not depend on a tree's shape (each leaf pair is tested on its exact
+/// boxes), so neither do the results.
+#[derive(Default)]
+pub struct TreeCache {
+    trees: Vec<[Option<KeptBvh>; 6]>,
+}
+
+impl TreeCache {
+    pub fn clear(&mut self) {
+        self.trees.clear();
+    }
+}
+
+/// An object's leaf boxes of one kind and their union.
+type LeafBoxes = (Vec<Aabb>, Box3);
+
+/// The widened leaf boxes of `boxes` and their union.
+fn leaf_boxes(boxes: impl Iterator<Item = Box3>, widen: f32) -> LeafBoxes {
+    let w = Vec3A::splat(widen);
+    let boxes: Vec<Aabb> = boxes
+        .map(|(lo, hi)| Aabb::new(Vec3::from(lo - w), Vec3::from(hi + w)))
+        .collect();
+    let root = boxes.iter().fold(
+        (Vec3A::splat(f32::INFINITY), Vec3A::splat(f32::NEG_INFINITY)),
+        |(lo, hi), b| (lo.min(b.mins.into()), hi.max(b.maxs.into())),
+    );
+    (boxes, root)
+}
+
+/// `slot`'s BVH refitted to `boxes`, or built again (new leaves, or old).
+fn refresh(slot: &mut Option<KeptBvh>, boxes: &[Aabb]) {
+    match slot {
+        Some(kept) if kept.leaves == boxes.len() && kept.age < REBUILD_AGE => {
+            for (i, b) in boxes.iter().enumerate() {
+                kept.bvh.insert_or_update_partially(*b, i as u32, 0.0);
+            }
+            kept.bvh.refit_without_opt();
+            kept.age += 1;
         }
-        let w = Vec3A::splat(widen);
-        let boxes: Vec<Aabb> = boxes
-            .into_iter()
-            .map(|(lo, hi)| Aabb::new(Vec3::from(lo - w), Vec3::from(hi + w)))
-            .collect();
-        let root = boxes.iter().fold(
-            (Vec3A::splat(f32::INFINITY), Vec3A::splat(f32::NEG_INFINITY)),
-            |(lo, hi), b| (lo.min(b.mins.into()), hi.max(b.maxs.into())),
-        );
-        Some(Tree {
-            leaves: leaves.to_vec(),
-            bvh: Bvh::from_leaves(BvhBuildStrategy::Binned, &boxes),
-            boxes,
-            root,
-        })
+        _ => {
+            *slot = Some(KeptBvh {
+                bvh: Bvh::from_leaves(BvhBuildStrategy::Binned, boxes),
+                leaves: boxes.len(),
+                age: 0,
+            });
+        }
     }
 }
 
@@ -61,9 +101,21 @@ impl SurfaceContact {
     /// The candidate pairs at the current cages, sorted, with a lower bound on each
     /// pair's distance at R.
     pub(crate) fn candidate_pairs(
+        &mut self,
+        cfg: &SolverConfig,
+        set: &DeformableSet,
+    ) -> (Vec<Pair>, Vec<f32>) {
+        let mut cache = std::mem::take(&mut self.tree_cache);
+        let out = self.candidate_pairs_with(cfg, set, &mut cache);
+        self.tree_cache = cache;
+        out
+    }
+
+    fn candidate_pairs_with(
         &self,
         cfg: &SolverConfig,
         set: &DeformableSet,
+        cache: &mut TreeCache,
     ) -> (Vec<Pair>, Vec<f32>) {
         let g = &self.geometry;
         let cages = &self.cages;
@@ -76,27 +128,51 @@ impl SurfaceContact {
                 cages.absolute_box(&pts[..n])
             }
         };
-        let trees = |o: usize, comoving: bool| -> [Option<Tree>; 3] {
-            g.leaves[o].each_ref().map(|leaves| {
-                Tree::new(
-                    leaves,
-                    leaves.iter().map(|&l| box_of(l, comoving)).collect(),
-                    widen,
-                )
-            })
-        };
         let objects = g.leaves.len();
-        let absolute: Vec<[Option<Tree>; 3]> = (0..objects)
-            .into_par_iter()
-            .map(|o| trees(o, false))
+        cache.trees.resize_with(objects, Default::default);
+        // Per object and slot: the leaf boxes and their union (comoving slots of
+        // deformables only), the kept BVHs refitted or built.
+        let boxes: Vec<[Option<LeafBoxes>; 6]> = cache
+            .trees
+            .par_iter_mut()
+            .enumerate()
+            .map(|(o, slots)| {
+                std::array::from_fn(|k| {
+                    let (kind, comoving) = (k % 3, k >= 3);
+                    let leaves = &g.leaves[o][kind];
+                    if leaves.is_empty() || (comoving && o >= set.len()) {
+                        slots[k] = None;
+                        return None;
+                    }
+                    let (b, root) = leaf_boxes(leaves.iter().map(|&l| box_of(l, comoving)), widen);
+                    refresh(&mut slots[k], &b);
+                    Some((b, root))
+                })
+            })
             .collect();
-        let root = |t: &[Option<Tree>; 3]| {
-            t.iter().flatten().fold(
+        let trees: Vec<[Option<Tree>; 6]> = boxes
+            .into_iter()
+            .zip(&cache.trees)
+            .enumerate()
+            .map(|(o, (mut b, slots))| {
+                std::array::from_fn(|k| {
+                    let (boxes, root) = b[k].take()?;
+                    Some(Tree {
+                        leaves: &g.leaves[o][k % 3],
+                        boxes,
+                        bvh: &slots[k].as_ref()?.bvh,
+                        root,
+                    })
+                })
+            })
+            .collect();
+        let root = |t: &[Option<Tree>; 6]| {
+            t[..3].iter().flatten().fold(
                 (Vec3A::splat(f32::INFINITY), Vec3A::splat(f32::NEG_INFINITY)),
                 |(lo, hi), t| (lo.min(t.root.0), hi.max(t.root.1)),
             )
         };
-        let roots: Vec<Box3> = absolute.iter().map(root).collect();
+        let roots: Vec<Box3> = trees.iter().map(root).collect();
         // The tree pairs to traverse: points against triangles both ways and edges against
         // edges, for a deformable and every later object whose box overlaps it (and is not
         // attached to it), and within each deformable on its comoving boxes.
@@ -116,34 +192,34 @@ impl SurfaceContact {
         let kinds = [(POINTS, TRIANGLES), (TRIANGLES, POINTS), (EDGES, EDGES)];
         let cross = |ta: &Tree, tb: &Tree| -> Vec<Pair> {
             ta.bvh
-                .leaf_pairs(&tb.bvh, |n1, n2| n1.intersects(n2))
+                .leaf_pairs(tb.bvh, |n1, n2| n1.intersects(n2))
                 .filter(|&(i, j)| ta.boxes[i as usize].intersects(&tb.boxes[j as usize]))
                 .filter_map(|(i, j)| {
                     self.pair_of(set, ta.leaves[i as usize], tb.leaves[j as usize])
                 })
                 .collect()
         };
-        let absolute = &absolute;
+        let trees = &trees;
         let mut pairs: Vec<Pair> = jobs
             .par_iter()
             .flat_map_iter(|&(a, b)| {
-                kinds.iter().flat_map(
-                    move |&(ka, kb)| match (&absolute[a][ka], &absolute[b][kb]) {
+                kinds
+                    .iter()
+                    .flat_map(move |&(ka, kb)| match (&trees[a][ka], &trees[b][kb]) {
                         (Some(ta), Some(tb)) => cross(ta, tb),
                         _ => Vec::new(),
-                    },
-                )
+                    })
             })
             .collect();
         let own: Vec<Pair> = (0..set.len())
             .into_par_iter()
             .flat_map_iter(|b| {
-                let [points, triangles, edges] = trees(b, true);
-                let mut out = match (&points, &triangles) {
+                let [_, _, _, points, triangles, edges] = &trees[b];
+                let mut out = match (points, triangles) {
                     (Some(p), Some(t)) => cross(p, t),
                     _ => Vec::new(),
                 };
-                if let Some(e) = &edges {
+                if let Some(e) = edges {
                     let mut workspace = BvhWorkspace::default();
                     e.bvh
                         .traverse_bvtt_single_tree::<false>(&mut workspace, &mut |i, j| {

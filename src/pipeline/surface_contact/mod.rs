@@ -90,6 +90,8 @@ pub struct SurfaceContact {
     pub(crate) linked: Vec<(u32, u32)>,
     /// The log-barrier baseline's candidates by point and body (`ContactModel::Barrier`).
     pub(crate) barrier: barrier::Barrier,
+    /// The broad phase's BVHs, kept from frame to frame.
+    pub(crate) tree_cache: broad_phase::TreeCache,
 }
 
 /// A contact term of the coarse operator: `k_n w_k w_l n nᵀ` between the pair's points k
