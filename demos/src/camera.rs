@@ -7,10 +7,11 @@ use bevy_internal::input::mouse::{
 use bevy_internal::light::{CascadeShadowConfigBuilder, DirectionalLightShadowMap};
 use bevy_internal::prelude::*;
 use bevy_internal::render::view::Msaa;
+use std::collections::VecDeque;
 
 use crate::Cli;
-
-use crate::scene::SceneSet;
+use crate::draw;
+use crate::scene::{Demo, SceneSet};
 
 pub struct CameraPlugin;
 
@@ -22,9 +23,14 @@ impl Plugin for CameraPlugin {
                 brightness: 400.0,
                 ..default()
             })
+            .init_resource::<Follow>()
             .add_systems(Startup, setup)
             .add_systems(Update, orbit_input.in_set(SceneSet::Input))
-            .add_systems(Update, (place_camera, fit_shadows).after(SceneSet::Input));
+            .add_systems(Update, follow.in_set(SceneSet::Draw))
+            .add_systems(
+                Update,
+                (place_camera, fit_shadows).chain().after(SceneSet::Draw),
+            );
     }
 }
 
@@ -90,6 +96,77 @@ impl OrbitCamera {
     }
 }
 
+/// Scenes whose bodies travel far from where they start, out of a view framed on their
+/// first frame: a pendulum swinging from horizontal, a cube in free fall (5 m in its first
+/// second, 25 times its size), two balls that fly apart after a glancing hit in zero
+/// gravity. The camera follows them.
+pub fn follows(scene: &str) -> bool {
+    matches!(
+        scene,
+        "pendulum" | "two_heavy_balls" | "soft_free_fall" | "soft_collision"
+    )
+}
+
+/// Frames over which the followed box is the union of the bodies' boxes: a tenth of a
+/// second of trail at 60 Hz, so that a fast body sinks towards the edge of the view in
+/// the direction it moves instead of standing still in its middle.
+const FOLLOW_FRAMES: usize = 6;
+
+/// The camera following a scene's bodies ([`follows`]): after every step it frames the
+/// bodies' boxes of the last [`FOLLOW_FRAMES`] frames, from the same direction as the
+/// automatic framing, until the user orbits, pans or zooms.
+#[derive(Resource, Default)]
+pub struct Follow {
+    pub active: bool,
+    recent: VecDeque<(Vec3, Vec3)>,
+}
+
+impl Follow {
+    /// A new scene: whether to follow it, and its first box.
+    pub fn reset(&mut self, active: bool, first: (Vec3, Vec3)) {
+        self.active = active;
+        self.recent.clear();
+        self.recent.push_back(first);
+    }
+
+    /// Adds this frame's box; returns the union of the last [`FOLLOW_FRAMES`].
+    fn push(&mut self, b: (Vec3, Vec3)) -> (Vec3, Vec3) {
+        if self.recent.len() == FOLLOW_FRAMES {
+            self.recent.pop_front();
+        }
+        self.recent.push_back(b);
+        self.recent
+            .iter()
+            .fold(b, |(lo, hi), &(l, h)| (lo.min(l), hi.max(h)))
+    }
+}
+
+fn follow(
+    demo: Res<Demo>,
+    mut state: ResMut<Follow>,
+    mut camera: Query<&mut OrbitCamera>,
+    window: Query<&Window>,
+) {
+    if !state.active || !demo.stepped {
+        return;
+    }
+    let Some(scene) = demo.scene.as_ref() else {
+        return;
+    };
+    let snap = bevy_avbd::render::Snapshot::of_world(&scene.world);
+    let bounds = state.push(draw::frame_box(&snap));
+    if !(bounds.0.is_finite() && bounds.1.is_finite()) {
+        return;
+    }
+    let aspect = window
+        .iter()
+        .next()
+        .map_or(16.0 / 9.0, |w| w.width() / w.height().max(1.0));
+    for mut cam in &mut camera {
+        *cam = OrbitCamera::framing(demo.name(), bounds, aspect);
+    }
+}
+
 #[derive(Component)]
 struct SunLight;
 
@@ -129,6 +206,7 @@ fn setup(mut commands: Commands, cli: Res<Cli>) {
 
 fn orbit_input(
     mut camera: Query<&mut OrbitCamera>,
+    mut follow: ResMut<Follow>,
     buttons: Res<ButtonInput<MouseButton>>,
     keys: Res<ButtonInput<KeyCode>>,
     motion: Res<AccumulatedMouseMotion>,
@@ -144,7 +222,10 @@ fn orbit_input(
     if buttons.pressed(MouseButton::Left) {
         orbit += motion.delta * 0.005;
     }
-    if buttons.pressed(MouseButton::Right) || buttons.pressed(MouseButton::Middle) {
+    if (buttons.pressed(MouseButton::Right) || buttons.pressed(MouseButton::Middle))
+        && motion.delta != Vec2::ZERO
+    {
+        follow.active = false;
         // Pan in the view plane, by a distance proportional to the orbit radius.
         let rotation = Quat::from_euler(EulerRot::YXZ, cam.yaw, -cam.pitch, 0.0);
         let pan = (rotation * Vec3::X * -motion.delta.x + rotation * Vec3::Y * motion.delta.y)
@@ -166,6 +247,7 @@ fn orbit_input(
     if orbit == Vec2::ZERO && zoom == 0.0 {
         return;
     }
+    follow.active = false;
     cam.yaw -= orbit.x;
     cam.pitch = (cam.pitch + orbit.y).clamp(-1.5, 1.5);
     cam.distance = (cam.distance * zoom.exp()).clamp(0.05, 2_000.0);

@@ -123,41 +123,50 @@ fn srgb(c: [u8; 3]) -> Color {
     Color::srgb_u8(c[0], c[1], c[2])
 }
 
-/// Spawns the meshes of scene `name`'s bodies, ground planes and deformables; returns the
-/// box for the camera to frame: the library renderer's bounds of the bodies, down to the
-/// ground where there is one (a dropped body lands in view), widened for a pendulum's
-/// swing and a free fall.
-pub fn spawn_world(
-    name: &str,
-    commands: &mut Commands,
-    meshes: &mut Assets<Mesh>,
-    materials: &mut Assets<StandardMaterial>,
-    world: &PhysicsWorld,
-) -> (Vec3, Vec3) {
-    let snap = Snapshot::of_world(world);
-    let (mut lo, mut hi) = snap
-        .bounds
-        .unwrap_or((Vec3::splat(-0.5), Vec3::splat(0.5)));
-    match name {
-        "pendulum" | "two_heavy_balls" => lo.y -= (hi.x - lo.x).max(hi.z - lo.z),
-        // A second of free fall.
-        "soft_free_fall" => lo.y -= 0.5 * 9.81,
-        _ => {}
-    }
+/// The box for the camera to frame: the library renderer's bounds of the bodies (and
+/// joints) as they are now, down to the ground where there is one (a dropped body lands
+/// in view).
+pub fn frame_box(snap: &Snapshot) -> (Vec3, Vec3) {
+    let (mut lo, mut hi) = snap.bounds.unwrap_or((Vec3::splat(-0.5), Vec3::splat(0.5)));
     let body_box = (lo, hi);
     for &(point, normal) in &snap.planes {
         let n = normal.normalize();
         for i in 0..8 {
             let c = Vec3::new(
-                if i & 1 == 0 { body_box.0.x } else { body_box.1.x },
-                if i & 2 == 0 { body_box.0.y } else { body_box.1.y },
-                if i & 4 == 0 { body_box.0.z } else { body_box.1.z },
+                if i & 1 == 0 {
+                    body_box.0.x
+                } else {
+                    body_box.1.x
+                },
+                if i & 2 == 0 {
+                    body_box.0.y
+                } else {
+                    body_box.1.y
+                },
+                if i & 4 == 0 {
+                    body_box.0.z
+                } else {
+                    body_box.1.z
+                },
             );
             let p = project_on_plane(c, point, n);
             lo = lo.min(p);
             hi = hi.max(p);
         }
     }
+    (lo, hi)
+}
+
+/// Spawns the meshes of scene `name`'s bodies, ground planes and deformables; returns the
+/// box for the camera to frame ([`frame_box`]).
+pub fn spawn_world(
+    commands: &mut Commands,
+    meshes: &mut Assets<Mesh>,
+    materials: &mut Assets<StandardMaterial>,
+    world: &PhysicsWorld,
+) -> (Vec3, Vec3) {
+    let snap = Snapshot::of_world(world);
+    let (lo, hi) = frame_box(&snap);
     let mut colors: HashMap<u64, [u8; 3]> = HashMap::new();
     for (owner, c) in &snap.colors {
         match *owner {
@@ -196,7 +205,11 @@ pub fn spawn_world(
         .collect();
     if planes.is_empty() {
         let y = lo.y.min(0.0) - 0.05 * (hi - lo).max_element();
-        planes.push((Vec3::new(0.0, y, 0.0), Vec3::Y, Color::srgb(0.40, 0.42, 0.45)));
+        planes.push((
+            Vec3::new(0.0, y, 0.0),
+            Vec3::Y,
+            Color::srgb(0.40, 0.42, 0.45),
+        ));
     }
     for (point, n, color) in planes {
         let material = materials.add(StandardMaterial {

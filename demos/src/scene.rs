@@ -8,7 +8,7 @@ use bevy_avbd::scenes::{DEFORMABLE_SCENES, Scene};
 use bevy_internal::prelude::*;
 
 use crate::Cli;
-use crate::camera::OrbitCamera;
+use crate::camera::{self, Follow, OrbitCamera};
 use crate::check::CheckRun;
 use crate::draw;
 
@@ -230,6 +230,7 @@ fn load_scene(
     mut meshes: ResMut<Assets<Mesh>>,
     mut materials: ResMut<Assets<StandardMaterial>>,
     mut camera: Query<&mut OrbitCamera>,
+    mut follow: ResMut<Follow>,
     window: Query<&Window>,
 ) {
     let Some(index) = demo.pending.take() else {
@@ -255,7 +256,8 @@ fn load_scene(
     match Scene::build(name, &params, SolverConfig::default()) {
         Ok(scene) => {
             let bounds =
-                draw::spawn_world(name, &mut commands, &mut meshes, &mut materials, &scene.world);
+                draw::spawn_world(&mut commands, &mut meshes, &mut materials, &scene.world);
+            follow.reset(camera::follows(name), bounds);
             let aspect = window
                 .iter()
                 .next()
