@@ -2,8 +2,8 @@
 //! screenshots (`--image-stats`).
 //!
 //! One run takes, through Bevy's screenshot API:
-//! 1. `<stem>_bg.png`: after a warm-up (shaders compiled), the scene's bodies hidden: the
-//!    view without them;
+//! 1. `<stem>_bg.png`: after a warm-up (shaders compiled), the scene's bodies and joint
+//!    lines hidden: the view without them;
 //! 2. `<stem>_early.png`: the bodies shown, frame 0;
 //! 3. `out.png`: after N physics frames (one per rendered frame);
 //! 4. `<stem>_hud.png`: the same with the text overlay, for people.
@@ -21,7 +21,7 @@ use bevy_internal::render::view::screenshot::{Screenshot, ScreenshotCaptured, sa
 use bevy_internal::ui::Node;
 
 use crate::Cli;
-use crate::draw::Body;
+use crate::draw::{Body, DrawOptions};
 use crate::scene::{Demo, SceneSet};
 
 pub struct CheckPlugin;
@@ -99,6 +99,7 @@ fn advance(
     demo: Res<Demo>,
     mut bodies: Query<&mut Visibility, (With<Body>, Without<Node>)>,
     mut hud: Query<&mut Visibility, (With<Node>, Without<Body>)>,
+    mut options: ResMut<DrawOptions>,
     mut exit: MessageWriter<AppExit>,
 ) {
     let run = &mut *run;
@@ -146,6 +147,8 @@ fn advance(
             set(&mut hud, Visibility::Hidden);
             if run.phase_frames >= 10 && run.phase_started.elapsed() > Duration::from_secs(3) {
                 set(&mut bodies, Visibility::Hidden);
+                // The joint lines are part of the bodies (a pendulum's chain).
+                options.joints = false;
                 run.enter(Phase::Background);
             }
         }
@@ -155,6 +158,7 @@ fn advance(
             }
             if run.captured == 1 {
                 set(&mut bodies, Visibility::Inherited);
+                options.joints = true;
                 run.enter(Phase::Reveal);
             }
         }
