@@ -10,7 +10,7 @@
 #
 # Screenshots and logs go to $CARGO_TARGET_DIR/demos-check (default target/demos-check):
 # NAME.png (judged), NAME_bg.png, NAME_early.png, NAME_hud.png (with the text overlay).
-# Not run by CI (.ci/run): Bevy's renderer takes about 15 minutes to build on CI's machine.
+# Not run by CI (.ci/run): Bevy's renderer takes about 19 minutes to build on a 2-core machine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
