@@ -19,6 +19,8 @@
 //! stepping, timing, quality), `sweep.rs` (the equal-quality sweep), `report.rs` (Markdown
 //! and plot), `csv.rs` (results.csv, sweep.csv), `gpu.rs` (the GPU scaling series); the
 //! deformable cases are in `soft_bench`.
+//!
+//! [`rapier_scenes::check_identical`]: crate::rapier_scenes::check_identical
 
 mod csv;
 mod gpu;
