@@ -1,0 +1,284 @@
+//! `avbd bench --backend gpu|auto`: the GPU scaling series (no rapier).
+
+use std::fmt::Write as _;
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::Instant;
+
+use bevy_avbd::SolverConfig;
+use bevy_avbd::scenes::Scene;
+
+use super::BenchArgs;
+
+/// One row of the GPU scaling series.
+struct GpuRow {
+    scene: &'static str,
+    param: String,
+    bodies: usize,
+    contacts: usize,
+    colors: usize,
+    serial: usize,
+    build_s: f64,
+    collision_ms: f64,
+    solver_ms: f64,
+    total_ms: f64,
+    /// Integration, colouring, primal, dual (ms per frame, timestamp queries), when
+    /// supported.
+    kernels: Option<[f64; 4]>,
+    /// Whole GPU span of the step (first pass start to last pass end), when timed.
+    span_ms: Option<f64>,
+    /// Host side of the GPU solve: adjacency, upload encoding, wait (GPU execution and
+    /// transfers), unpack (ms per frame).
+    host: [f64; 4],
+    memory: Option<bevy_avbd::gpu::GpuMemory>,
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    if v.is_empty() {
+        return 0.0;
+    }
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// `avbd bench --backend gpu|auto`: the pile and large_pyramid scaling series on the GPU
+/// backend (medians over `--gpu-frames` frames after `--gpu-settle` untimed frames).
+pub(super) fn gpu_series(args: &BenchArgs, out: &mut impl Write) -> Result<(), String> {
+    let backend: bevy_avbd::Backend = args.backend.into();
+    if args.gpu_frames == 0 || args.gpu_iterations == 0 {
+        return Err("--gpu-frames and --gpu-iterations must be at least 1".into());
+    }
+    if !(args.gpu_overlap_ms.is_finite() && args.gpu_overlap_ms >= 0.0) {
+        return Err("--gpu-overlap-ms must be a finite number ≥ 0".into());
+    }
+    let wanted = |s: &str| args.scenes.is_empty() || args.scenes.iter().any(|x| x == s);
+    for s in &args.scenes {
+        if s != "pile" && s != "large_pyramid" {
+            return Err(format!(
+                "the GPU series runs `pile` and `large_pyramid`, not `{s}`"
+            ));
+        }
+    }
+    let mut cases: Vec<(&'static str, &'static str, f64)> = Vec::new();
+    if wanted("pile") {
+        cases.extend(args.pile_counts.iter().map(|&c| ("pile", "count", c)));
+    }
+    if wanted("large_pyramid") {
+        cases.extend(
+            args.pyramid_bases
+                .iter()
+                .map(|&b| ("large_pyramid", "base", b)),
+        );
+    }
+    let out_dir = args
+        .out
+        .clone()
+        .unwrap_or_else(|| PathBuf::from("bench/gpu"));
+    std::fs::create_dir_all(&out_dir)
+        .map_err(|e| format!("cannot create {}: {e}", out_dir.display()))?;
+    let config = SolverConfig {
+        iterations: args.gpu_iterations,
+        ..SolverConfig::default()
+    };
+    let mut rows = Vec::new();
+    let mut adapter = None;
+    let io = |e: std::io::Error| e.to_string();
+    let mut failed = Vec::new();
+    for (scene, key, value) in cases {
+        let run = |adapter: &mut Option<String>| -> Result<GpuRow, String> {
+            let t0 = Instant::now();
+            let mut sc =
+                Scene::build_on(scene, &[(key.to_string(), value)], config.clone(), backend)
+                    .map_err(|e| e.to_string())?;
+            let build_s = t0.elapsed().as_secs_f64();
+            if adapter.is_none() {
+                *adapter = sc.world.adapter();
+            }
+            for _ in 0..args.gpu_settle {
+                sc.step().map_err(|e| e.to_string())?;
+            }
+            let (mut col, mut sol, mut tot) = (Vec::new(), Vec::new(), Vec::new());
+            let mut kern: [Vec<f64>; 4] = Default::default();
+            let mut span = Vec::new();
+            let mut host: [Vec<f64>; 4] = Default::default();
+            for _ in 0..args.gpu_frames {
+                sc.begin_frame().map_err(|e| e.to_string())?;
+                if args.gpu_overlap_ms > 0.0 {
+                    std::thread::sleep(std::time::Duration::from_secs_f64(
+                        args.gpu_overlap_ms * 1e-3,
+                    ));
+                }
+                sc.finish_frame().map_err(|e| e.to_string())?;
+                let st = sc.world.stats();
+                col.push(st.collision_ms);
+                sol.push(st.solver_ms);
+                tot.push(st.total_ms);
+                if let Some(t) = sc.world.gpu_timings() {
+                    let h = t.host;
+                    for (v, x) in
+                        host.iter_mut()
+                            .zip([h.prepare_ms, h.upload_ms, h.wait_ms, h.unpack_ms])
+                    {
+                        v.push(x);
+                    }
+                    if t.supported {
+                        kern[0].push(t.integration_ms);
+                        kern[1].push(t.coloring_ms);
+                        kern[2].push(t.primal_ms);
+                        kern[3].push(t.dual_ms);
+                        span.push(t.span_ms);
+                    }
+                }
+            }
+            let w = &sc.world;
+            let kernels = (!kern[0].is_empty()).then(|| kern.map(median));
+            let span_ms = (!span.is_empty()).then(|| median(span));
+            Ok(GpuRow {
+                scene,
+                param: format!("{key}={value}"),
+                bodies: w.body_count(),
+                contacts: w.contact_count(),
+                colors: w.stats().colors,
+                serial: w.gpu_serial_bodies().unwrap_or(0),
+                build_s,
+                collision_ms: median(col),
+                solver_ms: median(sol),
+                total_ms: median(tot),
+                kernels,
+                span_ms,
+                host: host.map(median),
+                memory: w.gpu_memory(),
+            })
+        };
+        match run(&mut adapter) {
+            Ok(row) => {
+                writeln!(
+                    out,
+                    "{scene} {key}={value}: {} bodies, {} contacts, solver {:.1} ms, total {:.1} ms",
+                    row.bodies, row.contacts, row.solver_ms, row.total_ms
+                )
+                .map_err(io)?;
+                rows.push(row);
+            }
+            // A size that does not fit the adapter is reported, and the series goes on.
+            Err(e) => {
+                writeln!(out, "{scene} {key}={value}: error: {e}").map_err(io)?;
+                failed.push(format!("{scene} {key}={value}: {e}"));
+            }
+        }
+    }
+    let adapter = adapter.unwrap_or_else(|| "none (CPU backend)".into());
+    let mut md = String::new();
+    let _ = writeln!(
+        md,
+        "\nGPU series on {adapter}, {} iterations, median of {} frames after {} untimed{}\n",
+        args.gpu_iterations,
+        args.gpu_frames,
+        args.gpu_settle,
+        if args.gpu_overlap_ms > 0.0 {
+            format!(
+                "; {} ms of caller work between begin_step and finish_step (not in the times)",
+                args.gpu_overlap_ms
+            )
+        } else {
+            String::new()
+        }
+    );
+    let _ = writeln!(
+        md,
+        "| scene | size | bodies | contacts | colours | collision ms | solver ms | total ms | GPU integration / colouring / primal / dual ms | B/body | B/contact | GPU MiB |"
+    );
+    let _ = writeln!(md, "|---|---|---|---|---|---|---|---|---|---|---|---|");
+    let mut csv = String::from(
+        "scene,param,adapter,iterations,bodies,contacts,colors,serial,build_s,collision_ms,solver_ms,total_ms,gpu_integration_ms,gpu_coloring_ms,gpu_primal_ms,gpu_dual_ms,bytes_per_body,bytes_per_contact,bytes_per_joint,gpu_total_bytes,gpu_span_ms,host_prepare_ms,host_upload_ms,host_wait_ms,host_unpack_ms\n",
+    );
+    for r in &rows {
+        let k = r
+            .kernels
+            .map(|k| format!("{:.1} / {:.1} / {:.1} / {:.1}", k[0], k[1], k[2], k[3]))
+            .unwrap_or_else(|| "unsupported".into());
+        let m = r.memory.unwrap_or_default();
+        let _ = writeln!(
+            md,
+            "| {} | {} | {} | {} | {}{} | {:.1} | {:.1} | {:.1} | {k} | {} | {} | {:.1} |",
+            r.scene,
+            r.param,
+            r.bodies,
+            r.contacts,
+            r.colors,
+            if r.serial > 0 {
+                format!(" (+{} serial)", r.serial)
+            } else {
+                String::new()
+            },
+            r.collision_ms,
+            r.solver_ms,
+            r.total_ms,
+            m.bytes_per_body,
+            m.bytes_per_contact,
+            m.total_bytes as f64 / (1024.0 * 1024.0)
+        );
+        let kc = r
+            .kernels
+            .map(|k| format!("{},{},{},{}", k[0], k[1], k[2], k[3]))
+            .unwrap_or_else(|| ",,,".into());
+        let _ = writeln!(
+            csv,
+            "{},{},\"{}\",{},{},{},{},{},{:.3},{:.3},{:.3},{:.3},{kc},{},{},{},{},{},{:.3},{:.3},{:.3},{:.3}",
+            r.scene,
+            r.param,
+            adapter,
+            args.gpu_iterations,
+            r.bodies,
+            r.contacts,
+            r.colors,
+            r.serial,
+            r.build_s,
+            r.collision_ms,
+            r.solver_ms,
+            r.total_ms,
+            m.bytes_per_body,
+            m.bytes_per_contact,
+            m.bytes_per_joint,
+            m.total_bytes,
+            r.span_ms.map(|x| format!("{x:.3}")).unwrap_or_default(),
+            r.host[0],
+            r.host[1],
+            r.host[2],
+            r.host[3],
+        );
+    }
+    // Where the solver's time goes: the GPU solve's host phases, the rest of the step on
+    // the CPU (inertial targets, joint warm start, fracture, end of step, contact warm
+    // start) and the GPU's own span.
+    let _ = writeln!(
+        md,
+        "\n| scene | size | prepare ms | upload ms | wait (GPU + transfers) ms | unpack ms | other CPU ms | GPU span ms |"
+    );
+    let _ = writeln!(md, "|---|---|---|---|---|---|---|---|");
+    for r in &rows {
+        let gpu_solve: f64 = r.host.iter().sum();
+        let _ = writeln!(
+            md,
+            "| {} | {} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {} |",
+            r.scene,
+            r.param,
+            r.host[0],
+            r.host[1],
+            r.host[2],
+            r.host[3],
+            (r.solver_ms - gpu_solve).max(0.0),
+            r.span_ms
+                .map(|x| format!("{x:.1}"))
+                .unwrap_or_else(|| "unsupported".into()),
+        );
+    }
+    for f in &failed {
+        let _ = writeln!(md, "\nnot run: {f}");
+    }
+    write!(out, "{md}").map_err(io)?;
+    let path = out_dir.join("gpu.csv");
+    std::fs::write(&path, csv).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    writeln!(out, "\nwrote {}", path.display()).map_err(io)?;
+    Ok(())
+}
