@@ -1,28 +1,5 @@
-//! Render meshes of deformable entities (feature `render-mesh`): a
-//! [`DeformableRenderMesh`] on a [`Deformable`] entity gives it a `Mesh3d` whose mesh
-//! follows the body's surface.
-//!
-//! The mesh holds the surface's vertices only (a solid's boundary triangles, every triangle
-//! of a cloth), with positions and smooth (area-weighted) normals, `TriangleList` with
-//! `u32` indices, wound counter-clockwise seen from outside. Positions are in world space:
-//! keep the entity's `Transform` at the identity and the entity unparented (a deformable
-//! is placed by [`crate::DeformableDesc::at`], not by a `Transform`).
-//!
-//! Each frame in `PostUpdate` ([`PhysicsSet::Interpolate`](crate::ecs::PhysicsSet), before
-//! asset events and transform propagation) the mesh of every deformable whose
-//! [`DeformablePositions`] changed (one write per physics step) is rewritten in place in
-//! `Assets<Mesh>`: same handle, same buffers, no new asset. Deformables are not
-//! interpolated; the mesh shows the last step.
-//!
-//! - The entity despawned: nothing to do (the `Mesh3d`'s handle goes with it, and the
-//!   asset with the last handle).
-//! - A deformable with no surface triangles, or not (yet) accepted by the core: no mesh.
-//! - The asset removed from `Assets<Mesh>`, or the `Mesh3d` removed: a new mesh is made and
-//!   a new `Mesh3d` inserted at the next update.
-//! - The deformable re-created (its `Deformable` changed): the mesh is rebuilt in place
-//!   (same handle) for the new surface.
-//! - Without `Assets<Mesh>` (Bevy's `MeshPlugin`, in `DefaultPlugins`, or
-//!   `app.init_asset::<Mesh>()`) the system does not run.
+//! Render meshes of deformable entities (feature `render-mesh`): see
+//! [`DeformableRenderMesh`].
 
 use bevy_asset::{AssetEventSystems, Assets, RenderAssetUsages};
 use bevy_ecs::prelude::*;
@@ -38,7 +15,29 @@ use crate::ecs::{Deformable, DeformablePositions, Physics, PhysicsDeformableHand
 type Attribute = Vec<[f32; 3]>;
 
 /// On a [`Deformable`] entity: the plugin gives the entity a `Mesh3d` of the deformable's
-/// surface and keeps its positions and normals up to date (see the [module](self) docs).
+/// surface and keeps its positions and normals up to date (feature `render-mesh`).
+///
+/// The mesh holds the surface's vertices only (a solid's boundary triangles, every triangle
+/// of a cloth), with positions and smooth (area-weighted) normals, `TriangleList` with
+/// `u32` indices, wound counter-clockwise seen from outside. Positions are in world space:
+/// keep the entity's `Transform` at the identity and the entity unparented (a deformable
+/// is placed by [`crate::DeformableDesc::at`], not by a `Transform`).
+///
+/// Each frame in `PostUpdate` ([`PhysicsSet::Interpolate`](crate::ecs::PhysicsSet), before
+/// asset events and transform propagation) the mesh of every deformable whose
+/// [`DeformablePositions`] changed (one write per physics step) is rewritten in place in
+/// `Assets<Mesh>`: same handle, same buffers, no new asset. Deformables are not
+/// interpolated; the mesh shows the last step.
+///
+/// - The entity despawned: nothing to do (the `Mesh3d`'s handle goes with it, and the
+///   asset with the last handle).
+/// - A deformable with no surface triangles, or not (yet) accepted by the core: no mesh.
+/// - The asset removed from `Assets<Mesh>`, or the `Mesh3d` removed: a new mesh is made and
+///   a new `Mesh3d` inserted at the next update.
+/// - The deformable re-created (its `Deformable` changed): the mesh is rebuilt in place
+///   (same handle) for the new surface.
+/// - Without `Assets<Mesh>` (Bevy's `MeshPlugin`, in `DefaultPlugins`, or
+///   `app.init_asset::<Mesh>()`) the system does not run.
 ///
 /// ```ignore
 /// commands.spawn((
