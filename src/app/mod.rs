@@ -16,6 +16,7 @@
 //!   [`CollisionEvents`]; [`ContactPairs`]).
 //! - **Diagnostics** ([`PhysicsDiagnostics`]: step ms, contacts, colours, iterations).
 //! - **Debug drawing** (feature `debug-draw`: `AvbdDebugDrawPlugin`).
+//! - **Render meshes of deformables** (feature `render-mesh`: `DeformableRenderMesh`).
 //!
 //! The fixed schedule runs, in order: [`PhysicsSet::Prepare`] (control, timestep,
 //! `Transform` edits) → `SyncToCore` → `Step` → `Writeback` (these three skipped while
@@ -23,10 +24,11 @@
 //! `PostUpdate` runs [`PhysicsSet::Interpolate`] before transform propagation.
 //!
 //! Deformable bodies are entities with a [`crate::ecs::Deformable`]; their world-space
-//! vertex positions are in [`crate::ecs::DeformablePositions`] after `Finalize`. The plugin
-//! does not own a render mesh: copy the positions into your `Mesh` in a system after
-//! [`PhysicsSet::Finalize`] (the README shows one), with the entity at the identity
-//! transform.
+//! vertex positions are in [`crate::ecs::DeformablePositions`] after `Finalize`. With the
+//! feature `render-mesh`, a `DeformableRenderMesh` on the entity gives it a `Mesh3d` whose
+//! mesh (the body's surface, world-space positions, smooth normals) is rewritten in place
+//! after every step, in `PostUpdate`'s [`PhysicsSet::Interpolate`]; keep the entity at the
+//! identity transform.
 //!
 //! ```
 //! use bevy_app::{App, TaskPoolPlugin};
@@ -62,6 +64,8 @@ mod diagnostics;
 mod events;
 mod interpolation;
 mod plugin;
+#[cfg(feature = "render-mesh")]
+mod render_mesh;
 mod sync;
 
 pub use control::PhysicsControl;
@@ -71,6 +75,8 @@ pub use diagnostics::PhysicsDiagnostics;
 pub use events::{CollisionEnded, CollisionEvents, CollisionStarted, ContactPairs};
 pub use interpolation::{NoInterpolation, PhysicsInterpolation, StepPoses};
 pub use plugin::{AvbdPlugin, PhysicsSetup};
+#[cfg(feature = "render-mesh")]
+pub use render_mesh::DeformableRenderMesh;
 pub use sync::{InvalidTransform, TransformError};
 
 pub use crate::ecs::PhysicsSet;

@@ -171,5 +171,7 @@ impl Plugin for AvbdPlugin {
                 .chain()
                 .in_set(PhysicsSet::Interpolate),
         );
+        #[cfg(feature = "render-mesh")]
+        super::render_mesh::register(app);
     }
 }
