@@ -201,19 +201,7 @@ pub struct GpuCcd {
 impl GpuCcd {
     /// Opens a device the way the solver does (honouring `WGPU_BACKEND`).
     pub fn new() -> Result<Self, GpuError> {
-        let instance =
-            wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env());
-        let adapter = pollster::block_on(instance.request_adapter(&wgpu::RequestAdapterOptions {
-            power_preference: wgpu::PowerPreference::HighPerformance,
-            ..Default::default()
-        }))
-        .map_err(|_| GpuError::NoAdapter)?;
-        let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
-            label: Some("avbd ccd"),
-            required_limits: wgpu::Limits::downlevel_defaults().using_resolution(adapter.limits()),
-            ..Default::default()
-        }))
-        .map_err(|e| GpuError::Device(e.to_string()))?;
+        let (device, queue, adapter) = super::device::standalone_device("avbd ccd")?;
         let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
             label: Some("ccd.wgsl"),
             source: wgpu::ShaderSource::Wgsl(CCD_SHADER.into()),
@@ -252,7 +240,7 @@ impl GpuCcd {
             layout,
             ccd,
             earliest,
-            adapter: adapter.get_info().name,
+            adapter,
             chunk,
         })
     }

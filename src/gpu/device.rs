@@ -4,16 +4,38 @@ use super::buffers::*;
 use super::pipelines::*;
 use super::*;
 
+/// The adapter every device of the backend is opened on: high performance, honouring
+/// `WGPU_BACKEND`.
+pub(super) fn find_adapter() -> Result<wgpu::Adapter, GpuError> {
+    let instance =
+        wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env());
+    pollster::block_on(instance.request_adapter(&wgpu::RequestAdapterOptions {
+        power_preference: wgpu::PowerPreference::HighPerformance,
+        ..Default::default()
+    }))
+    .map_err(|_| GpuError::NoAdapter)
+}
+
+/// A device of its own for a standalone kernel ([`super::narrow`], [`super::ccd`]): WebGPU's
+/// downlevel limits raised to the adapter's resolution limits, no optional features.
+/// Returns the device, its queue and the adapter's name.
+pub(super) fn standalone_device(
+    label: &str,
+) -> Result<(wgpu::Device, wgpu::Queue, String), GpuError> {
+    let adapter = find_adapter()?;
+    let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
+        label: Some(label),
+        required_limits: wgpu::Limits::downlevel_defaults().using_resolution(adapter.limits()),
+        ..Default::default()
+    }))
+    .map_err(|e| GpuError::Device(e.to_string()))?;
+    Ok((device, queue, adapter.get_info().name))
+}
+
 impl GpuSolver {
     /// Finds an adapter (honouring `WGPU_BACKEND`), opens a device and builds the pipelines.
     pub fn new() -> Result<Self, GpuError> {
-        let instance =
-            wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env());
-        let adapter = pollster::block_on(instance.request_adapter(&wgpu::RequestAdapterOptions {
-            power_preference: wgpu::PowerPreference::HighPerformance,
-            ..Default::default()
-        }))
-        .map_err(|_| GpuError::NoAdapter)?;
+        let adapter = find_adapter()?;
         let info = adapter.get_info();
         let limits = adapter.limits();
         let need = SOLVER_BINDINGS

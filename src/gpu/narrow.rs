@@ -37,19 +37,7 @@ pub struct GpuNarrowPhase {
 impl GpuNarrowPhase {
     /// Opens a device the way the solver does (honouring `WGPU_BACKEND`).
     pub fn new() -> Result<Self, GpuError> {
-        let instance =
-            wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env());
-        let adapter = pollster::block_on(instance.request_adapter(&wgpu::RequestAdapterOptions {
-            power_preference: wgpu::PowerPreference::HighPerformance,
-            ..Default::default()
-        }))
-        .map_err(|_| GpuError::NoAdapter)?;
-        let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
-            label: Some("avbd narrow phase"),
-            required_limits: wgpu::Limits::downlevel_defaults().using_resolution(adapter.limits()),
-            ..Default::default()
-        }))
-        .map_err(|e| GpuError::Device(e.to_string()))?;
+        let (device, queue, adapter) = super::device::standalone_device("avbd narrow phase")?;
         let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
             label: Some("narrow_phase.wgsl"),
             source: wgpu::ShaderSource::Wgsl(NARROW_PHASE_SHADER.into()),
@@ -80,7 +68,7 @@ impl GpuNarrowPhase {
             queue,
             layout,
             pipeline,
-            adapter: adapter.get_info().name,
+            adapter,
         })
     }
 
