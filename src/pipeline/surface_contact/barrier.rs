@@ -249,24 +249,7 @@ impl SurfaceContact {
         let now = |p| self.iterate_at(p, x, poses);
         let eps = cfg.barrier_friction_velocity * cfg.dt;
         let jacobian = |pts: &[u32; 4], weights: &[f32; 4], d: Vec3| -> Vec6 {
-            let mut j: Vec6 = [0.0; 6];
-            for k in 0..4 {
-                let p = pts[k];
-                if p == NO_POINT || p < g.soft_points {
-                    continue;
-                }
-                let (b, local) = g.rigid_points[(p - g.soft_points) as usize];
-                if b as usize != i {
-                    continue;
-                }
-                let lin = d * weights[k];
-                let ang = (pose.q * local).cross(lin);
-                for a in 0..3 {
-                    j[a] += lin[a];
-                    j[3 + a] += ang[a];
-                }
-            }
-            j
+            g.body_jacobian(i, pose.q, pts, weights, d)
         };
         for &c in slice(&self.barrier.by_body, i) {
             let pair = &self.candidates[c as usize];

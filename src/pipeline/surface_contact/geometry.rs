@@ -10,6 +10,7 @@ use glam::{Quat, Vec3, Vec3A};
 use parry3d::shape::TypedShape;
 
 use crate::deformable::DeformableSet;
+use crate::math::Vec6;
 use crate::rigid::{BodyKind, BodySet};
 
 /// Which object a primitive belongs to: deformable body `i`, or rigid body (solver index).
@@ -185,6 +186,40 @@ impl Geometry {
 
     pub fn point_count(&self) -> usize {
         self.soft_points as usize + self.rigid_points.len()
+    }
+
+    /// The Jacobian row `Σ_k w_k (d, (R r_k) × d)` of rigid body `body` (orientation `q`)
+    /// over those of a row's `points` that are its own: deformable points, other bodies'
+    /// points and absent ones (past the point range) add nothing.
+    #[inline]
+    pub fn body_jacobian(
+        &self,
+        body: usize,
+        q: Quat,
+        points: &[u32; 4],
+        weights: &[f32; 4],
+        d: Vec3,
+    ) -> Vec6 {
+        let mut j: Vec6 = [0.0; 6];
+        for k in 0..4 {
+            let p = points[k];
+            if p < self.soft_points {
+                continue;
+            }
+            let Some(&(b, local)) = self.rigid_points.get((p - self.soft_points) as usize) else {
+                continue;
+            };
+            if b as usize != body {
+                continue;
+            }
+            let lin = d * weights[k];
+            let ang = (q * local).cross(lin);
+            for a in 0..3 {
+                j[a] += lin[a];
+                j[3 + a] += ang[a];
+            }
+        }
+        j
     }
 
     /// Owner of point `p`.

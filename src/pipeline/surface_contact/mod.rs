@@ -381,26 +381,8 @@ impl SurfaceContact {
         let g = &self.geometry;
         let pose = &poses[i];
         let now = |p| self.iterate_at(p, x, poses);
-        // The Jacobian row `Σ_k w_k (d, (R r_k) × d)` over the body's points of a row.
         let jacobian = |r: &Row, weights: &[f32; 4], d: Vec3| -> Vec6 {
-            let mut j: Vec6 = [0.0; 6];
-            for k in 0..4 {
-                let p = r.points[k];
-                if p == NO_POINT || p < g.soft_points {
-                    continue;
-                }
-                let (b, local) = g.rigid_points[(p - g.soft_points) as usize];
-                if b as usize != i {
-                    continue;
-                }
-                let lin = d * weights[k];
-                let ang = (pose.q * local).cross(lin);
-                for a in 0..3 {
-                    j[a] += lin[a];
-                    j[3 + a] += ang[a];
-                }
-            }
-            j
+            g.body_jacobian(i, pose.q, &r.points, weights, d)
         };
         for &ri in self.rows_of_body(i) {
             let r = &self.rows[ri as usize];
