@@ -96,6 +96,22 @@ pub struct SolverConfig {
     /// Barrier baseline only: friction's smoothing velocity ε_v (m/s), IPC's lagged
     /// friction `f₁(|u|/(ε_v h))`: slips slower than this are static. Default 1e-3.
     pub barrier_friction_velocity: f32,
+    /// Contact generation of rigid pairs whose shapes are both spheres, capsules along their
+    /// local y, boxes or half-spaces: the primitive narrow phase (the default; the same code
+    /// the GPU's `narrow_phase.wgsl` ports) or parry3d's manifolds, which every other pair
+    /// uses whatever this says.
+    pub narrow_phase: NarrowPhase,
+}
+
+/// Who makes the contact manifolds of primitive rigid pairs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum NarrowPhase {
+    /// `pipeline::collision::primitive`: one manifold of at most four points per pair, with
+    /// feature ids; the contacts the GPU narrow phase computes too.
+    #[default]
+    Primitive,
+    /// parry3d's `contact_manifolds` for every pair (the reference).
+    Parry,
 }
 
 /// The contact model of deformable surfaces.
@@ -140,6 +156,7 @@ impl Default for SolverConfig {
             ccd_eta: 0.9,
             contact_model: ContactModel::AugmentedLagrangian,
             barrier_friction_velocity: 1e-3,
+            narrow_phase: NarrowPhase::Primitive,
         }
     }
 }
@@ -173,6 +190,7 @@ impl SolverConfig {
         "ccd_eta",
         "contact_model",
         "barrier_friction_velocity",
+        "narrow_phase",
     ];
 
     /// Sets a field by name (for command lines and config files). The result is validated
@@ -231,6 +249,18 @@ impl SolverConfig {
                 }
             }
             "barrier_friction_velocity" => self.barrier_friction_velocity = v,
+            "narrow_phase" => {
+                self.narrow_phase = match value {
+                    0.0 => NarrowPhase::Primitive,
+                    1.0 => NarrowPhase::Parry,
+                    _ => {
+                        return Err(crate::PhysicsError::InvalidConfig {
+                            field: "narrow_phase",
+                            value: v,
+                        });
+                    }
+                }
+            }
             "coarse_nodes" => {
                 if !(value >= 0.0 && value.fract() == 0.0 && value <= 4096.0) {
                     return Err(crate::PhysicsError::InvalidConfig {

@@ -9,6 +9,9 @@ pub struct StepStats {
     pub solver_ms: f64,
     pub total_ms: f64,
     pub contacts: usize,
+    /// Rigid body pairs with at least one contact point this step: the manifolds, one per
+    /// pair of primitive shapes (a compound or mesh pair may hold several).
+    pub manifolds: usize,
     pub colors: usize,
     /// Deepest penetration among the contacts found this step (m).
     pub max_penetration: f32,

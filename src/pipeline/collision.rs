@@ -1,6 +1,9 @@
 //! Collision stage: parry3d broad phase (a BVH over the colliders' AABBs) and contact
 //! manifolds, persistent per body pair so that λ, k, the stick flag and sticking anchors
 //! carry over by feature id; then one Taylor-cached contact record per contact point.
+//! Pairs of primitive shapes (spheres, capsules, boxes, half-spaces) get their manifold
+//! from [`primitive`], the code the GPU narrow phase ports, unless the config asks for
+//! parry3d; every other pair from parry3d's dispatcher.
 
 use std::collections::HashSet;
 
@@ -12,14 +15,18 @@ use parry3d::query::{
 };
 use rayon::prelude::*;
 
-use crate::config::SolverConfig;
+use crate::config::{NarrowPhase, SolverConfig};
 use crate::error::BodyHandle;
 use crate::math::tangent_basis;
+use crate::rigid::body::PoseRecord;
 use crate::rigid::contact::{ContactPoint, NEW_POINT};
 use crate::rigid::{BodySet, JointSet};
+use primitive::PrimitiveShape;
+use primitive_pair::PrimitiveContact;
 
 mod broad_phase;
 pub mod primitive;
+mod primitive_pair;
 use broad_phase::BroadPhase;
 
 /// Where a manifold point's record was in the last step that found it: the warm start
@@ -56,6 +63,8 @@ pub struct PairState {
     workspace: Option<ContactManifoldsWorkspace>,
     /// Previous step's points: a reused buffer, so no allocation per pair and frame.
     prev: Vec<PrevPoint>,
+    /// The manifold of a pair of primitive shapes (then `manifolds` is empty).
+    primitive: Option<PrimitiveContact>,
 }
 
 #[derive(Default)]
@@ -98,6 +107,10 @@ impl CollisionState {
     pub fn pair_count(&self) -> usize {
         self.pairs.len()
     }
+    /// Candidate pairs with at least one contact point in the last detection.
+    pub fn touching_pairs(&self) -> usize {
+        self.pair_records.iter().filter(|r| r.1 > r.0).count()
+    }
 }
 
 /// World pose of body `i`'s collider at the start of the step.
@@ -106,6 +119,13 @@ fn shape_pose(bodies: &BodySet, i: usize) -> Pose {
     let p = &bodies.poses[i];
     let q = p.q();
     Pose::from_parts(p.p() + q * bodies.shape_offsets[i], q)
+}
+
+/// [`shape_pose`] as the primitive narrow phase reads it.
+#[inline]
+fn shape_record(bodies: &BodySet, i: usize) -> PoseRecord {
+    let pose = shape_pose(bodies, i);
+    PoseRecord::new(pose.translation, pose.rotation)
 }
 
 fn ordered(a: BodyHandle, b: BodyHandle) -> (BodyHandle, BodyHandle) {
@@ -240,8 +260,25 @@ pub fn detect(
             let (a, b) = (pair.a as usize, pair.b as usize);
             let (Some(ca), Some(cb)) = (&bodies.colliders[a], &bodies.colliders[b]) else {
                 pair.manifolds.clear();
+                pair.primitive = None;
                 return;
             };
+            if cfg.narrow_phase == NarrowPhase::Primitive
+                && let (Some(sa), Some(sb)) = (
+                    PrimitiveShape::from_parry(ca.shape.as_ref()),
+                    PrimitiveShape::from_parry(cb.shape.as_ref()),
+                )
+            {
+                pair.manifolds.clear();
+                pair.workspace = None;
+                let poses = (&shape_record(bodies, a), &shape_record(bodies, b));
+                let next =
+                    PrimitiveContact::update((&sa, &sb), poses, margin, pair.primitive.as_ref());
+                count.1 = next.manifold.count;
+                pair.primitive = Some(next);
+                return;
+            }
+            pair.primitive = None;
             let pa = shape_pose(bodies, a);
             let pb = shape_pose(bodies, b);
             let pos12 = pa.inverse() * pb;
@@ -379,6 +416,7 @@ fn keep_pairs(
                 manifolds: Vec::new(),
                 workspace: None,
                 prev: Vec::new(),
+                primitive: None,
             }),
         }
     }
@@ -396,7 +434,7 @@ fn manifold_frame(sa: &Pose, m: &Manifold) -> Option<(Pose, Vec3)> {
     n.is_finite().then_some((sub_a, n))
 }
 
-/// Number of contact records of a pair this step.
+/// Number of contact records of a parry3d pair this step.
 fn pair_record_count(bodies: &BodySet, pair: &PairState) -> usize {
     let sa = shape_pose(bodies, pair.a as usize);
     pair.manifolds
@@ -423,6 +461,41 @@ fn write_pair_points(
     let sa = shape_pose(bodies, a);
     let sb = shape_pose(bodies, b);
     let alpha = cfg.alpha;
+    // Start errors for anchors at this step's points (Eq. 18 regularisation); the warm
+    // start replaces the tangential ones of a point that sticks.
+    let mut write = |n: Vec3, wa: Vec3, wb: Vec3, dist: f32, prev: PointId| -> PointId {
+        let (t, bt) = tangent_basis(n);
+        max_pen = max_pen.max(-dist);
+        let gap = wb - wa;
+        let c0_n = if dist < 0.0 {
+            (1.0 - alpha) * dist
+        } else {
+            dist
+        };
+        out[slot] = ContactPoint {
+            body_a: a as u32,
+            body_b: b as u32,
+            prev: prev.0,
+            c0_n,
+            normal: n.extend((1.0 - alpha) * t.dot(gap)).to_array(),
+            arm_a: (wa - pa).extend((1.0 - alpha) * bt.dot(gap)).to_array(),
+            arm_b: (wb - pb).extend(0.0).to_array(),
+        };
+        slot += 1;
+        PointId(first + slot as u32 - 1)
+    };
+    if let Some(PrimitiveContact {
+        manifold: m, prev, ..
+    }) = &mut pair.primitive
+    {
+        let (ra, rb) = (shape_record(bodies, a), shape_record(bodies, b));
+        let n = m.normal();
+        for (i, d) in prev.iter_mut().enumerate().take(m.count as usize) {
+            let (wa, wb) = m.world_points(i, &ra, &rb);
+            *d = write(n, wa, wb, m.dist(i), *d);
+        }
+        return max_pen;
+    }
     for m in pair.manifolds.iter_mut() {
         let Some((sub_a, n)) = manifold_frame(&sa, m) else {
             // No records: the next step finds these points new.
@@ -432,30 +505,14 @@ fn write_pair_points(
             continue;
         };
         let sub_b = m.subshape_pos2().map(|p| sb * *p).unwrap_or(sb);
-        let (t, bt) = tangent_basis(n);
         for pt in &mut m.points {
-            let wa = sub_a * pt.local_p1;
-            let wb = sub_b * pt.local_p2;
-            max_pen = max_pen.max(-pt.dist);
-            // Start errors for anchors at this step's points (Eq. 18 regularisation); the
-            // warm start replaces the tangential ones of a point that sticks.
-            let gap = wb - wa;
-            let c0_n = if pt.dist < 0.0 {
-                (1.0 - alpha) * pt.dist
-            } else {
-                pt.dist
-            };
-            out[slot] = ContactPoint {
-                body_a: a as u32,
-                body_b: b as u32,
-                prev: pt.data.0,
-                c0_n,
-                normal: n.extend((1.0 - alpha) * t.dot(gap)).to_array(),
-                arm_a: (wa - pa).extend((1.0 - alpha) * bt.dot(gap)).to_array(),
-                arm_b: (wb - pb).extend(0.0).to_array(),
-            };
-            pt.data = PointId(first + slot as u32);
-            slot += 1;
+            pt.data = write(
+                n,
+                sub_a * pt.local_p1,
+                sub_b * pt.local_p2,
+                pt.dist,
+                pt.data,
+            );
         }
     }
     max_pen

@@ -3,8 +3,9 @@
 //! 4–5). Rigid bodies and deformable vertices share the step, the iteration budget and
 //! the attachments between them:
 //!
-//! 1. [`collision::detect`]: broad phase, parry3d manifolds, contact points, each with its
-//!    index in the previous step (rigid bodies);
+//! 1. [`collision::detect`]: broad phase, manifolds (the primitive narrow phase for
+//!    spheres, capsules, boxes and half-spaces, parry3d for the other shapes), contact
+//!    points, each with its index in the previous step (rigid bodies);
 //! 2. [`dual::warm_start_joints`]: joint rows' start error, k and λ decay (Eq. 19);
 //!    [`attachments::warm_start`]: the same for the vertex–body attachments;
 //! 3. on the CPU backend (the GPU backend submits 3a–3d as one command buffer, `crate::gpu`,

@@ -300,6 +300,7 @@ impl PhysicsWorld {
             solver_ms: total_ms - collision_ms,
             total_ms,
             contacts: self.solver.points.len(),
+            manifolds: self.collision.touching_pairs(),
             colors: match &self.gpu {
                 Some(gpu) => gpu.colors_used(),
                 None => self.solver.colors.count(),

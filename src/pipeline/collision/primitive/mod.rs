@@ -18,8 +18,9 @@
 //! - box–half-space: the four deepest vertices within the margin.
 //!
 //! `tests/narrow_phase.rs` compares every pair type with parry3d on thousands of random
-//! configurations and the WGSL port with this code on the device. Not yet used by the
-//! step: `super::detect` still runs parry3d for every pair.
+//! configurations and the WGSL port with this code on the device. `super::detect` runs it
+//! on every pair of these shapes (unless `SolverConfig::narrow_phase` asks for parry3d);
+//! `super::primitive_pair` carries a pair's manifold from step to step.
 
 use bytemuck::{Pod, Zeroable};
 use glam::{Vec3, Vec4};
@@ -110,6 +111,16 @@ impl PrimitiveShape {
     }
     fn dims(&self) -> Vec3 {
         Vec3::from_array(self.dims)
+    }
+    /// A length that says how big the shape is: the radius of spheres and capsules, the
+    /// smallest half extent of a box; infinite for a half-space.
+    pub fn size(&self) -> f32 {
+        match self.kind {
+            kind::SPHERE => self.dims[0],
+            kind::CAPSULE => self.dims[1],
+            kind::BOX => self.dims[0].min(self.dims[1]).min(self.dims[2]),
+            _ => f32::INFINITY,
+        }
     }
 }
 
@@ -236,13 +247,13 @@ fn quat(pose: &PoseRecord) -> Vec4 {
 }
 
 /// `qrot` of common.wgsl (not glam's formula, so that both backends round alike).
-fn rot(q: Vec4, v: Vec3) -> Vec3 {
+pub(crate) fn rot(q: Vec4, v: Vec3) -> Vec3 {
     let u = q.truncate();
     let t = 2.0 * u.cross(v);
     v + q.w * t + u.cross(t)
 }
 
-fn conj(q: Vec4) -> Vec4 {
+pub(crate) fn conj(q: Vec4) -> Vec4 {
     Vec4::new(-q.x, -q.y, -q.z, q.w)
 }
 
