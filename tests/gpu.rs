@@ -1166,3 +1166,38 @@ fn gpu_adjacency_is_the_cpu_adjacency() {
         assert!(checked > 100, "{name}: only {checked} items checked");
     }
 }
+
+/// The traffic the GPU step reports: what it reads back (poses, velocities twice, status,
+/// joint states, colour ranges, timestamps: at least 96 bytes per body), and a dispatch
+/// count fixed by the budget, not by the data: the same in every step of a settled scene,
+/// with one primal and one copy-back per colour slot and iteration recorded indirectly.
+#[test]
+fn gpu_reports_bytes_and_dispatches() {
+    let iterations = 10;
+    let Some(mut s) = gpu_scene(
+        "pyramid",
+        &[("base", 8.0)],
+        SolverConfig {
+            iterations,
+            ..SolverConfig::default()
+        },
+    ) else {
+        return;
+    };
+    s.run(30).unwrap();
+    let t0 = s.world.gpu_traffic().unwrap();
+    s.step().unwrap();
+    let t1 = s.world.gpu_traffic().unwrap();
+    let bodies = s.world.body_count() as u64;
+    assert!(t1.download_bytes >= 96 * bodies, "{t1:?}");
+    assert_eq!(t1.body_upload_bytes, 0, "a settled scene uploads no body");
+    assert!(t1.upload_bytes > 0 && t1.upload_bytes >= t1.body_upload_bytes);
+    assert_eq!(
+        (t0.dispatches, t0.indirect_dispatches),
+        (t1.dispatches, t1.indirect_dispatches)
+    );
+    let colors = s.world.stats().colors as u32;
+    assert!(colors >= 2);
+    assert!(t1.indirect_dispatches >= iterations * 2 * colors, "{t1:?}");
+    assert!(t1.dispatches > t1.indirect_dispatches);
+}

@@ -242,7 +242,7 @@ impl GpuSolver {
         }
         if !TRACKED.contains(&slot) {
             self.queue.write_buffer(&self.buffers[slot].buffer, 0, data);
-            self.last_upload_bytes += data.len() as u64;
+            self.last_traffic.upload_bytes += data.len() as u64;
             return;
         }
         let shadow = &mut self.shadow[slot];
@@ -270,9 +270,9 @@ impl GpuSolver {
             shadow[start..at].copy_from_slice(&data[start..at]);
             self.queue
                 .write_buffer(&self.buffers[slot].buffer, start as u64, &data[start..at]);
-            self.last_upload_bytes += (at - start) as u64;
+            self.last_traffic.upload_bytes += (at - start) as u64;
             if BODY_STATE.contains(&slot) {
-                self.last_body_upload_bytes += (at - start) as u64;
+                self.last_traffic.body_upload_bytes += (at - start) as u64;
             }
         }
     }
@@ -332,7 +332,7 @@ impl GpuSolver {
             })?;
         belt.unmap();
         self.belt.mapped = false;
-        self.last_upload_bytes += parts.iter().map(|(_, d)| d.len() as u64).sum::<u64>();
+        self.last_traffic.upload_bytes += parts.iter().map(|(_, d)| d.len() as u64).sum::<u64>();
         Ok(())
     }
 

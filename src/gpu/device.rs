@@ -253,8 +253,7 @@ impl GpuSolver {
                 supported: timestamp,
                 ..Default::default()
             },
-            last_upload_bytes: 0,
-            last_body_upload_bytes: 0,
+            last_traffic: GpuTraffic::default(),
             counts: (0, 0, 0),
             color_capacity: 1,
             serial_capacity: 0,

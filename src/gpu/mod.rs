@@ -192,6 +192,24 @@ pub struct GpuTimings {
     pub host: GpuHostTimes,
 }
 
+/// What the last step's submission moved over the bus and how many dispatches it recorded
+/// (a step run again because the colouring needed more colour dispatches counts its last
+/// submission).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct GpuTraffic {
+    /// Bytes written to the device: parameters, changed bodies, joints, contact points.
+    pub upload_bytes: u64,
+    /// Of `upload_bytes`, the per-body state (poses, velocities, forces, masses, flags):
+    /// zero in a step after which the CPU changed no body.
+    pub body_upload_bytes: u64,
+    /// Bytes copied into the readback buffer: poses, velocities, status, joint states,
+    /// colour ranges, timestamps.
+    pub download_bytes: u64,
+    /// Compute dispatches, indirect ones included.
+    pub dispatches: u32,
+    pub indirect_dispatches: u32,
+}
+
 /// Wall-clock phases of a step on the host ([`GpuSolver::submit`], [`GpuSolver::finish`]; ms).
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct GpuHostTimes {
@@ -294,9 +312,7 @@ pub struct GpuSolver {
     last_palette: u32,
     last_serial: u32,
     last_timings: GpuTimings,
-    last_upload_bytes: u64,
-    /// Of `last_upload_bytes`, those of the per-body state ([`BODY_STATE`]).
-    last_body_upload_bytes: u64,
+    last_traffic: GpuTraffic,
     counts: (usize, usize, usize),
     /// Colour dispatches recorded per sweep: grows to the colours a step used (the step is
     /// then run again), never shrinks.
@@ -356,13 +372,18 @@ impl GpuSolver {
 
     /// Bytes uploaded to the device in the last step.
     pub fn upload_bytes(&self) -> u64 {
-        self.last_upload_bytes
+        self.last_traffic.upload_bytes
     }
 
     /// Of [`Self::upload_bytes`], the per-body state (poses, velocities, forces, masses,
     /// flags): zero in a step after which the CPU changed no body.
     pub fn body_upload_bytes(&self) -> u64 {
-        self.last_body_upload_bytes
+        self.last_traffic.body_upload_bytes
+    }
+
+    /// Bytes moved and dispatches recorded by the last step's submission.
+    pub fn traffic(&self) -> GpuTraffic {
+        self.last_traffic
     }
 
     /// Per-pass GPU times of the last step (zero and `supported: false` without

@@ -100,8 +100,7 @@ impl GpuSolver {
         // A body's smallest free colour never exceeds its number of neighbours, so the
         // full palette colours exactly as one of (largest degree + 1) would.
         let palette = MAX_COLORS;
-        self.last_upload_bytes = 0;
-        self.last_body_upload_bytes = 0;
+        self.last_traffic = GpuTraffic::default();
 
         let iterations = cfg.iterations;
         let it_len = n * std::mem::size_of::<IterateRecord>();
@@ -437,7 +436,7 @@ impl GpuSolver {
         };
         self.queue
             .write_buffer(&self.params, 0, bytemuck::bytes_of(&params));
-        self.last_upload_bytes += params_size();
+        self.last_traffic.upload_bytes += params_size();
         Ok(())
     }
 
@@ -483,6 +482,7 @@ impl GpuSolver {
             }
         }
         let groups = |n: usize| (n as u32).div_ceil(WORKGROUP);
+        let (mut dispatches, mut indirect_dispatches) = (0u32, 0u32);
         let mut pass_index = 0u32;
         let ts = self.timestamps.as_ref().filter(|_| timed);
         let mut writes = || {
@@ -508,11 +508,13 @@ impl GpuSolver {
             pass.set_bind_group(0, self.integration_group.as_ref(), &[]);
             pass.set_pipeline(&p.begin_bodies);
             pass.dispatch_workgroups(bx, by, 1);
+            dispatches += 1;
             if n_contacts > 0 {
                 // This step's contact records from its points and the carried state.
                 pass.set_bind_group(0, warm_group, &[]);
                 pass.set_pipeline(&p.warm_start_contacts);
                 pass.dispatch_workgroups(cx, cy, 1);
+                dispatches += 1;
             }
         }
         {
@@ -535,23 +537,31 @@ impl GpuSolver {
             ] {
                 pass.set_pipeline(pipeline);
                 pass.dispatch_workgroups(x, y, 1);
+                dispatches += 1;
             }
             pass.set_pipeline(&p.color_init);
             pass.dispatch_workgroups(all.max(groups(COUNTERS as usize)), 1, 1);
+            dispatches += 1;
             for _ in 0..JPL_ROUNDS {
                 pass.set_pipeline(&p.color_select);
                 pass.dispatch_workgroups(all, 1, 1);
+                dispatches += 1;
                 pass.set_pipeline(&p.color_assign);
                 pass.dispatch_workgroups(all, 1, 1);
+                dispatches += 1;
             }
             pass.set_pipeline(&p.color_count);
             pass.dispatch_workgroups(all, 1, 1);
+            dispatches += 1;
             pass.set_pipeline(&p.color_scan);
             pass.dispatch_workgroups(1, 1, 1);
+            dispatches += 1;
             pass.set_pipeline(&p.color_serial_rank);
             pass.dispatch_workgroups(all, 1, 1);
+            dispatches += 1;
             pass.set_pipeline(&p.color_scatter);
             pass.dispatch_workgroups(all, 1, 1);
+            dispatches += 1;
         }
         let indirect = &self.buffers[INDIRECT].buffer;
         let colors = self.color_capacity.min(palette) as u64;
@@ -566,14 +576,17 @@ impl GpuSolver {
                     pass.set_bind_group(1, &self.slot_group, &[(c * COLOR_SLOT) as u32]);
                     pass.set_pipeline(&p.primal);
                     pass.dispatch_workgroups_indirect(indirect, LANE_ARGS_AT + c * 12);
+                    indirect_dispatches += 1;
                     pass.set_pipeline(&p.copy_back);
                     pass.dispatch_workgroups_indirect(indirect, c * 12);
+                    indirect_dispatches += 1;
                 }
                 pass.set_pipeline(&p.primal_serial);
                 for j in 0..self.serial_capacity as u64 {
                     let slot = SERIAL_SLOT + j;
                     pass.set_bind_group(1, &self.slot_group, &[(slot * COLOR_SLOT) as u32]);
                     pass.dispatch_workgroups_indirect(indirect, SERIAL_SLOT * 12);
+                    indirect_dispatches += 1;
                 }
             }
             let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
@@ -586,11 +599,13 @@ impl GpuSolver {
                 pass.set_pipeline(&p.dual_contacts);
                 let (x, y) = grid(groups(n_contacts), self.max_groups);
                 pass.dispatch_workgroups(x, y, 1);
+                dispatches += 1;
             }
             if n_joints > 0 {
                 pass.set_pipeline(&p.dual_joints);
                 let (x, y) = grid(groups(n_joints), self.max_groups);
                 pass.dispatch_workgroups(x, y, 1);
+                dispatches += 1;
             }
         }
         {
@@ -601,11 +616,13 @@ impl GpuSolver {
             pass.set_bind_group(0, self.integration_group.as_ref(), &[]);
             pass.set_pipeline(&p.end_bodies);
             pass.dispatch_workgroups(bx, by, 1);
+            dispatches += 1;
             if n_contacts > 0 {
                 // What the contacts carry to the next step stays on the device.
                 pass.set_bind_group(0, warm_group, &[]);
                 pass.set_pipeline(&p.store_contact_warm);
                 pass.dispatch_workgroups(cx, cy, 1);
+                dispatches += 1;
             }
         }
         let staging = &self.staging[k].buffer;
@@ -641,6 +658,12 @@ impl GpuSolver {
             );
         }
         self.queue.submit([encoder.finish()]);
+        self.last_traffic = GpuTraffic {
+            download_bytes: read_bytes,
+            dispatches: dispatches + indirect_dispatches,
+            indirect_dispatches,
+            ..self.last_traffic
+        };
         (k, read_bytes, ts_bytes)
     }
 }

@@ -36,6 +36,11 @@ impl PhysicsWorld {
         self.gpu.as_ref().map(|g| g.body_upload_bytes())
     }
 
+    /// Bytes up and down and dispatches of the last GPU step, when on the GPU backend.
+    pub fn gpu_traffic(&self) -> Option<crate::gpu::GpuTraffic> {
+        self.gpu.as_ref().map(|g| g.traffic())
+    }
+
     /// Bodies solved in the serial fallback group of the GPU colouring in the last step.
     pub fn gpu_serial_bodies(&self) -> Option<usize> {
         self.gpu.as_ref().map(|g| g.serial_bodies())

@@ -16,6 +16,8 @@ struct GpuRow {
     param: String,
     bodies: usize,
     contacts: usize,
+    /// Body pairs in contact (one manifold per pair of primitive shapes).
+    manifolds: usize,
     colors: usize,
     serial: usize,
     build_s: f64,
@@ -31,6 +33,8 @@ struct GpuRow {
     /// transfers), unpack (ms per frame).
     host: [f64; 4],
     memory: Option<bevy_avbd::gpu::GpuMemory>,
+    /// Bytes up and down and dispatches of the last timed frame.
+    traffic: bevy_avbd::gpu::GpuTraffic,
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -138,6 +142,7 @@ pub(super) fn gpu_series(args: &BenchArgs, out: &mut impl Write) -> Result<(), S
                 param: format!("{key}={value}"),
                 bodies: w.body_count(),
                 contacts: w.contact_count(),
+                manifolds: w.stats().manifolds,
                 colors: w.stats().colors,
                 serial: w.gpu_serial_bodies().unwrap_or(0),
                 build_s,
@@ -148,6 +153,7 @@ pub(super) fn gpu_series(args: &BenchArgs, out: &mut impl Write) -> Result<(), S
                 span_ms,
                 host: host.map(median),
                 memory: w.gpu_memory(),
+                traffic: w.gpu_traffic().unwrap_or_default(),
             })
         };
         match run(&mut adapter) {
@@ -190,7 +196,7 @@ pub(super) fn gpu_series(args: &BenchArgs, out: &mut impl Write) -> Result<(), S
     );
     let _ = writeln!(md, "|---|---|---|---|---|---|---|---|---|---|---|---|");
     let mut csv = String::from(
-        "scene,param,adapter,iterations,bodies,contacts,colors,serial,build_s,collision_ms,solver_ms,total_ms,gpu_integration_ms,gpu_coloring_ms,gpu_primal_ms,gpu_dual_ms,bytes_per_body,bytes_per_contact,bytes_per_joint,gpu_total_bytes,gpu_span_ms,host_prepare_ms,host_upload_ms,host_wait_ms,host_unpack_ms\n",
+        "scene,param,adapter,iterations,bodies,contacts,colors,serial,build_s,collision_ms,solver_ms,total_ms,gpu_integration_ms,gpu_coloring_ms,gpu_primal_ms,gpu_dual_ms,bytes_per_body,bytes_per_contact,bytes_per_joint,gpu_total_bytes,gpu_span_ms,host_prepare_ms,host_upload_ms,host_wait_ms,host_unpack_ms,manifolds,upload_bytes,body_upload_bytes,download_bytes,dispatches,indirect_dispatches\n",
     );
     for r in &rows {
         let k = r
@@ -224,7 +230,7 @@ pub(super) fn gpu_series(args: &BenchArgs, out: &mut impl Write) -> Result<(), S
             .unwrap_or_else(|| ",,,".into());
         let _ = writeln!(
             csv,
-            "{},{},\"{}\",{},{},{},{},{},{:.3},{:.3},{:.3},{:.3},{kc},{},{},{},{},{},{:.3},{:.3},{:.3},{:.3}",
+            "{},{},\"{}\",{},{},{},{},{},{:.3},{:.3},{:.3},{:.3},{kc},{},{},{},{},{},{:.3},{:.3},{:.3},{:.3},{},{},{},{},{},{}",
             r.scene,
             r.param,
             adapter,
@@ -246,6 +252,12 @@ pub(super) fn gpu_series(args: &BenchArgs, out: &mut impl Write) -> Result<(), S
             r.host[1],
             r.host[2],
             r.host[3],
+            r.manifolds,
+            r.traffic.upload_bytes,
+            r.traffic.body_upload_bytes,
+            r.traffic.download_bytes,
+            r.traffic.dispatches,
+            r.traffic.indirect_dispatches,
         );
     }
     // Where the solver's time goes: the GPU solve's host phases, the rest of the step on
@@ -271,6 +283,31 @@ pub(super) fn gpu_series(args: &BenchArgs, out: &mut impl Write) -> Result<(), S
             r.span_ms
                 .map(|x| format!("{x:.1}"))
                 .unwrap_or_else(|| "unsupported".into()),
+        );
+    }
+    // What crosses the bus and how many dispatches a step records (the last timed frame),
+    // and the contact structure the solver sees per body.
+    let _ = writeln!(
+        md,
+        "\n| scene | size | up KiB/step | of which bodies KiB | down KiB/step | dispatches (indirect) | manifolds/body | points/body | colours |"
+    );
+    let _ = writeln!(md, "|---|---|---|---|---|---|---|---|---|");
+    for r in &rows {
+        let t = r.traffic;
+        let per_body = |x: usize| x as f64 / r.bodies.max(1) as f64;
+        let _ = writeln!(
+            md,
+            "| {} | {} | {:.1} | {:.1} | {:.1} | {} ({}) | {:.2} | {:.2} | {} |",
+            r.scene,
+            r.param,
+            t.upload_bytes as f64 / 1024.0,
+            t.body_upload_bytes as f64 / 1024.0,
+            t.download_bytes as f64 / 1024.0,
+            t.dispatches,
+            t.indirect_dispatches,
+            per_body(r.manifolds),
+            per_body(r.contacts),
+            r.colors,
         );
     }
     for f in &failed {
