@@ -703,12 +703,13 @@ fn primal_serial() {
 
 // Copies the colour's double buffer back into the iterates.
 @compute @workgroup_size(64)
-fn copy_back(@builtin(global_invocation_id) gid: vec3<u32>) {
+fn copy_back(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
     let range = ranges[color.index];
-    if (gid.x >= range.y) {
+    let i = gid.x + gid.y * nwg.x * 64u;
+    if (i >= range.y) {
         return;
     }
-    let slot = range.x + gid.x;
+    let slot = range.x + i;
     iterate[color_bodies[slot]] = scratch[slot];
 }
 

@@ -176,8 +176,11 @@ fn color_scan() {
         let n = atomicLoad(&counters[c]);
         ranges[c] = vec2<u32>(start, n);
         atomicStore(&counters[MAX_COLORS + c], start);
-        indirect[c * 3u] = (n + WG - 1u) / WG;
-        indirect[c * 3u + 1u] = 1u;
+        // Every argument stays within the dispatch limits, so the step needs no indirect
+        // validation: the copy-back's on a 2-D grid past `max_groups` workgroups too.
+        let gc = (n + WG - 1u) / WG;
+        indirect[c * 3u] = min(gc, params.max_groups);
+        indirect[c * 3u + 1u] = (gc + params.max_groups - 1u) / params.max_groups;
         indirect[c * 3u + 2u] = 1u;
         // The primal sweep's arguments: BODIES_PER_GROUP bodies per workgroup, on a 2-D
         // grid when a colour needs more than `max_groups` workgroups.

@@ -7,8 +7,15 @@ use super::*;
 /// The adapter every device of the backend is opened on: high performance, honouring
 /// `WGPU_BACKEND`.
 pub(super) fn find_adapter() -> Result<wgpu::Adapter, GpuError> {
-    let instance =
-        wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env());
+    let mut desc = wgpu::InstanceDescriptor::new_without_display_handle_from_env();
+    // `color_scan` keeps every indirect argument within the dispatch limits, so wgpu's
+    // validation dispatch before each indirect call (on by default in release builds) is
+    // pure cost; `WGPU_VALIDATION_INDIRECT_CALL=1` turns it back on.
+    if std::env::var_os("WGPU_VALIDATION_INDIRECT_CALL").is_none() {
+        desc.flags
+            .remove(wgpu::InstanceFlags::VALIDATION_INDIRECT_CALL);
+    }
+    let instance = wgpu::Instance::new(desc);
     pollster::block_on(instance.request_adapter(&wgpu::RequestAdapterOptions {
         power_preference: wgpu::PowerPreference::HighPerformance,
         ..Default::default()
