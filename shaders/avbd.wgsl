@@ -1,5 +1,5 @@
-// AVBD iterations on the GPU: the primal block solve per body of one colour, the copy
-// back of that colour's double buffer, and the dual updates of contacts and joints.
+// AVBD iterations on the GPU: the primal block solve per body of one colour (in place),
+// and the dual updates of contacts and joints.
 //
 // Every formula mirrors the CPU backend (src/pipeline/primal.rs, dual.rs, src/contact.rs,
 // src/joint.rs); the records are the same bytemuck structs (the contact records are
@@ -46,16 +46,15 @@ struct JointState {
 @group(0) @binding(8) var<storage, read> adj_offsets: array<u32>;
 @group(0) @binding(9) var<storage, read> adj_items: array<u32>;
 @group(0) @binding(10) var<storage, read> color_bodies: array<u32>;
-@group(0) @binding(11) var<storage, read_write> scratch: array<Iterate>;
 // (start, count) in color_bodies per colour; entry 64 is the serial fallback group.
-@group(0) @binding(12) var<storage, read> ranges: array<vec2<u32>>;
-@group(0) @binding(13) var<storage, read_write> contacts1: array<Contact>;
-@group(0) @binding(14) var<storage, read_write> contacts2: array<Contact>;
-@group(0) @binding(15) var<storage, read_write> contacts3: array<Contact>;
-@group(0) @binding(16) var<storage, read_write> contacts4: array<Contact>;
-@group(0) @binding(17) var<storage, read_write> contacts5: array<Contact>;
-@group(0) @binding(18) var<storage, read_write> contacts6: array<Contact>;
-@group(0) @binding(19) var<storage, read_write> contacts7: array<Contact>;
+@group(0) @binding(11) var<storage, read> ranges: array<vec2<u32>>;
+@group(0) @binding(12) var<storage, read_write> contacts1: array<Contact>;
+@group(0) @binding(13) var<storage, read_write> contacts2: array<Contact>;
+@group(0) @binding(14) var<storage, read_write> contacts3: array<Contact>;
+@group(0) @binding(15) var<storage, read_write> contacts4: array<Contact>;
+@group(0) @binding(16) var<storage, read_write> contacts5: array<Contact>;
+@group(0) @binding(17) var<storage, read_write> contacts6: array<Contact>;
+@group(0) @binding(18) var<storage, read_write> contacts7: array<Contact>;
 @group(1) @binding(0) var<uniform> color: ColorSlot;
 
 fn load_contact(i: u32) -> Contact {
@@ -650,8 +649,8 @@ fn store_partial(li: u32) {
     put3(li, 30u, Fa);
 }
 
-// The bodies of the current colour, BODIES_PER_GROUP per workgroup: new iterates go into
-// the double buffer.
+// The bodies of the current colour, BODIES_PER_GROUP per workgroup, solved in place: no
+// two bodies of a colour share a constraint, so none reads an iterate this dispatch writes.
 @compute @workgroup_size(PRIMAL_WG)
 fn primal(@builtin(local_invocation_index) li: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
     let range = ranges[color.index];
@@ -683,7 +682,7 @@ fn primal(@builtin(local_invocation_index) li: u32, @builtin(workgroup_id) wid: 
         Haa += mat3x3<f32>(vec3<f32>(t[18], t[19], t[20]), vec3<f32>(t[21], t[22], t[23]), vec3<f32>(t[24], t[25], t[26]));
         Fl += vec3<f32>(t[27], t[28], t[29]);
         Fa += vec3<f32>(t[30], t[31], t[32]);
-        scratch[range.x + k] = finish_body(i);
+        iterate[i] = finish_body(i);
     }
 }
 
@@ -699,18 +698,6 @@ fn primal_serial() {
     }
     let i = color_bodies[range.x + k];
     iterate[i] = solve_body(i);
-}
-
-// Copies the colour's double buffer back into the iterates.
-@compute @workgroup_size(64)
-fn copy_back(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    let range = ranges[color.index];
-    let i = gid.x + gid.y * nwg.x * 64u;
-    if (i >= range.y) {
-        return;
-    }
-    let slot = range.x + i;
-    iterate[color_bodies[slot]] = scratch[slot];
 }
 
 // Dual update of one contact (λ = clamped force; k ramps while inside the bounds).

@@ -40,9 +40,9 @@ const CANDIDATE: u32 = 0xfffffffdu;  // local maximum of this round
 const OVERFLOW: u32 = 0xfffffffcu;   // no palette colour free: serial group
 const MAX_COLORS: u32 = 64u;
 const SERIAL: u32 = 64u;
-const WG: u32 = 64u;
 // Bodies per workgroup of the primal sweep (shaders/avbd.wgsl: 64 / LANES) and where its
-// dispatch arguments start in `indirect` (after the 65 slots of the other dispatches).
+// dispatch arguments start in `indirect` (after the 65 slots of which the serial group's is
+// the one in use).
 const BODIES_PER_GROUP: u32 = 4u;
 const LANE_ARGS: u32 = 65u * 3u;
 const N_COUNTERS: u32 = 131u;
@@ -176,14 +176,9 @@ fn color_scan() {
         let n = atomicLoad(&counters[c]);
         ranges[c] = vec2<u32>(start, n);
         atomicStore(&counters[MAX_COLORS + c], start);
-        // Every argument stays within the dispatch limits, so the step needs no indirect
-        // validation: the copy-back's on a 2-D grid past `max_groups` workgroups too.
-        let gc = (n + WG - 1u) / WG;
-        indirect[c * 3u] = min(gc, params.max_groups);
-        indirect[c * 3u + 1u] = (gc + params.max_groups - 1u) / params.max_groups;
-        indirect[c * 3u + 2u] = 1u;
         // The primal sweep's arguments: BODIES_PER_GROUP bodies per workgroup, on a 2-D
-        // grid when a colour needs more than `max_groups` workgroups.
+        // grid when a colour needs more than `max_groups` workgroups. Every argument stays
+        // within the dispatch limits, so the step needs no indirect validation.
         let g = (n + BODIES_PER_GROUP - 1u) / BODIES_PER_GROUP;
         indirect[LANE_ARGS + c * 3u] = min(g, params.max_groups);
         indirect[LANE_ARGS + c * 3u + 1u] = (g + params.max_groups - 1u) / params.max_groups;

@@ -20,8 +20,9 @@ pub(super) const SERIAL_SLOT: u64 = MAX_COLORS as u64;
 /// `ranges`: 64 colours, the serial group, then (colours used, bodies out of rounds).
 pub(super) const RANGES_BYTES: u64 = (SLOTS + 1) * 8;
 
-/// Dispatch arguments: one slot per colour and the serial group (64 bodies per workgroup:
-/// copy-back), then the primal sweep's per colour (`LANE_ARGS_AT`, 4 bodies per workgroup).
+/// Dispatch arguments: one slot per colour and the serial group (only the serial group's
+/// is written: one body per dispatch), then the primal sweep's per colour (`LANE_ARGS_AT`,
+/// 4 bodies per workgroup).
 pub(super) const INDIRECT_BYTES: u64 = 2 * SLOTS * 12;
 
 pub(super) const LANE_ARGS_AT: u64 = SLOTS * 12;
@@ -39,30 +40,29 @@ pub(super) const JOINT_STATES: usize = 6;
 pub(super) const ADJ_OFFSETS: usize = 7;
 pub(super) const ADJ_ITEMS: usize = 8;
 pub(super) const COLOR_BODIES: usize = 9;
-pub(super) const SCRATCH: usize = 10;
-pub(super) const RANGES: usize = 11;
-pub(super) const BODY_FLAGS: usize = 12;
-pub(super) const COLOR_OF: usize = 13;
-pub(super) const INDIRECT: usize = 14;
-pub(super) const COUNTER: usize = 15;
+pub(super) const RANGES: usize = 10;
+pub(super) const BODY_FLAGS: usize = 11;
+pub(super) const COLOR_OF: usize = 12;
+pub(super) const INDIRECT: usize = 13;
+pub(super) const COUNTER: usize = 14;
 /// Contacts are split in up to this many bindings (chunk 0 is `CONTACTS`, chunk j > 0 is
-/// buffer 15 + j) of `1 << contact_shift` records, so that no binding exceeds the adapter's
+/// buffer 14 + j) of `1 << contact_shift` records, so that no binding exceeds the adapter's
 /// storage binding size (128 MiB on lavapipe: 1,048,576 contacts per chunk).
 pub(super) const CONTACT_CHUNKS: usize = 8;
 pub(super) const fn contact_chunk(j: usize) -> usize {
     if j == 0 { CONTACTS } else { COUNTER + j }
 }
-pub(super) const VELOCITIES: usize = 23;
-pub(super) const PREV_VELOCITIES: usize = 24;
-pub(super) const FORCES: usize = 25;
-pub(super) const STATUS: usize = 26;
+pub(super) const VELOCITIES: usize = 22;
+pub(super) const PREV_VELOCITIES: usize = 23;
+pub(super) const FORCES: usize = 24;
+pub(super) const STATUS: usize = 25;
 /// 64-byte per-contact buffers are split in up to this many bindings of `2 << contact_shift`
 /// records: the contact points (uploaded every step), and the two buffers of what the
 /// contacts carry from step to step (one read, one written, alternating).
 pub(super) const HALF_CHUNKS: usize = 4;
-pub(super) const POINTS: usize = 27;
+pub(super) const POINTS: usize = 26;
 pub(super) const CARRIED: [usize; 2] = [POINTS + HALF_CHUNKS, POINTS + 2 * HALF_CHUNKS];
-pub(super) const NAMES: [&str; 39] = [
+pub(super) const NAMES: [&str; 38] = [
     "poses",
     "masses",
     "iterate",
@@ -73,7 +73,6 @@ pub(super) const NAMES: [&str; 39] = [
     "adj_offsets",
     "adj_items",
     "color_bodies",
-    "scratch",
     "ranges",
     "body_flags",
     "color_of",

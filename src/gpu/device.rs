@@ -157,7 +157,6 @@ impl GpuSolver {
         let pipelines = Pipelines {
             primal: solve("primal"),
             primal_serial: solve("primal_serial"),
-            copy_back: solve("copy_back"),
             dual_contacts: solve("dual_contacts"),
             dual_joints: solve("dual_joints"),
             warm_start_contacts: warm("warm_start_contacts"),

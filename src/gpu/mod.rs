@@ -1,6 +1,6 @@
 //! wgpu compute backend: the whole step after collision detection — inertial targets and
-//! initial guess, per-step body colouring, the iteration loop (primal sweeps per colour
-//! with their double-buffer copy-back, dual updates of contacts and joints), velocities and
+//! initial guess, per-step body colouring, the iteration loop (primal sweeps per colour,
+//! in place, dual updates of contacts and joints), velocities and
 //! poses — recorded in one command submission, on the same records the CPU backend uses
 //! (`shaders/common.wgsl` prepended to `integration.wgsl`, `contact_warm.wgsl`,
 //! `adjacency.wgsl`, `coloring.wgsl`, `avbd.wgsl`).
@@ -413,7 +413,6 @@ impl GpuSolver {
             + sz(std::mem::size_of::<InertialRecord>())
             + 4 // adjacency offset
             + 8 // colour lists (grouped + serial scratch)
-            + iterate // scratch (double buffer)
             + 4 // body flags
             + 4 // non-finite status
             + 4 // colour of body

@@ -40,7 +40,7 @@ pub const INTEGRATION_SHADER: &str = concat!(
 );
 
 /// Bindings 1.. of the solver's group 0 (`avbd.wgsl`): (buffer, read-only).
-pub(super) const SOLVER_BINDINGS: [(usize, bool); 19] = [
+pub(super) const SOLVER_BINDINGS: [(usize, bool); 18] = [
     (POSES, true),
     (MASSES, true),
     (ITERATE, false),
@@ -51,7 +51,6 @@ pub(super) const SOLVER_BINDINGS: [(usize, bool); 19] = [
     (ADJ_OFFSETS, true),
     (ADJ_ITEMS, true),
     (COLOR_BODIES, true),
-    (SCRATCH, false),
     (RANGES, true),
     (contact_chunk(1), false),
     (contact_chunk(2), false),
@@ -129,7 +128,6 @@ pub(super) const fn warm_bindings(side: usize) -> [(usize, bool); 22] {
 pub(super) struct Pipelines {
     pub(super) primal: wgpu::ComputePipeline,
     pub(super) primal_serial: wgpu::ComputePipeline,
-    pub(super) copy_back: wgpu::ComputePipeline,
     pub(super) dual_contacts: wgpu::ComputePipeline,
     pub(super) dual_joints: wgpu::ComputePipeline,
     pub(super) warm_start_contacts: wgpu::ComputePipeline,

@@ -124,7 +124,6 @@ impl GpuSolver {
             // At most two items per constraint (a list for each solved body).
             (ADJ_ITEMS, 2 * (n_contacts + joints.records.len()) * 4),
             (COLOR_BODIES, 2 * n * 4),
-            (SCRATCH, it_len),
             (BODY_FLAGS, n * 4),
             (COLOR_OF, n * 4),
             (VELOCITIES, vel_len),
@@ -576,9 +575,6 @@ impl GpuSolver {
                     pass.set_bind_group(1, &self.slot_group, &[(c * COLOR_SLOT) as u32]);
                     pass.set_pipeline(&p.primal);
                     pass.dispatch_workgroups_indirect(indirect, LANE_ARGS_AT + c * 12);
-                    indirect_dispatches += 1;
-                    pass.set_pipeline(&p.copy_back);
-                    pass.dispatch_workgroups_indirect(indirect, c * 12);
                     indirect_dispatches += 1;
                 }
                 pass.set_pipeline(&p.primal_serial);
