@@ -9,7 +9,9 @@ mod narrow;
 
 use bevy_avbd::glam::Vec3;
 use bevy_avbd::parry3d::shape::SharedShape;
-use bevy_avbd::pipeline::collision::primitive::{PrimitiveManifold, case, collide_pair, kind};
+use bevy_avbd::pipeline::collision::primitive::{
+    PrimitiveContact, PrimitiveManifold, PrimitivePair, case, collide_pair, kind,
+};
 use narrow::reference::*;
 use narrow::*;
 
@@ -417,7 +419,12 @@ fn narrow_phase_shader_validates() {
     )
     .validate(&module)
     .unwrap_or_else(|e| panic!("WGSL validates: {}", e.emit_to_string(source)));
-    assert!(module.entry_points.iter().any(|e| e.name == "narrow_phase"));
+    for entry in ["narrow_phase", "narrow_persistent"] {
+        assert!(
+            module.entry_points.iter().any(|e| e.name == entry),
+            "{entry}"
+        );
+    }
 }
 
 fn require_gpu() -> bool {
@@ -525,4 +532,113 @@ fn device_matches_the_rust_narrow_phase() {
     assert!(differ.is_empty(), "{} manifolds differ", differ.len());
     assert!(ties * 10_000 <= pairs.len(), "{ties} threshold ties");
     assert!(max_n <= DEVICE_TOL && max_d <= DEVICE_TOL && max_p <= DEVICE_POINT_TOL);
+}
+
+/// B moved by up to `step` m and turned by up to `step` rad.
+fn move_b(pair: &PrimitivePair, step: f32, rng: &mut Rng) -> PrimitivePair {
+    let mut p = *pair;
+    let turn = bevy_avbd::glam::Quat::from_axis_angle(rng.unit(), rng.range(0.0, step));
+    let at = p.pose_b.p() + rng.unit() * rng.range(0.0, step);
+    p.pose_b = record(at, (turn * p.pose_b.q()).normalize());
+    p
+}
+
+/// The contact persistence on the device (`narrow_persistent`) against
+/// `PrimitiveContact::update` over 12 steps of 3,600 pairs (400 per pair type), B moving
+/// each step by up to 1e-6 (carried), 3e-4 (carried until a point slides 1 mm) or 5e-3 m
+/// and rad (found again, points continued by id or by place), each pair's regime turning
+/// over step by step. Both sides read the same last state each step (the Rust one, with
+/// fresh record indices as the collision stage writes them), so a rounding tie cannot
+/// cascade: counts, cases, ids and the continued indices must be equal, normals and
+/// distances within the narrow phase test's tolerances. Skips without an adapter unless
+/// AVBD_REQUIRE_GPU=1.
+#[test]
+fn device_persistence_matches_the_rust_one() {
+    use bevy_avbd::gpu::narrow::{GpuNarrowPhase, NO_OLD};
+    let gpu = match GpuNarrowPhase::new() {
+        Ok(g) => g,
+        Err(e) => {
+            assert!(!require_gpu(), "AVBD_REQUIRE_GPU=1 but no device: {e}");
+            eprintln!("skipping the device persistence test: {e}");
+            return;
+        }
+    };
+    let mut rng = Rng(23);
+    let mut motion = Rng(29);
+    let mut pairs: Vec<PrimitivePair> = PAIRS
+        .iter()
+        .flat_map(|&(ka, kb)| configs(ka, kb, 400, &mut rng))
+        .map(|c| c.pair)
+        .collect();
+    let n = pairs.len();
+    let mut states: Vec<PrimitiveContact> = Vec::new();
+    let (mut points, mut continued, mut carried, mut differ) = (0usize, 0usize, 0usize, Vec::new());
+    let (mut max_n, mut max_d) = (0.0f32, 0.0f32);
+    for step in 0..12usize {
+        if step > 0 {
+            for (i, p) in pairs.iter_mut().enumerate() {
+                *p = move_b(p, [1e-6, 3e-4, 5e-3][(i + step) % 3], &mut motion);
+            }
+        }
+        let old_index: Vec<u32> = if step == 0 {
+            vec![NO_OLD; n]
+        } else {
+            (0..n as u32).collect()
+        };
+        let want: Vec<PrimitiveContact> = pairs
+            .iter()
+            .zip(&old_index)
+            .map(|(p, &o)| {
+                let old = (o != NO_OLD).then(|| &states[o as usize]);
+                PrimitiveContact::update((&p.a, &p.b), (&p.pose_a, &p.pose_b), MARGIN, old)
+            })
+            .collect();
+        let got = gpu
+            .run_persistent(&pairs, &old_index, &states, MARGIN)
+            .expect("persistent narrow phase runs");
+        for (i, (w, g)) in want.iter().zip(&got).enumerate() {
+            let c = w.count();
+            let same = w.manifold.count == g.manifold.count
+                && w.manifold.case == g.manifold.case
+                && w.manifold.ids[..c] == g.manifold.ids[..c]
+                && w.prev[..c] == g.prev[..c];
+            if !same {
+                differ.push(format!("step {step} pair {i}:\n  cpu {w:?}\n  gpu {g:?}"));
+                continue;
+            }
+            points += c;
+            continued += w.prev[..c].iter().filter(|&&p| p != u32::MAX).count();
+            carried += (step > 0 && c > 0 && w.normal_a == states[i].normal_a) as usize;
+            if c > 0 {
+                max_n = max_n.max(
+                    (g.manifold.normal() - w.manifold.normal())
+                        .abs()
+                        .max_element(),
+                );
+            }
+            for k in 0..c {
+                max_d = max_d.max((g.manifold.dist(k) - w.manifold.dist(k)).abs());
+            }
+        }
+        // The collision stage overwrites `prev` with this step's record indices.
+        states = want;
+        for (i, s) in states.iter_mut().enumerate() {
+            for k in 0..4 {
+                s.prev[k] = (step * 4 * n + 4 * i + k) as u32;
+            }
+        }
+    }
+    eprintln!(
+        "device persistence ({}): {} pair-steps, {points} points, {continued} continued, \
+         {carried} manifolds carried, {} differ; max |Δnormal| {max_n:.2e}, |Δdist| {max_d:.2e} m",
+        gpu.adapter(),
+        12 * n,
+        differ.len()
+    );
+    for d in differ.iter().take(3) {
+        eprintln!("  {d}");
+    }
+    assert!(differ.is_empty(), "{} pair-steps differ", differ.len());
+    assert!(carried > 0 && continued > carried && points > continued);
+    assert!(max_n <= DEVICE_TOL && max_d <= DEVICE_TOL);
 }

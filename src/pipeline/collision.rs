@@ -21,12 +21,10 @@ use crate::math::tangent_basis;
 use crate::rigid::body::PoseRecord;
 use crate::rigid::contact::{ContactPoint, NEW_POINT};
 use crate::rigid::{BodySet, JointSet};
-use primitive::PrimitiveShape;
-use primitive_pair::PrimitiveContact;
+use primitive::{PrimitiveContact, PrimitiveShape};
 
 mod broad_phase;
 pub mod primitive;
-mod primitive_pair;
 use broad_phase::BroadPhase;
 
 /// Where a manifold point's record was in the last step that found it: the warm start
@@ -492,7 +490,7 @@ fn write_pair_points(
         let n = m.normal();
         for (i, d) in prev.iter_mut().enumerate().take(m.count as usize) {
             let (wa, wb) = m.world_points(i, &ra, &rb);
-            *d = write(n, wa, wb, m.dist(i), *d);
+            *d = write(n, wa, wb, m.dist(i), PointId(*d)).0;
         }
         return max_pen;
     }

@@ -20,7 +20,7 @@
 //! `tests/narrow_phase.rs` compares every pair type with parry3d on thousands of random
 //! configurations and the WGSL port with this code on the device. `super::detect` runs it
 //! on every pair of these shapes (unless `SolverConfig::narrow_phase` asks for parry3d);
-//! `super::primitive_pair` carries a pair's manifold from step to step.
+//! [`PrimitiveContact`] carries a pair's manifold from step to step.
 
 use bytemuck::{Pod, Zeroable};
 use glam::{Vec3, Vec4};
@@ -30,7 +30,12 @@ use crate::rigid::body::PoseRecord;
 
 mod box_box;
 mod cuboid;
+mod persistence;
 mod round;
+
+pub use persistence::{
+    COHERENT_COS, COHERENT_SLIDE_SQ, CONTINUE_COS, CONTINUE_SHARE, PrimitiveContact,
+};
 
 /// [`PrimitiveShape::kind`]; pairs are solved with the lower kind as A.
 pub mod kind {
