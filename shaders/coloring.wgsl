@@ -16,10 +16,17 @@
 //   (Gauss–Seidel, sorted by body index), so two adjacent bodies are never solved at once.
 //   The group is empty in practice; it exists so that no input can break the invariant.
 // * Static, kinematic and frozen bodies (`body_flags` bit 0 clear) are never coloured.
+// * Seeded: each body starts with its colour of the last accepted step (`seed_prev`), and
+//   of every pair of neighbours that now share a colour the one the other beats gives it
+//   up (`color_unseed_mark`, `color_unseed`); only the bodies left uncoloured go through
+//   the rounds, which then find little to do in a scene that changed little. Any seed is
+//   safe: the unseeding leaves no two neighbours with one colour whatever the seeds hold
+//   (a buffer just allocated reads zero: everybody colour 0, and the rounds do the rest).
+//   The seeds alternate like the contacts' carried state, so a step run again (more
+//   colour dispatches needed) starts from the same seeds.
 //
 // Within a colour the order of the bodies (atomic scatter) is not deterministic, but it
-// does not matter: bodies of a colour are solved from the same iterates into their own
-// double-buffer slot.
+// does not matter: no body of a colour reads what another of its colour writes.
 
 @group(0) @binding(6) var<storage, read_write> color_of: array<u32>;
 // [0, n): bodies grouped by colour, then the serial group; [n, 2n): serial scratch
@@ -33,6 +40,9 @@
 // [0, 64): members per colour; [64, 128): scatter cursors; 128: serial count;
 // 129: max colour + 1; 130: bodies left uncoloured after the rounds.
 @group(0) @binding(10) var<storage, read_write> counters: array<atomic<u32>>;
+// Each body's colour in the last accepted step, and in this one.
+@group(0) @binding(18) var<storage, read> seed_prev: array<u32>;
+@group(0) @binding(19) var<storage, read_write> seed_next: array<u32>;
 
 const NONE: u32 = 0xffffffffu;       // not solved: never coloured
 const UNCOLORED: u32 = 0xfffffffeu;
@@ -90,7 +100,44 @@ fn color_init(@builtin(global_invocation_id) gid: vec3<u32>) {
     if (i >= params.n_bodies) {
         return;
     }
-    color_of[i] = select(NONE, UNCOLORED, (body_flags[i] & 1u) != 0u);
+    let seed = seed_prev[i];
+    let open = select(UNCOLORED, seed, seed < params.palette);
+    color_of[i] = select(NONE, open, (body_flags[i] & 1u) != 0u);
+}
+
+// Marks (in color_bodies, rewritten by the scatter at the end) each seeded body that a
+// neighbour of the same colour beats. Reads colours only, so the marks do not depend on
+// the order in which invocations run.
+@compute @workgroup_size(64)
+fn color_unseed_mark(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let i = gid.x;
+    if (i >= params.n_bodies) {
+        return;
+    }
+    color_bodies[i] = 0u;
+    let c = color_of[i];
+    if (c >= MAX_COLORS) {
+        return;
+    }
+    let hi = hash(i);
+    for (var a = adj_offsets[i]; a < adj_offsets[i + 1u]; a++) {
+        let o = other_body(adj_items[a], i);
+        if (o == WORLD || o == i) {
+            continue;
+        }
+        if (color_of[o] == c && beats(o, hash(o), i, hi)) {
+            color_bodies[i] = 1u;
+            return;
+        }
+    }
+}
+
+@compute @workgroup_size(64)
+fn color_unseed(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let i = gid.x;
+    if (i < params.n_bodies && color_bodies[i] == 1u) {
+        color_of[i] = UNCOLORED;
+    }
 }
 
 @compute @workgroup_size(64)
@@ -152,6 +199,8 @@ fn color_count(@builtin(global_invocation_id) gid: vec3<u32>) {
         return;
     }
     let c = color_of[i];
+    // The next step's seed (NONE, OVERFLOW and uncoloured bodies start uncoloured).
+    seed_next[i] = c;
     if (c == NONE) {
         return;
     }

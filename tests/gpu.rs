@@ -73,6 +73,8 @@ fn shader_validates() {
                 "color_init",
                 "color_select",
                 "color_assign",
+                "color_unseed_mark",
+                "color_unseed",
                 "color_count",
                 "color_scan",
                 "color_scatter",
@@ -1195,4 +1197,53 @@ fn gpu_reports_bytes_and_dispatches() {
     assert!(colors >= 2);
     assert!(t1.indirect_dispatches >= iterations * colors, "{t1:?}");
     assert!(t1.dispatches > t1.indirect_dispatches);
+}
+
+/// The colouring is seeded with the last step's colours. Two boxes apart both take colour
+/// 0; brought side by side their seeds conflict and one gives its colour up; moved apart
+/// again, each keeps the colour it had, where a colouring from scratch would give both
+/// colour 0 again.
+#[test]
+fn gpu_coloring_is_seeded_by_the_last_step() {
+    use bevy_avbd::glam::{Quat, Vec3};
+    use bevy_avbd::{BodyDesc, Collider};
+    let Some((_, mut w)) = twin_worlds() else {
+        return;
+    };
+    w.add_body(BodyDesc::fixed().with_collider(Collider::halfspace(Vec3::Y).unwrap()))
+        .unwrap();
+    let cube = || Collider::cuboid(Vec3::splat(0.5)).unwrap();
+    w.add_body(
+        BodyDesc::dynamic()
+            .at(Vec3::new(0.0, 0.5, 0.0))
+            .with_collider(cube()),
+    )
+    .unwrap();
+    let b = w
+        .add_body(
+            BodyDesc::dynamic()
+                .at(Vec3::new(5.0, 0.5, 0.0))
+                .with_collider(cube()),
+        )
+        .unwrap();
+    let colours = |w: &bevy_avbd::PhysicsWorld| {
+        let c = w.gpu_coloring().unwrap().unwrap();
+        (c.color_of[1], c.color_of[2], c.colors)
+    };
+    let mut place = |x: f32, steps: usize| {
+        w.set_pose(b, Vec3::new(x, 0.5, 0.0), Quat::IDENTITY)
+            .unwrap();
+        for _ in 0..steps {
+            w.step().unwrap();
+        }
+        check_coloring(&w, "seeded boxes");
+        colours(&w)
+    };
+    assert_eq!(place(5.0, 3), (0, 0, 1), "apart: one colour");
+    let (x, y, n) = place(1.004, 3);
+    assert!(
+        x != y && n == 2,
+        "side by side: the shared seed is given up ({x}, {y}, {n})"
+    );
+    assert_eq!(place(5.0, 1), (x, y, 2), "apart again: each keeps its seed");
 }

@@ -62,7 +62,10 @@ pub(super) const STATUS: usize = 25;
 pub(super) const HALF_CHUNKS: usize = 4;
 pub(super) const POINTS: usize = 26;
 pub(super) const CARRIED: [usize; 2] = [POINTS + HALF_CHUNKS, POINTS + 2 * HALF_CHUNKS];
-pub(super) const NAMES: [&str; 38] = [
+/// The colour of each body in the last accepted step (the seeds of the next colouring)
+/// and in this one, alternating like `CARRIED`.
+pub(super) const COLOR_SEEDS: [usize; 2] = [POINTS + 3 * HALF_CHUNKS, POINTS + 3 * HALF_CHUNKS + 1];
+pub(super) const NAMES: [&str; 40] = [
     "poses",
     "masses",
     "iterate",
@@ -101,6 +104,8 @@ pub(super) const NAMES: [&str; 38] = [
     "carried_b1",
     "carried_b2",
     "carried_b3",
+    "color_seeds_a",
+    "color_seeds_b",
 ];
 
 /// Buffers uploaded by difference: only the chunks whose bytes differ from what the device

@@ -47,7 +47,7 @@ impl GpuSolver {
         let limits = adapter.limits();
         let need = SOLVER_BINDINGS
             .len()
-            .max(COLORING_BINDINGS.len())
+            .max(coloring_bindings(0).len())
             .max(warm_bindings(0).len());
         if (limits.max_storage_buffers_per_shader_stage as usize) < need {
             return Err(GpuError::Unsupported {
@@ -109,7 +109,7 @@ impl GpuSolver {
             })
         };
         let solver_layout = layout_of("avbd solver", &SOLVER_BINDINGS);
-        let coloring_layout = layout_of("avbd colouring", &COLORING_BINDINGS);
+        let coloring_layout = layout_of("avbd colouring", &coloring_bindings(0));
         let integration_layout = layout_of("avbd integration", &INTEGRATION_BINDINGS);
         let warm_layout = layout_of("avbd contact warm start", &warm_bindings(0));
         let slot_layout = device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
@@ -171,6 +171,8 @@ impl GpuSolver {
             color_init: color("color_init"),
             color_select: color("color_select"),
             color_assign: color("color_assign"),
+            color_unseed_mark: color("color_unseed_mark"),
+            color_unseed: color("color_unseed"),
             color_count: color("color_count"),
             color_scan: color("color_scan"),
             color_serial_rank: color("color_serial_rank"),
@@ -246,7 +248,7 @@ impl GpuSolver {
             frame: 0,
             timestamps,
             solver_group: None,
-            coloring_group: None,
+            coloring_groups: None,
             integration_group: None,
             warm_groups: None,
             carried_side: 0,

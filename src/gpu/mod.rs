@@ -300,7 +300,9 @@ pub struct GpuSolver {
     frame: u64,
     timestamps: Option<Timestamps>,
     solver_group: Option<wgpu::BindGroup>,
-    coloring_group: Option<wgpu::BindGroup>,
+    /// The colouring's group seeding from `COLOR_SEEDS[side]`, for each side (the side is
+    /// `carried_side`: both flip when a step is accepted).
+    coloring_groups: Option<[wgpu::BindGroup; 2]>,
     integration_group: Option<wgpu::BindGroup>,
     /// The warm start's group reading `CARRIED[side]`, for each side.
     warm_groups: Option<[wgpu::BindGroup; 2]>,

@@ -61,26 +61,31 @@ pub(super) const SOLVER_BINDINGS: [(usize, bool); 18] = [
     (contact_chunk(7), false),
 ];
 
-/// Bindings 1.. of the colouring's group 0 (`coloring.wgsl`).
-pub(super) const COLORING_BINDINGS: [(usize, bool); 17] = [
-    (CONTACTS, true),
-    (JOINTS, true),
-    (ADJ_OFFSETS, false),
-    (ADJ_ITEMS, false),
-    (BODY_FLAGS, true),
-    (COLOR_OF, false),
-    (COLOR_BODIES, false),
-    (RANGES, false),
-    (INDIRECT, false),
-    (COUNTER, false),
-    (contact_chunk(1), true),
-    (contact_chunk(2), true),
-    (contact_chunk(3), true),
-    (contact_chunk(4), true),
-    (contact_chunk(5), true),
-    (contact_chunk(6), true),
-    (contact_chunk(7), true),
-];
+/// Bindings 1.. of the colouring's group 0 (`coloring.wgsl`), seeding from
+/// `COLOR_SEEDS[side]` and writing this step's colours to the other.
+pub(super) const fn coloring_bindings(side: usize) -> [(usize, bool); 19] {
+    [
+        (CONTACTS, true),
+        (JOINTS, true),
+        (ADJ_OFFSETS, false),
+        (ADJ_ITEMS, false),
+        (BODY_FLAGS, true),
+        (COLOR_OF, false),
+        (COLOR_BODIES, false),
+        (RANGES, false),
+        (INDIRECT, false),
+        (COUNTER, false),
+        (contact_chunk(1), true),
+        (contact_chunk(2), true),
+        (contact_chunk(3), true),
+        (contact_chunk(4), true),
+        (contact_chunk(5), true),
+        (contact_chunk(6), true),
+        (contact_chunk(7), true),
+        (COLOR_SEEDS[side], true),
+        (COLOR_SEEDS[1 - side], false),
+    ]
+}
 
 /// Bindings 1.. of the integration's group 0 (`integration.wgsl`).
 pub(super) const INTEGRATION_BINDINGS: [(usize, bool); 9] = [
@@ -142,6 +147,8 @@ pub(super) struct Pipelines {
     pub(super) color_init: wgpu::ComputePipeline,
     pub(super) color_select: wgpu::ComputePipeline,
     pub(super) color_assign: wgpu::ComputePipeline,
+    pub(super) color_unseed_mark: wgpu::ComputePipeline,
+    pub(super) color_unseed: wgpu::ComputePipeline,
     pub(super) color_count: wgpu::ComputePipeline,
     pub(super) color_scan: wgpu::ComputePipeline,
     pub(super) color_serial_rank: wgpu::ComputePipeline,
@@ -196,11 +203,13 @@ impl GpuSolver {
             })
         };
         self.solver_group = Some(group(&self.solver_layout, &SOLVER_BINDINGS, "avbd solver"));
-        self.coloring_group = Some(group(
-            &self.coloring_layout,
-            &COLORING_BINDINGS,
-            "avbd colouring",
-        ));
+        self.coloring_groups = Some([0, 1].map(|side| {
+            group(
+                &self.coloring_layout,
+                &coloring_bindings(side),
+                "avbd colouring",
+            )
+        }));
         self.integration_group = Some(group(
             &self.integration_layout,
             &INTEGRATION_BINDINGS,

@@ -126,6 +126,8 @@ impl GpuSolver {
             (COLOR_BODIES, 2 * n * 4),
             (BODY_FLAGS, n * 4),
             (COLOR_OF, n * 4),
+            (COLOR_SEEDS[0], n * 4),
+            (COLOR_SEEDS[1], n * 4),
             (VELOCITIES, vel_len),
             (PREV_VELOCITIES, vel_len),
             (FORCES, std::mem::size_of_val(bodies.forces.as_slice())),
@@ -521,7 +523,11 @@ impl GpuSolver {
                 label: Some("avbd colouring"),
                 timestamp_writes: writes(),
             });
-            pass.set_bind_group(0, self.coloring_group.as_ref(), &[]);
+            let coloring_group = &self
+                .coloring_groups
+                .as_ref()
+                .expect("built with the buffers")[self.carried_side];
+            pass.set_bind_group(0, coloring_group, &[]);
             // The adjacency of this step's contacts and joints, then the colouring over it.
             let (ex, ey) = grid(groups(n_contacts + n_joints).max(1), self.max_groups);
             let blocks = (n as u32).div_ceil(ADJ_SCAN_BLOCK).max(1);
@@ -541,6 +547,12 @@ impl GpuSolver {
             pass.set_pipeline(&p.color_init);
             pass.dispatch_workgroups(all.max(groups(COUNTERS as usize)), 1, 1);
             dispatches += 1;
+            // Last step's colours, less the loser of every pair of neighbours now sharing one.
+            for pipeline in [&p.color_unseed_mark, &p.color_unseed] {
+                pass.set_pipeline(pipeline);
+                pass.dispatch_workgroups(all, 1, 1);
+                dispatches += 1;
+            }
             for _ in 0..JPL_ROUNDS {
                 pass.set_pipeline(&p.color_select);
                 pass.dispatch_workgroups(all, 1, 1);
