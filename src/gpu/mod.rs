@@ -418,6 +418,7 @@ impl GpuSolver {
             + 4 // body flags
             + 4 // non-finite status
             + 4 // colour of body
+            + 8 // colour seeds, last step's and this one's
             + 2 * (pose + 2 * velocity + 4); // two readback staging buffers
         // The record (written on the device), the point (on the device and in the upload
         // belt), two adjacency items and the two buffers of carried state.
