@@ -777,6 +777,23 @@ fn gpu_cli_reports_memory_timings_and_bench() {
         t == "unsupported" || t["primal"].as_f64().unwrap() > 0.0,
         "{t}"
     );
+    if t != "unsupported" {
+        // One pass per stage: the stages are disjoint parts of the step's span.
+        let stages = [
+            "integration",
+            "warm_start",
+            "adjacency",
+            "coloring",
+            "primal",
+            "dual",
+        ];
+        let sum: f64 = stages.iter().map(|k| t[*k].as_f64().unwrap()).sum();
+        assert!(stages.iter().all(|k| t[*k].as_f64().unwrap() >= 0.0), "{t}");
+        assert!(
+            sum <= t["span"].as_f64().unwrap() * (1.0 + 1e-6) + 1e-6,
+            "{t}"
+        );
+    }
     assert_eq!(gpu["serial_bodies"], 0);
 
     let out = std::env::temp_dir().join(format!("avbd-gpu-bench-{}", std::process::id()));

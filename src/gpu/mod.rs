@@ -169,17 +169,24 @@ pub struct GpuMemory {
     pub total_bytes: u64,
 }
 
-/// GPU time of the last step per kernel group, from timestamp queries written at the
-/// beginning and end of each compute pass (the begin pass, the colouring pass, a primal
-/// pass and a dual pass per iteration, the end pass). `supported` is false, and the times zero, when the step was
-/// not timed: the adapter lacks `Features::TIMESTAMP_QUERY`, or the step has more passes
-/// than one query set holds (over 1,022 iterations).
+/// GPU time of the last step per stage, from timestamp queries written at the beginning
+/// and end of each compute pass (one per stage: begin, contact warm start, adjacency,
+/// colouring, a primal and a dual pass per iteration, end, contact store). `supported` is
+/// false, and the times zero, when the step was not timed: the adapter lacks
+/// `Features::TIMESTAMP_QUERY`, or the step has more passes than one query set holds (over
+/// 1,021 iterations).
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct GpuTimings {
     pub supported: bool,
     /// Inertial targets and initial guess before the iterations, velocities and poses
     /// after them.
     pub integration_ms: f64,
+    /// The contact records from this step's points and the carried state, and the store of
+    /// what they carry to the next step.
+    pub warm_start_ms: f64,
+    /// The body → constraint adjacency (counts, prefix sum, fill, per-body sort).
+    pub adjacency_ms: f64,
+    /// The colouring: seeds, rounds, counts, ranges and dispatch arguments.
     pub coloring_ms: f64,
     pub primal_ms: f64,
     pub dual_ms: f64,

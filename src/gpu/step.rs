@@ -159,7 +159,7 @@ impl GpuSolver {
         self.pop_error_scopes(scopes)?;
         // Readback layout: poses | velocities | previous velocities | status | contacts |
         // joint states | ranges | timestamps.
-        let timed = self.ensure_timestamps(2 * (3 + 2 * iterations));
+        let timed = self.ensure_timestamps(2 * pass_count(iterations));
         self.flags = flags;
         host.prepare_ms = elapsed_ms(t_start);
         let shape = StepShape {
@@ -357,23 +357,29 @@ impl GpuSolver {
         Ok(())
     }
 
+    /// Compute passes of a step: begin (inertial targets), contact warm start, adjacency,
+    /// colouring, a primal and a dual pass per iteration, end (velocities and poses),
+    /// contact store.
     pub(super) fn timings_from(bytes: &[u8], period_ns: f32, iterations: u32) -> GpuTimings {
         let ticks: Vec<u64> = bytemuck::pod_collect_to_vec(bytes);
         let ms = |pass: usize| {
             ticks[2 * pass + 1].saturating_sub(ticks[2 * pass]) as f64 * period_ns as f64 * 1e-6
         };
+        let end = 4 + 2 * iterations as usize;
         let mut timings = GpuTimings {
             supported: true,
-            integration_ms: ms(0) + ms(2 + 2 * iterations as usize),
-            coloring_ms: ms(1),
+            integration_ms: ms(0) + ms(end),
+            warm_start_ms: ms(1) + ms(end + 1),
+            adjacency_ms: ms(2),
+            coloring_ms: ms(3),
             span_ms: ticks[ticks.len() - 1].saturating_sub(ticks[0]) as f64
                 * period_ns as f64
                 * 1e-6,
             ..Default::default()
         };
         for i in 0..iterations as usize {
-            timings.primal_ms += ms(2 + 2 * i);
-            timings.dual_ms += ms(3 + 2 * i);
+            timings.primal_ms += ms(4 + 2 * i);
+            timings.dual_ms += ms(5 + 2 * i);
         }
         timings
     }
@@ -455,7 +461,7 @@ impl GpuSolver {
             n_joints,
             lens: [pose_len, vel_len, status_len, js_len],
         } = shape;
-        let passes = 3 + 2 * iterations;
+        let passes = pass_count(iterations);
         let ts_bytes = if timed { 2 * passes as u64 * 8 } else { 0 };
         let ranges_at = (pose_len + 2 * vel_len + status_len + js_len) as u64;
         let read_bytes = ranges_at + RANGES_BYTES + ts_bytes;
@@ -501,6 +507,7 @@ impl GpuSolver {
             &self.warm_groups.as_ref().expect("built with the buffers")[self.carried_side];
         let (cx, cy) = grid(groups(n_contacts).max(1), self.max_groups);
         let (bx, by) = grid(all, self.max_groups);
+        // One compute pass per stage (the order of `PASSES`), so each is timed.
         {
             let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
                 label: Some("avbd begin"),
@@ -510,6 +517,12 @@ impl GpuSolver {
             pass.set_pipeline(&p.begin_bodies);
             pass.dispatch_workgroups(bx, by, 1);
             dispatches += 1;
+        }
+        {
+            let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                label: Some("avbd contact warm start"),
+                timestamp_writes: writes(),
+            });
             if n_contacts > 0 {
                 // This step's contact records from its points and the carried state.
                 pass.set_bind_group(0, warm_group, &[]);
@@ -518,15 +531,15 @@ impl GpuSolver {
                 dispatches += 1;
             }
         }
+        let coloring_group = &self
+            .coloring_groups
+            .as_ref()
+            .expect("built with the buffers")[self.carried_side];
         {
             let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
-                label: Some("avbd colouring"),
+                label: Some("avbd adjacency"),
                 timestamp_writes: writes(),
             });
-            let coloring_group = &self
-                .coloring_groups
-                .as_ref()
-                .expect("built with the buffers")[self.carried_side];
             pass.set_bind_group(0, coloring_group, &[]);
             // The adjacency of this step's contacts and joints, then the colouring over it.
             let (ex, ey) = grid(groups(n_contacts + n_joints).max(1), self.max_groups);
@@ -544,6 +557,13 @@ impl GpuSolver {
                 pass.dispatch_workgroups(x, y, 1);
                 dispatches += 1;
             }
+        }
+        {
+            let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                label: Some("avbd colouring"),
+                timestamp_writes: writes(),
+            });
+            pass.set_bind_group(0, coloring_group, &[]);
             pass.set_pipeline(&p.color_init);
             pass.dispatch_workgroups(all.max(groups(COUNTERS as usize)), 1, 1);
             dispatches += 1;
@@ -625,6 +645,12 @@ impl GpuSolver {
             pass.set_pipeline(&p.end_bodies);
             pass.dispatch_workgroups(bx, by, 1);
             dispatches += 1;
+        }
+        {
+            let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                label: Some("avbd contact store"),
+                timestamp_writes: writes(),
+            });
             if n_contacts > 0 {
                 // What the contacts carry to the next step stays on the device.
                 pass.set_bind_group(0, warm_group, &[]);
@@ -674,4 +700,9 @@ impl GpuSolver {
         };
         (k, read_bytes, ts_bytes)
     }
+}
+
+/// Compute passes a step records (see [`GpuSolver::timings_from`]).
+pub(super) fn pass_count(iterations: u32) -> u32 {
+    6 + 2 * iterations
 }

@@ -130,7 +130,7 @@ pub(crate) fn gpu_report(w: &bevy_avbd::PhysicsWorld) -> serde_json::Value {
             "total_bytes": m.total_bytes,
         },
         "timings_ms": if t.supported {
-            json!({"integration": t.integration_ms, "coloring": t.coloring_ms, "primal": t.primal_ms, "dual": t.dual_ms, "span": t.span_ms})
+            json!({"integration": t.integration_ms, "warm_start": t.warm_start_ms, "adjacency": t.adjacency_ms, "coloring": t.coloring_ms, "primal": t.primal_ms, "dual": t.dual_ms, "span": t.span_ms})
         } else {
             json!("unsupported")
         },
@@ -407,8 +407,14 @@ fn run(cli: Cli, out: &mut impl Write) -> std::io::Result<ExitCode> {
                     if t.supported {
                         writeln!(
                             out,
-                            "gpu ms       integration {:.3}   colouring {:.3}   primal {:.3}   dual {:.3}   span {:.3} (last frame, timestamps)",
-                            t.integration_ms, t.coloring_ms, t.primal_ms, t.dual_ms, t.span_ms
+                            "gpu ms       integration {:.3}   warm start {:.3}   adjacency {:.3}   colouring {:.3}   primal {:.3}   dual {:.3}   span {:.3} (last frame, timestamps)",
+                            t.integration_ms,
+                            t.warm_start_ms,
+                            t.adjacency_ms,
+                            t.coloring_ms,
+                            t.primal_ms,
+                            t.dual_ms,
+                            t.span_ms
                         )?;
                     } else {
                         writeln!(
