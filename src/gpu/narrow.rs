@@ -1,4 +1,4 @@
-//! The primitive narrow phase on the device (`shaders/narrow_phase.wgsl`, the port of
+//! The primitive narrow phase on the device (`shaders/narrow_phase.wgsl` and `box_box.wgsl`, the port of
 //! [`crate::pipeline::collision::primitive`], and `shaders/contact_persistence.wgsl`, the
 //! port of [`PrimitiveContact::update`]): one invocation per pair of a buffer of
 //! [`PrimitivePair`]s writes one [`PrimitiveManifold`] (`narrow_phase`), or one
@@ -14,6 +14,7 @@ use crate::pipeline::collision::primitive::{PrimitiveContact, PrimitiveManifold,
 pub const NARROW_PHASE_SHADER: &str = concat!(
     include_str!("../../shaders/common.wgsl"),
     include_str!("../../shaders/narrow_phase.wgsl"),
+    include_str!("../../shaders/box_box.wgsl"),
     include_str!("../../shaders/contact_persistence.wgsl")
 );
 
