@@ -217,6 +217,21 @@ pub struct GpuTraffic {
     pub indirect_dispatches: u32,
 }
 
+impl GpuTimings {
+    /// The stages in step order, by name (the names of `avbd run --json`'s
+    /// `timings_ms`).
+    pub fn stages(&self) -> [(&'static str, f64); 6] {
+        [
+            ("integration", self.integration_ms),
+            ("warm_start", self.warm_start_ms),
+            ("adjacency", self.adjacency_ms),
+            ("coloring", self.coloring_ms),
+            ("primal", self.primal_ms),
+            ("dual", self.dual_ms),
+        ]
+    }
+}
+
 /// Wall-clock phases of a step on the host ([`GpuSolver::submit`], [`GpuSolver::finish`]; ms).
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct GpuHostTimes {

@@ -130,7 +130,10 @@ pub(crate) fn gpu_report(w: &bevy_avbd::PhysicsWorld) -> serde_json::Value {
             "total_bytes": m.total_bytes,
         },
         "timings_ms": if t.supported {
-            json!({"integration": t.integration_ms, "warm_start": t.warm_start_ms, "adjacency": t.adjacency_ms, "coloring": t.coloring_ms, "primal": t.primal_ms, "dual": t.dual_ms, "span": t.span_ms})
+            let mut stages: serde_json::Map<String, serde_json::Value> =
+                t.stages().iter().map(|&(k, v)| (k.to_string(), json!(v))).collect();
+            stages.insert("span".into(), json!(t.span_ms));
+            serde_json::Value::Object(stages)
         } else {
             json!("unsupported")
         },
@@ -405,15 +408,15 @@ fn run(cli: Cli, out: &mut impl Write) -> std::io::Result<ExitCode> {
                         t.host.prepare_ms, t.host.upload_ms, t.host.wait_ms, t.host.unpack_ms
                     )?;
                     if t.supported {
+                        let stages: Vec<String> = t
+                            .stages()
+                            .iter()
+                            .map(|(k, v)| format!("{k} {v:.3}"))
+                            .collect();
                         writeln!(
                             out,
-                            "gpu ms       integration {:.3}   warm start {:.3}   adjacency {:.3}   colouring {:.3}   primal {:.3}   dual {:.3}   span {:.3} (last frame, timestamps)",
-                            t.integration_ms,
-                            t.warm_start_ms,
-                            t.adjacency_ms,
-                            t.coloring_ms,
-                            t.primal_ms,
-                            t.dual_ms,
+                            "gpu ms       {}   span {:.3} (last frame, timestamps)",
+                            stages.join("   "),
                             t.span_ms
                         )?;
                     } else {

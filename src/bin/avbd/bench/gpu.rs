@@ -126,14 +126,7 @@ pub(super) fn gpu_series(args: &BenchArgs, out: &mut impl Write) -> Result<(), S
                         v.push(x);
                     }
                     if t.supported {
-                        for (v, x) in kern.iter_mut().zip([
-                            t.integration_ms,
-                            t.warm_start_ms,
-                            t.adjacency_ms,
-                            t.coloring_ms,
-                            t.primal_ms,
-                            t.dual_ms,
-                        ]) {
+                        for (v, (_, x)) in kern.iter_mut().zip(t.stages()) {
                             v.push(x);
                         }
                         span.push(t.span_ms);
