@@ -709,6 +709,9 @@ fn dual_contacts(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_wor
         return;
     }
     var c = load_contact(ci);
+    if (c.body_a == WORLD) {
+        return; // an empty slot of a pair (contact_narrow.wgsl)
+    }
     let cf = contact_forces(c);
     c.lambda = vec4<f32>(clamp(cf.f, vec3<f32>(-params.lambda_max), vec3<f32>(params.lambda_max)), c.lambda.w);
     let beta = params.beta_linear;

@@ -24,8 +24,12 @@ struct Params {
     floor_mass_ratio: f32,
     contact_error_scale: f32,
     n_prev_contacts: u32, // contacts of the previous step (the carried state's length)
-    pad0: u32,
+    n_pairs: u32,         // candidate pairs when the device finds the contacts (else 0)
     gravity: vec4<f32>,
+    margin: f32,          // collision margin (SolverConfig::collision_margin)
+    pad0: u32,
+    pad1: u32,
+    pad2: u32,
 };
 
 struct Pose {
@@ -70,6 +74,8 @@ struct Inertial {
 };
 
 const WORLD: u32 = 0xffffffffu;
+// A contact point's previous record index when it has none (rigid::contact::NEW_POINT).
+const NEW_POINT: u32 = 0xffffffffu;
 const INF: f32 = 3.4028235e38;
 
 // ------------------------------------------------------------------ quaternions

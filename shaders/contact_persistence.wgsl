@@ -1,8 +1,8 @@
 // A primitive pair's manifold from step to step: the port of
 // src/pipeline/collision/primitive/persistence.rs (same names, constants and order of
 // operations; read the Rust for the why). narrow_phase.wgsl (`collide`) and common.wgsl
-// are prepended. One invocation per pair: carry the pair's old manifold while it is
-// coherent, else find the points again and tie each to the old point it continues.
+// are prepended. `update_contact` carries the pair's old manifold while it is coherent,
+// else finds the points again and ties each to the old point it continues.
 
 // PrimitiveContact.
 struct PairContact {
@@ -12,13 +12,7 @@ struct PairContact {
     normal_b: vec4<f32>,
 };
 
-// Per pair, the index of its last state in `old_contacts` (NO_OLD: a new pair).
-@group(0) @binding(3) var<storage, read> old_index: array<u32>;
-@group(0) @binding(4) var<storage, read> old_contacts: array<PairContact>;
-@group(0) @binding(5) var<storage, read_write> contacts_out: array<PairContact>;
-
 const NO_OLD: u32 = 0xffffffffu;
-const NEW_POINT: u32 = 0xffffffffu;
 const COHERENT_COS: f32 = 0.9998477;
 const COHERENT_SLIDE_SQ: f32 = 1e-6;
 const CONTINUE_SHARE: f32 = 0.1;
@@ -111,10 +105,10 @@ fn continue_points(next: ptr<function, PairContact>, old: PairContact, tol: f32)
     }
 }
 
-// PrimitiveContact::update.
-fn update_contact(pair: Pair, margin: f32, o: u32) -> PairContact {
-    if o != NO_OLD {
-        let c = carried(old_contacts[o], pair.pose_a, pair.pose_b);
+// PrimitiveContact::update (`has_old` false: a new pair, `old` is not read).
+fn update_contact(pair: Pair, margin: f32, has_old: bool, old: PairContact) -> PairContact {
+    if has_old {
+        let c = carried(old, pair.pose_a, pair.pose_b);
         if c.ok {
             return c.state;
         }
@@ -127,17 +121,8 @@ fn update_contact(pair: Pair, margin: f32, o: u32) -> PairContact {
         vec4<f32>(qrot(qconj(pair.pose_a.q), n), 0.0),
         vec4<f32>(qrot(qconj(pair.pose_b.q), -n), 0.0),
     );
-    if o != NO_OLD {
-        continue_points(&next, old_contacts[o], CONTINUE_SHARE * min(shape_size(pair.a), shape_size(pair.b)));
+    if has_old {
+        continue_points(&next, old, CONTINUE_SHARE * min(shape_size(pair.a), shape_size(pair.b)));
     }
     return next;
-}
-
-@compute @workgroup_size(64)
-fn narrow_persistent(@builtin(global_invocation_id) gid: vec3<u32>) {
-    let i = gid.x;
-    if i >= np.count {
-        return;
-    }
-    contacts_out[i] = update_contact(pairs[i], np.margin, old_index[i]);
 }

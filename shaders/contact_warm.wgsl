@@ -28,7 +28,6 @@ struct ContactWarm {
 
 const STICK: u32 = 1u;
 const INSIDE_CONE: u32 = 2u;
-const NEW_POINT: u32 = 0xffffffffu;
 
 @group(0) @binding(0) var<uniform> params: Params;
 @group(0) @binding(1) var<storage, read> poses: array<Pose>;
@@ -147,7 +146,12 @@ fn warm_start_contacts(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(n
     if (i >= params.n_contacts) {
         return;
     }
-    let p = load_point(i);
+    warm_record(i, load_point(i));
+}
+
+// Record i from point p and what p's previous record carried (the formulas of
+// pipeline::warm_start::contacts).
+fn warm_record(i: u32, p: ContactPoint) {
     let ma = masses[p.body_a];
     let mb = masses[p.body_b];
     let mu_s = sqrt(ma.friction.x * mb.friction.x);
@@ -213,5 +217,8 @@ fn store_contact_warm(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(nu
         return;
     }
     let c = load_record(i);
+    if (c.body_a == WORLD) {
+        return; // an empty slot of a pair (contact_narrow.wgsl): nothing to carry
+    }
     store_duals(i, c.k, vec4<u32>(bitcast<vec3<u32>>(c.lambda.xyz), c.flags));
 }

@@ -1,14 +1,9 @@
-// Primitive narrow phase: one invocation per candidate pair writes one manifold record.
-// A line-by-line port of src/pipeline/collision/primitive/ (same function names, same
+// Primitive narrow phase: `collide` makes the manifold of one pair of shapes. A
+// line-by-line port of src/pipeline/collision/primitive/ (same function names, same
 // constants, same order of operations), so both backends find the same contacts; read the
-// Rust for the why of each step. common.wgsl is prepended (Pose, qmul, qconj, qrot).
-
-struct NarrowParams {
-    margin: f32,
-    count: u32,
-    pad0: u32,
-    pad1: u32,
-};
+// Rust for the why of each step. common.wgsl is prepended (Pose, qmul, qconj, qrot); no
+// bindings here: the step's kernel (contact_narrow.wgsl) and the standalone ones
+// (narrow_standalone.wgsl) declare their own.
 
 // PrimitiveShape: sphere (radius), capsule along local y (half height, radius), box (half
 // extents), half-space (outward unit normal).
@@ -39,10 +34,6 @@ struct Manifold {
     ids: vec4<u32>,
     points: array<ManifoldPoint, 4>,
 };
-
-@group(0) @binding(0) var<uniform> np: NarrowParams;
-@group(0) @binding(1) var<storage, read> pairs: array<Pair>;
-@group(0) @binding(2) var<storage, read_write> manifolds: array<Manifold>;
 
 const SPHERE: u32 = 0u;
 const CAPSULE: u32 = 1u;
@@ -700,14 +691,4 @@ fn collide(a: Shape, pose_a: Pose, b: Shape, pose_b: Pose, margin: f32) -> Manif
         m.points[i].local_b = vec4<f32>(to_local(fb, pb), 0.0);
     }
     return m;
-}
-
-@compute @workgroup_size(64)
-fn narrow_phase(@builtin(global_invocation_id) gid: vec3<u32>) {
-    let i = gid.x;
-    if i >= np.count {
-        return;
-    }
-    let pair = pairs[i];
-    manifolds[i] = collide(pair.a, pair.pose_a, pair.b, pair.pose_b, np.margin);
 }

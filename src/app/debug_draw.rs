@@ -115,16 +115,25 @@ fn draw(
         let records = (core.backend() == "cpu" || !core.step_in_flight())
             .then(|| core.contacts().ok())
             .flatten();
-        for (k, c) in core.contact_points().iter().enumerate() {
-            let Some((p, _)) = pose(c.body_a) else {
+        // The records carry the points too; without them (a GPU step in flight), the
+        // points the CPU found, if it found them, with no force.
+        let points: Vec<(u32, [f32; 4], [f32; 4], f32)> = match &records {
+            Some(r) => r
+                .iter()
+                .map(|c| (c.body_a, c.arm_a, c.normal, (-c.lambda[2]).max(0.0)))
+                .collect(),
+            None => core
+                .contact_points()
+                .iter()
+                .map(|c| (c.body_a, c.arm_a, c.normal, 0.0))
+                .collect(),
+        };
+        for (body_a, arm_a, normal, force) in points {
+            let Some((p, _)) = pose(body_a) else {
                 continue;
             };
-            let at = p + Vec3::new(c.arm_a[0], c.arm_a[1], c.arm_a[2]);
-            let n = Vec3::new(c.normal[0], c.normal[1], c.normal[2]);
-            let force = records
-                .as_ref()
-                .and_then(|r| r.get(k))
-                .map_or(0.0, |r| (-r.lambda[2]).max(0.0));
+            let at = p + Vec3::new(arm_a[0], arm_a[1], arm_a[2]);
+            let n = Vec3::new(normal[0], normal[1], normal[2]);
             let len = (force * settings.metres_per_newton).max(0.05);
             // The normal points from A to B: B is pushed along it.
             gizmos.arrow(at, at + n * len, settings.contact_color);

@@ -88,10 +88,7 @@ fn current_pairs(physics: &Physics) -> BTreeMap<(Entity, Entity), f32> {
         Some(records) => records
             .iter()
             .for_each(|c| add(c.body_a, c.body_b, (-c.lambda[2]).max(0.0))),
-        None => core
-            .contact_points()
-            .iter()
-            .for_each(|c| add(c.body_a, c.body_b, f32::NAN)),
+        None => core.touching_pairs().for_each(|(a, b)| add(a, b, f32::NAN)),
     }
     pairs
 }

@@ -65,7 +65,18 @@ pub(super) const CARRIED: [usize; 2] = [POINTS + HALF_CHUNKS, POINTS + 2 * HALF_
 /// The colour of each body in the last accepted step (the seeds of the next colouring)
 /// and in this one, alternating like `CARRIED`.
 pub(super) const COLOR_SEEDS: [usize; 2] = [POINTS + 3 * HALF_CHUNKS, POINTS + 3 * HALF_CHUNKS + 1];
-pub(super) const NAMES: [&str; 40] = [
+/// The device narrow phase (`contact_narrow.wgsl`): each body's collider as a primitive,
+/// the step's candidate pairs, what each pair carries to the next step (two buffers
+/// alternating like `CARRIED`), each pair's point count (a byte per pair, read back) and
+/// the narrow phase's status (deepest penetration, points; read back).
+pub(super) const SHAPES: usize = COLOR_SEEDS[1] + 1;
+pub(super) const PAIRS: usize = SHAPES + 1;
+pub(super) const PAIR_STATE: [usize; 2] = [PAIRS + 1, PAIRS + 2];
+pub(super) const PAIR_COUNTS: usize = PAIRS + 3;
+pub(super) const NARROW_STATUS: usize = PAIRS + 4;
+/// Bytes of `NARROW_STATUS`.
+pub(super) const NARROW_STATUS_BYTES: u64 = 8;
+pub(super) const NAMES: [&str; 46] = [
     "poses",
     "masses",
     "iterate",
@@ -106,11 +117,19 @@ pub(super) const NAMES: [&str; 40] = [
     "carried_b3",
     "color_seeds_a",
     "color_seeds_b",
+    "shapes",
+    "pairs",
+    "pair_state_a",
+    "pair_state_b",
+    "pair_counts",
+    "narrow_status",
 ];
 
 /// Buffers uploaded by difference: only the chunks whose bytes differ from what the device
 /// holds go up (the CPU's copy of what the device holds is `GpuSolver::shadow`).
-pub(super) const TRACKED: [usize; 7] = [
+pub(super) const TRACKED: [usize; 9] = [
+    SHAPES,
+    PAIRS,
     MASSES,
     JOINTS,
     BODY_FLAGS,

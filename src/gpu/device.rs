@@ -161,6 +161,7 @@ impl GpuSolver {
             dual_joints: solve("dual_joints"),
             warm_start_contacts: warm("warm_start_contacts"),
             store_contact_warm: warm("store_contact_warm"),
+            narrow_contacts: warm("narrow_contacts"),
             adj_clear: adjacency("adj_clear"),
             adj_count: adjacency("adj_count"),
             adj_scan_blocks: adjacency("adj_scan_blocks"),

@@ -1,20 +1,29 @@
-//! wgpu compute backend: the whole step after collision detection — inertial targets and
-//! initial guess, per-step body colouring, the iteration loop (primal sweeps per colour,
-//! in place, dual updates of contacts and joints), velocities and
-//! poses — recorded in one command submission, on the same records the CPU backend uses
-//! (`shaders/common.wgsl` prepended to `integration.wgsl`, `contact_warm.wgsl`,
-//! `adjacency.wgsl`, `coloring.wgsl`, `avbd.wgsl`).
+//! wgpu compute backend: the whole step after the broad phase — the narrow phase where the
+//! device handles every collider, inertial targets and initial guess, per-step body
+//! colouring, the iteration loop (primal sweeps per colour, in place, dual updates of
+//! contacts and joints), velocities and poses — recorded in one command submission, on the
+//! same records the CPU backend uses (`shaders/common.wgsl` prepended to
+//! `integration.wgsl`, `contact_warm.wgsl` with `contact_narrow.wgsl`, `adjacency.wgsl`,
+//! `coloring.wgsl`, `avbd.wgsl`).
 //!
 //! # One step on the GPU backend
 //!
-//! 1. CPU: collision detection (parry3d): this step's contact points (64 bytes each:
-//!    bodies, normal, lever arms, start errors) and each point's index in the previous
-//!    step's records; joint warm start (the same code as the CPU backend).
+//! 1. CPU: the broad phase. When every collider is a sphere, capsule, box or half-space
+//!    (and the config keeps the primitive narrow phase), that is all: the step's candidate
+//!    pairs (16 bytes each: bodies and the pair's index in the last step's list) go to the
+//!    device, whose narrow phase (`contact_narrow.wgsl`: the port of
+//!    `pipeline::collision::primitive` and its persistence) makes each pair's manifold and
+//!    the warm-started records of its points, four record slots per pair. Otherwise the
+//!    CPU's collision detection makes this step's contact points (64 bytes each: bodies,
+//!    normal, lever arms, start errors) and each point's index in the previous step's
+//!    records, and they go up. Then the joint warm start (the same code as the CPU
+//!    backend).
 //! 2. Upload. The body state (poses, velocities, last velocities, external forces, masses,
 //!    flags) is resident on the device: it goes up by difference, only the 1 KiB chunks
 //!    whose bytes differ from what the device holds ([`GpuSolver::body_upload_bytes`];
-//!    zero in a step after which the CPU changed no body). What changes every step goes up
-//!    whole: the contact points and the joint row states, written in parallel into a persistent mapped staging buffer (the upload
+//!    zero in a step after which the CPU changed no body); so do the colliders and the
+//!    pair list (nothing while the pairs stay the same). What changes every step goes up
+//!    whole: the contact points (when the CPU found them) and the joint row states, written in parallel into a persistent mapped staging buffer (the upload
 //!    belt) and copied into place at the start of the step's command buffer. Buffers grow
 //!    by doubling, so a steady scene never reallocates ([`GpuSolver::reallocations`]).
 //! 3. One submission: `begin_bodies` (inertial targets and the adaptive initial guess,
@@ -39,11 +48,13 @@
 //!    determinism holds). Colours beyond the ones used are empty indirect dispatches.
 //! 4. Readback: [`GpuSolver::submit`] requests the map of one of two `MAP_READ` staging
 //!    buffers, used alternately, and returns; [`GpuSolver::finish`] waits for it and copies
-//!    out the poses, velocities, non-finite flags, joint states and the colouring summary
-//!    (nothing per contact: the records stay on the device, [`GpuSolver::contacts`] reads
-//!    them on demand). The CPU then restores the momentum of isolated islands (a
-//!    union–find, `integration::IslandMomentum`; the bodies it corrects go up by
-//!    difference next step) and runs fracture.
+//!    out the poses, velocities, non-finite flags, joint states, the colouring summary and,
+//!    when the device found the contacts, a byte per pair (its point count) and the
+//!    deepest penetration (nothing per contact: the records stay on the device,
+//!    [`GpuSolver::contacts`] reads them on demand). The CPU then restores the momentum
+//!    of isolated islands (a union–find over the touching pairs,
+//!    `integration::IslandMomentum`; the bodies it corrects go up by difference next
+//!    step) and runs fracture.
 //!
 //! # Latency
 //!
@@ -55,8 +66,8 @@
 //! the ECS layer's `StepMode::Overlapped` finishes a run's step at the start of the next
 //! run). The results are the same bits either way. The two staging buffers alternate so
 //! that a step's copy never targets the buffer the CPU read the previous step from.
-//! Overlapping collision detection of step t+1 with the solve of step t would need
-//! collision detection on the GPU (not done in this version).
+//! Overlapping the broad phase of step t+1 with the solve of step t would need the broad
+//! phase on the GPU (not done in this version).
 
 //! # Where each part lives
 //!
@@ -68,7 +79,8 @@
 //!   upload belt, blocking reads;
 //! - `step`: one step — sizing, upload, the recorded passes, submission and readback;
 //! - `readback`: on-demand reads of what stays on the device (tests and tools);
-//! - [`narrow`]: the primitive narrow phase kernel, standalone (not in the step yet);
+//! - [`narrow`]: the primitive narrow phase kernels standalone (tests and tools; the step
+//!   runs the same code through `contact_narrow.wgsl`);
 //! - [`ccd`]: the additive CCD kernel and the earliest time of impact per point,
 //!   standalone (not in the step yet).
 //!
@@ -84,6 +96,7 @@
 use bytemuck::{Pod, Zeroable};
 
 use crate::config::SolverConfig;
+use crate::pipeline::collision::DevicePairs;
 use crate::pipeline::{InertialRecord, IterateRecord, SolverData};
 use crate::report::StepReport;
 use crate::rigid::body::BodyKind;
@@ -163,6 +176,10 @@ pub struct GpuMemory {
     pub bytes_per_body: u64,
     pub bytes_per_contact: u64,
     pub bytes_per_joint: u64,
+    /// Per candidate pair when the device finds the contacts: the pair, what it carries
+    /// to the next step (two buffers) and its point count (the pair's four contact slots
+    /// count as contacts).
+    pub bytes_per_pair: u64,
     /// Buffers whose size does not depend on the scene (parameters, colour slots, ranges,
     /// dispatch arguments, counters, timestamp queries).
     pub fixed_bytes: u64,
@@ -181,8 +198,9 @@ pub struct GpuTimings {
     /// Inertial targets and initial guess before the iterations, velocities and poses
     /// after them.
     pub integration_ms: f64,
-    /// The contact records from this step's points and the carried state, and the store of
-    /// what they carry to the next step.
+    /// The contact records from this step's points and the carried state (with the
+    /// narrow phase, when the device finds the points: one kernel does both), and the
+    /// store of what they carry to the next step.
     pub warm_start_ms: f64,
     /// The body → constraint adjacency (counts, prefix sum, fill, per-body sort).
     pub adjacency_ms: f64,
@@ -284,8 +302,11 @@ struct Params {
     contact_error_scale: f32,
     /// Contacts of the last step (the length of the carried state the warm start reads).
     n_prev_contacts: u32,
-    pad: u32,
+    /// Candidate pairs when the device finds the contacts (`contact_narrow.wgsl`), else 0.
+    n_pairs: u32,
     gravity: [f32; 4],
+    margin: f32,
+    pad: [u32; 3],
 }
 
 const WORKGROUP: u32 = 64;
@@ -441,6 +462,7 @@ impl GpuSolver {
             + 4 // non-finite status
             + 4 // colour of body
             + 8 // colour seeds, last step's and this one's
+            + sz(std::mem::size_of::<crate::pipeline::collision::BodyShape>()) // collider
             + 2 * (pose + 2 * velocity + 4); // two readback staging buffers
         // The record (written on the device), the point (on the device and in the upload
         // belt), two adjacency items and the two buffers of carried state.
@@ -449,10 +471,15 @@ impl GpuSolver {
         let bytes_per_contact = contact + 2 * point + 2 * 4 + 2 * carried;
         let bytes_per_joint =
             sz(std::mem::size_of::<JointRecord>()) + 2 * state + 2 * 4 + 2 * state;
+        let bytes_per_pair = sz(std::mem::size_of::<crate::pipeline::collision::StepPair>())
+            + 2 * sz(std::mem::size_of::<
+                crate::pipeline::collision::primitive::PrimitiveContact,
+            >())
+            + 2; // the count and its readback copy
         let mut fixed_bytes = params_size() + self.slots.size();
         let mut total_bytes = fixed_bytes;
         for (slot, b) in self.buffers.iter().enumerate() {
-            if matches!(slot, RANGES | INDIRECT | COUNTER) {
+            if matches!(slot, RANGES | INDIRECT | COUNTER | NARROW_STATUS) {
                 fixed_bytes += b.capacity;
             }
             total_bytes += b.capacity;
@@ -469,6 +496,7 @@ impl GpuSolver {
             bytes_per_body,
             bytes_per_contact,
             bytes_per_joint,
+            bytes_per_pair,
             fixed_bytes,
             total_bytes,
         }

@@ -2,8 +2,9 @@
 //! [`crate::pipeline::collision::primitive`], and `shaders/contact_persistence.wgsl`, the
 //! port of [`PrimitiveContact::update`]): one invocation per pair of a buffer of
 //! [`PrimitivePair`]s writes one [`PrimitiveManifold`] (`narrow_phase`), or one
-//! [`PrimitiveContact`] from the pair's last one (`narrow_persistent`). Standalone for now
-//! (its own device, a blocking run): the step does not use it yet.
+//! [`PrimitiveContact`] from the pair's last one (`narrow_persistent`). Standalone (its
+//! own device, a blocking run), for tests and tools: the step runs the same functions in
+//! `shaders/contact_narrow.wgsl`.
 
 use bytemuck::{Pod, Zeroable};
 
@@ -15,7 +16,8 @@ pub const NARROW_PHASE_SHADER: &str = concat!(
     include_str!("../../shaders/common.wgsl"),
     include_str!("../../shaders/narrow_phase.wgsl"),
     include_str!("../../shaders/box_box.wgsl"),
-    include_str!("../../shaders/contact_persistence.wgsl")
+    include_str!("../../shaders/contact_persistence.wgsl"),
+    include_str!("../../shaders/narrow_standalone.wgsl")
 );
 
 /// `NarrowParams` in narrow_phase.wgsl.

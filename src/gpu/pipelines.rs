@@ -12,10 +12,14 @@ pub const SHADER: &str = concat!(
     include_str!("../../shaders/avbd.wgsl")
 );
 
-/// The WGSL source of the contacts' warm start.
+/// The WGSL source of the contacts' warm start and of the narrow phase in the step.
 pub const CONTACT_WARM_SHADER: &str = concat!(
     include_str!("../../shaders/common.wgsl"),
-    include_str!("../../shaders/contact_warm.wgsl")
+    include_str!("../../shaders/narrow_phase.wgsl"),
+    include_str!("../../shaders/box_box.wgsl"),
+    include_str!("../../shaders/contact_persistence.wgsl"),
+    include_str!("../../shaders/contact_warm.wgsl"),
+    include_str!("../../shaders/contact_narrow.wgsl")
 );
 
 /// The WGSL source of the colouring kernels.
@@ -100,9 +104,10 @@ pub(super) const INTEGRATION_BINDINGS: [(usize, bool); 9] = [
     (INERTIAL, false),
 ];
 
-/// Bindings 1.. of the contacts' warm start (`contact_warm.wgsl`) reading the carried
-/// state from `CARRIED[side]` and writing it to the other.
-pub(super) const fn warm_bindings(side: usize) -> [(usize, bool); 22] {
+/// Bindings 1.. of the contacts' warm start (`contact_warm.wgsl`) and the narrow phase
+/// (`contact_narrow.wgsl`), reading the carried state from `CARRIED[side]` and
+/// `PAIR_STATE[side]` and writing it to the others.
+pub(super) const fn warm_bindings(side: usize) -> [(usize, bool); 28] {
     let (prev, next) = (CARRIED[side], CARRIED[1 - side]);
     [
         (POSES, true),
@@ -127,6 +132,12 @@ pub(super) const fn warm_bindings(side: usize) -> [(usize, bool); 22] {
         (next + 1, false),
         (next + 2, false),
         (next + 3, false),
+        (SHAPES, true),
+        (PAIRS, true),
+        (PAIR_STATE[side], true),
+        (PAIR_STATE[1 - side], false),
+        (PAIR_COUNTS, false),
+        (NARROW_STATUS, false),
     ]
 }
 
@@ -137,6 +148,7 @@ pub(super) struct Pipelines {
     pub(super) dual_joints: wgpu::ComputePipeline,
     pub(super) warm_start_contacts: wgpu::ComputePipeline,
     pub(super) store_contact_warm: wgpu::ComputePipeline,
+    pub(super) narrow_contacts: wgpu::ComputePipeline,
     pub(super) adj_clear: wgpu::ComputePipeline,
     pub(super) adj_count: wgpu::ComputePipeline,
     pub(super) adj_scan_blocks: wgpu::ComputePipeline,

@@ -30,8 +30,9 @@ impl GpuSolver {
         })
     }
 
-    /// The contact records as the last step left them (read back on demand: they stay on
-    /// the device from step to step).
+    /// The contact records as the last step left them, in the CPU's order (read back on
+    /// demand: they stay on the device from step to step). The empty slots of the device
+    /// narrow phase's pairs are left out.
     pub fn contacts(&self) -> Result<Vec<ContactRecord>, GpuError> {
         let n = self.counts.1;
         let per_chunk = 1usize << self.contact_shift;
@@ -46,7 +47,11 @@ impl GpuSolver {
                 0,
                 (len * std::mem::size_of::<ContactRecord>()) as u64,
             )?;
-            out.extend(bytemuck::pod_collect_to_vec::<u8, ContactRecord>(&bytes));
+            out.extend(
+                bytemuck::pod_collect_to_vec::<u8, ContactRecord>(&bytes)
+                    .into_iter()
+                    .filter(|c| c.body_a != u32::MAX),
+            );
         }
         Ok(out)
     }

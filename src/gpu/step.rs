@@ -14,9 +14,13 @@ pub(super) struct StepShape {
     pub(super) n: usize,
     pub(super) n_contacts: usize,
     pub(super) n_joints: usize,
-    /// Bytes of the poses, velocities (and previous velocities), status and joint states
-    /// read back.
-    pub(super) lens: [usize; 4],
+    /// Candidate pairs of the device narrow phase (`contact_narrow.wgsl`); 0 when the
+    /// contact points come from the CPU.
+    pub(super) n_pairs: usize,
+    pub(super) device_narrow: bool,
+    /// Bytes of the poses, velocities (and previous velocities), status, joint states,
+    /// pair counts and narrow-phase status read back.
+    pub(super) lens: [usize; 6],
 }
 
 /// A step submitted and not yet read back.
@@ -72,14 +76,16 @@ impl GpuSolver {
     /// Starts one step on the GPU, in one submission: inertial targets and initial guess,
     /// colouring, `cfg.iterations` AVBD iterations, velocities and poses, and the copy of
     /// the results into a staging buffer whose map is requested. Returns without waiting
-    /// for the device; [`Self::finish`] reads the results back. Builds the step's adjacency
-    /// into `s.adjacency` first.
+    /// for the device; [`Self::finish`] reads the results back. The contacts come from
+    /// `s.points`, or, when `pairs` is active, from the device's narrow phase over its
+    /// pairs.
     pub fn submit(
         &mut self,
         cfg: &SolverConfig,
         bodies: &BodySet,
         joints: &JointSet,
         s: &mut SolverData,
+        pairs: &DevicePairs,
     ) -> Result<(), GpuError> {
         if self.pending.is_some() {
             return Err(GpuError::Step("a step is already in flight".into()));
@@ -104,7 +110,15 @@ impl GpuSolver {
 
         let iterations = cfg.iterations;
         let it_len = n * std::mem::size_of::<IterateRecord>();
-        let n_contacts = s.points.len();
+        let device_narrow = pairs.active();
+        let n_pairs = if device_narrow { pairs.pairs.len() } else { 0 };
+        // Four records per pair when the device finds the contacts (empty slots skipped).
+        let n_contacts = if device_narrow {
+            4 * n_pairs
+        } else {
+            s.points.len()
+        };
+        let counts_len = n_pairs.div_ceil(4) * 4;
         let (pose_len, vel_len, status_len, js_len) = (
             std::mem::size_of_val(bodies.poses.as_slice()),
             std::mem::size_of_val(bodies.velocities.as_slice()),
@@ -141,12 +155,25 @@ impl GpuSolver {
         // 64-byte records: twice as many per binding (2 << contact_shift), so a binding
         // holds the bytes of one record chunk. The carried state the last step wrote is
         // read by this one and keeps its buffers; the other side is written.
-        let half_len = n_contacts * std::mem::size_of::<ContactPoint>();
+        let points_len = s.points.len() * std::mem::size_of::<ContactPoint>();
+        let half_len = n_contacts * std::mem::size_of::<ContactWarm>();
         let next = CARRIED[1 - self.carried_side];
         for j in 0..HALF_CHUNKS {
-            let bytes = half_len.saturating_sub(j * chunk_bytes).min(chunk_bytes);
-            sizes.push((POINTS + j, bytes));
-            sizes.push((next + j, bytes));
+            let part = |len: usize| len.saturating_sub(j * chunk_bytes).min(chunk_bytes);
+            sizes.push((POINTS + j, part(points_len)));
+            sizes.push((next + j, part(half_len)));
+        }
+        if device_narrow {
+            // What the pairs carried is read by this step and keeps its buffer.
+            let pair_state =
+                std::mem::size_of::<crate::pipeline::collision::primitive::PrimitiveContact>();
+            sizes.extend([
+                (SHAPES, std::mem::size_of_val(pairs.shapes.as_slice())),
+                (PAIRS, std::mem::size_of_val(pairs.pairs.as_slice())),
+                (PAIR_STATE[1 - self.carried_side], n_pairs * pair_state),
+                (PAIR_COUNTS, counts_len),
+                (NARROW_STATUS, NARROW_STATUS_BYTES as usize),
+            ]);
         }
         self.check_limits(&sizes, n, n_contacts)?;
         let scopes = self.push_error_scopes();
@@ -169,25 +196,40 @@ impl GpuSolver {
             n,
             n_contacts,
             n_joints: joints.records.len(),
-            lens: [pose_len, vel_len, status_len, js_len],
+            n_pairs,
+            device_narrow,
+            lens: [
+                pose_len,
+                vel_len,
+                status_len,
+                js_len,
+                if device_narrow { counts_len } else { 0 },
+                if device_narrow {
+                    NARROW_STATUS_BYTES as usize
+                } else {
+                    0
+                },
+            ],
         };
-        self.launch(cfg, bodies, joints, s, shape, host)
+        self.launch(cfg, bodies, joints, s, pairs, shape, host)
     }
 
     /// Uploads the step's data, records and submits it, and requests the readback map.
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn launch(
         &mut self,
         cfg: &SolverConfig,
         bodies: &BodySet,
         joints: &JointSet,
         s: &SolverData,
+        pairs: &DevicePairs,
         shape: StepShape,
         mut host: GpuHostTimes,
     ) -> Result<(), GpuError> {
         let t_upload = std::time::Instant::now();
         let scopes = self.push_error_scopes();
         let launched = self
-            .upload_step(cfg, bodies, joints, s, shape.palette)
+            .upload_step(cfg, bodies, joints, s, pairs, &shape)
             .map(|()| self.record_and_submit(&shape));
         self.pop_error_scopes(scopes)?;
         let (k, read_bytes, ts_bytes) = launched?;
@@ -216,17 +258,20 @@ impl GpuSolver {
         self.pending.is_some()
     }
 
-    /// Waits for the step begun by [`Self::submit`] and reads the poses, velocities,
-    /// contact multipliers and joint states back into `bodies`, `s` and `joints`; bodies
-    /// whose result was not finite are frozen and listed in `report`. `cfg`, `bodies`,
-    /// `joints` and `s` must be those the step was submitted with: a step whose colouring
-    /// needs more dispatches than were recorded is submitted again from them.
+    /// Waits for the step begun by [`Self::submit`] and reads the poses, velocities and
+    /// joint states back into `bodies` and `joints` (and, when the device found the
+    /// contacts, each pair's point count and the narrow phase's status into `pairs`, and
+    /// the constraint ends of the islands into `s.adjacency`); bodies whose result was not
+    /// finite are frozen and listed in `report`. `cfg`, `bodies`, `joints`, `s` and `pairs`
+    /// must be those the step was submitted with: a step whose colouring needs more
+    /// dispatches than were recorded is submitted again from them.
     pub fn finish(
         &mut self,
         cfg: &SolverConfig,
         bodies: &mut BodySet,
         joints: &mut JointSet,
         s: &mut SolverData,
+        pairs: &mut DevicePairs,
         report: &mut StepReport,
     ) -> Result<(), GpuError> {
         loop {
@@ -241,7 +286,14 @@ impl GpuSolver {
                 mapped,
                 mut host,
             } = flight;
-            let [pose_len, vel_len, status_len, js_len] = shape.lens;
+            let [
+                pose_len,
+                vel_len,
+                status_len,
+                js_len,
+                counts_len,
+                narrow_len,
+            ] = shape.lens;
             let iterations = shape.iterations;
             let t_wait = std::time::Instant::now();
             let staging = self.staging[k].buffer.clone();
@@ -266,6 +318,8 @@ impl GpuSolver {
                 let (prev, rest) = rest.split_at(vel_len);
                 let (status, rest) = rest.split_at(status_len);
                 let (c, rest) = rest.split_at(js_len);
+                let (counts, rest) = rest.split_at(counts_len);
+                let (narrow, rest) = rest.split_at(narrow_len);
                 let (r, rest) = rest.split_at(RANGES_BYTES as usize);
                 let r: Vec<u32> = bytemuck::pod_collect_to_vec(r);
                 let colors = r[2 * SLOTS as usize];
@@ -298,6 +352,19 @@ impl GpuSolver {
                         report.frozen.push(bodies.handles[i]);
                     }
                     joints.states.copy_from_slice(bytemuck::cast_slice(c));
+                    if shape.device_narrow {
+                        pairs.counts.clear();
+                        pairs.counts.extend_from_slice(&counts[..shape.n_pairs]);
+                        let status: [u32; 2] = bytemuck::pod_read_unaligned(narrow);
+                        pairs.max_penetration = f32::from_bits(status[0]);
+                        pairs.points = status[1];
+                        crate::pipeline::coloring::gather_pair_ends(
+                            &pairs.pairs,
+                            &pairs.counts,
+                            joints,
+                            &mut s.adjacency,
+                        );
+                    }
                     self.last_serial = serial;
                     self.last_colors = colors;
                     self.last_palette = shape.palette;
@@ -331,7 +398,7 @@ impl GpuSolver {
                 self.slot_count = count;
                 self.reallocations += 1;
             }
-            self.launch(cfg, bodies, joints, s, shape, host)?;
+            self.launch(cfg, bodies, joints, s, pairs, shape, host)?;
         }
     }
 
@@ -391,7 +458,8 @@ impl GpuSolver {
         bodies: &BodySet,
         joints: &JointSet,
         s: &SolverData,
-        palette: u32,
+        pairs: &DevicePairs,
+        shape: &StepShape,
     ) -> Result<(), GpuError> {
         let n = bodies.len();
         // The body state is resident: only what the CPU changed since the last readback
@@ -405,7 +473,13 @@ impl GpuSolver {
         self.upload(FORCES, bytemuck::cast_slice(&bodies.forces));
         self.upload(MASSES, bytemuck::cast_slice(&bodies.masses));
         self.upload(JOINTS, bytemuck::cast_slice(&joints.records));
-        // The contact points go up whole (the device warm-starts them into records).
+        if shape.device_narrow {
+            // Colliders and candidate pairs: by difference, nothing while they stay the same.
+            self.upload(SHAPES, bytemuck::cast_slice(&pairs.shapes));
+            self.upload(PAIRS, bytemuck::cast_slice(&pairs.pairs));
+        }
+        // The contact points, if any, go up whole (the device warm-starts them into
+        // records).
         let per_chunk = 2usize << self.contact_shift;
         let mut whole: Vec<(usize, &[u8])> = s
             .points
@@ -425,10 +499,10 @@ impl GpuSolver {
             beta_angular: cfg.beta_angular,
             k_max: cfg.k_max,
             lambda_max: cfg.lambda_max,
-            n_contacts: s.points.len() as u32,
+            n_contacts: shape.n_contacts as u32,
             n_joints: joints.records.len() as u32,
             n_bodies: n as u32,
-            palette,
+            palette: shape.palette,
             contact_shift: self.contact_shift,
             max_groups: self.max_groups,
             max_angular_speed: cfg.max_angular_speed,
@@ -438,8 +512,10 @@ impl GpuSolver {
             floor_mass_ratio: cfg.floor_mass_ratio,
             contact_error_scale: cfg.contact_error_scale,
             n_prev_contacts: self.counts.1 as u32,
-            pad: 0,
+            n_pairs: shape.n_pairs as u32,
             gravity: cfg.gravity.extend(0.0).to_array(),
+            margin: cfg.collision_margin,
+            pad: [0; 3],
         };
         self.queue
             .write_buffer(&self.params, 0, bytemuck::bytes_of(&params));
@@ -459,11 +535,22 @@ impl GpuSolver {
             n,
             n_contacts,
             n_joints,
-            lens: [pose_len, vel_len, status_len, js_len],
+            n_pairs,
+            device_narrow,
+            lens:
+                [
+                    pose_len,
+                    vel_len,
+                    status_len,
+                    js_len,
+                    counts_len,
+                    narrow_len,
+                ],
         } = shape;
         let passes = pass_count(iterations);
         let ts_bytes = if timed { 2 * passes as u64 * 8 } else { 0 };
-        let ranges_at = (pose_len + 2 * vel_len + status_len + js_len) as u64;
+        let ranges_at =
+            (pose_len + 2 * vel_len + status_len + js_len + counts_len + narrow_len) as u64;
         let read_bytes = ranges_at + RANGES_BYTES + ts_bytes;
         let k = (self.frame % 2) as usize;
         self.frame += 1;
@@ -518,12 +605,25 @@ impl GpuSolver {
             pass.dispatch_workgroups(bx, by, 1);
             dispatches += 1;
         }
+        if device_narrow {
+            // The pair counts are OR-ed in, the status is a max and a sum.
+            for slot in [PAIR_COUNTS, NARROW_STATUS] {
+                encoder.clear_buffer(&self.buffers[slot].buffer, 0, None);
+            }
+        }
         {
             let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
                 label: Some("avbd contact warm start"),
                 timestamp_writes: writes(),
             });
-            if n_contacts > 0 {
+            if device_narrow && n_pairs > 0 {
+                // Each pair's manifold, and its points' records warm-started.
+                pass.set_bind_group(0, warm_group, &[]);
+                pass.set_pipeline(&p.narrow_contacts);
+                let (x, y) = grid(groups(n_pairs), self.max_groups);
+                pass.dispatch_workgroups(x, y, 1);
+                dispatches += 1;
+            } else if !device_narrow && n_contacts > 0 {
                 // This step's contact records from its points and the carried state.
                 pass.set_bind_group(0, warm_group, &[]);
                 pass.set_pipeline(&p.warm_start_contacts);
@@ -667,6 +767,8 @@ impl GpuSolver {
             (STATUS, status_len as u64),
         ];
         copies.push((JOINT_STATES, js_len as u64));
+        copies.push((PAIR_COUNTS, counts_len as u64));
+        copies.push((NARROW_STATUS, narrow_len as u64));
         let mut offset = 0u64;
         for (slot, len) in copies {
             if len > 0 {

@@ -24,8 +24,10 @@ use crate::rigid::{BodySet, JointSet};
 use primitive::{PrimitiveContact, PrimitiveShape};
 
 mod broad_phase;
+mod device;
 pub mod primitive;
 use broad_phase::BroadPhase;
+pub use device::{BodyShape, DevicePairs, NOT_PRIMITIVE, StepPair, detect_pairs};
 
 /// Where a manifold point's record was in the last step that found it: the warm start
 /// ([`super::warm_start`]) reads what that record carried by this index.
@@ -63,6 +65,9 @@ pub struct PairState {
     prev: Vec<PrevPoint>,
     /// The manifold of a pair of primitive shapes (then `manifolds` is empty).
     primitive: Option<PrimitiveContact>,
+    /// The pair's index in the last step's device pair list ([`device::NO_OLD`] if it was
+    /// not in it): where the device keeps its manifold.
+    slot: u32,
 }
 
 #[derive(Default)]
@@ -89,6 +94,10 @@ pub struct CollisionState {
     broad_phase: BroadPhase,
     /// Deepest penetration found in the last detection (m, ≥ 0).
     pub max_penetration: f32,
+    /// Contact points found in the last detection.
+    pub points: usize,
+    /// The pair list of the GPU step's narrow phase, when the device finds the contacts.
+    pub device: DevicePairs,
 }
 
 impl CollisionState {
@@ -108,6 +117,26 @@ impl CollisionState {
     /// Candidate pairs with at least one contact point in the last detection.
     pub fn touching_pairs(&self) -> usize {
         self.pair_records.iter().filter(|r| r.1 > r.0).count()
+    }
+    /// The solver indices `(a, b)` of the pairs with at least one contact point in the
+    /// last detection.
+    pub fn touching(&self) -> impl Iterator<Item = (u32, u32)> + '_ {
+        self.pairs
+            .iter()
+            .zip(&self.pair_records)
+            .filter(|(_, r)| r.1 > r.0)
+            .map(|(p, _)| (p.a, p.b))
+    }
+    /// Drops what every pair carries from step to step (its manifold and the record index
+    /// of each point): when the contacts move between the CPU's narrow phase and the
+    /// device's, the indices of one do not address the records of the other.
+    fn forget_persistence(&mut self) {
+        for p in &mut self.pairs {
+            p.manifolds.clear();
+            p.workspace = None;
+            p.primitive = None;
+            p.slot = device::NO_OLD;
+        }
     }
 }
 
@@ -139,6 +168,17 @@ pub fn detect(
     state: &mut CollisionState,
     out: &mut Vec<ContactPoint>,
 ) {
+    if state.device.active {
+        state.forget_persistence();
+        state.device.active = false;
+    }
+    find_pairs(cfg, bodies, joints, state);
+    narrow_phase(cfg, bodies, state, out);
+}
+
+/// The broad phase: this step's candidate pairs in `state.pairs`, sorted by body handles,
+/// each keeping what it carries from the last step.
+fn find_pairs(cfg: &SolverConfig, bodies: &BodySet, joints: &JointSet, state: &mut CollisionState) {
     if state.joints_dirty {
         // Broken joints no longer keep their bodies from colliding.
         state.joint_pairs = joints
@@ -239,9 +279,18 @@ pub fn detect(
         keep_pairs(&mut state.pairs, candidates, old_pairs, index_of);
     }
     state.scratch = scratch;
+}
 
-    // Narrow phase, in parallel over pairs (each pair owns its manifolds), and each pair's
-    // number of contact points this step while its manifolds are in cache.
+/// The narrow phase on the CPU and the contact points of every candidate pair.
+fn narrow_phase(
+    cfg: &SolverConfig,
+    bodies: &BodySet,
+    state: &mut CollisionState,
+    out: &mut Vec<ContactPoint>,
+) {
+    let margin = cfg.collision_margin;
+    // In parallel over pairs (each pair owns its manifolds), and each pair's number of
+    // contact points this step while its manifolds are in cache.
     let dispatcher = DefaultQueryDispatcher;
     let CollisionState {
         pairs,
@@ -328,6 +377,7 @@ pub fn detect(
         total = range.1;
     }
     out.resize(total as usize, ContactPoint::default());
+    state.points = total as usize;
     let mut blocks = Vec::with_capacity(pairs.len().div_ceil(RECORD_BLOCK));
     let mut out_rest = &mut out[..];
     for (block, ranges) in pairs
@@ -415,6 +465,7 @@ fn keep_pairs(
                 workspace: None,
                 prev: Vec::new(),
                 primitive: None,
+                slot: device::NO_OLD,
             }),
         }
     }

@@ -56,6 +56,19 @@ impl PhysicsWorld {
         }
     }
 
+    /// Test hook: on the GPU backend, find the contact points on the CPU (and upload them)
+    /// even where the device could find them, to compare the two paths.
+    #[doc(hidden)]
+    pub fn gpu_narrow_phase_on_host_for_tests(&mut self, on: bool) {
+        self.collision.device.host_only = on;
+    }
+
+    /// Candidate pairs of the last step's broad phase (pairs of colliders whose bounds,
+    /// loosened by the margin, overlap).
+    pub fn candidate_pairs(&self) -> usize {
+        self.collision.pair_count()
+    }
+
     /// The last step's GPU colouring (a blocking readback), when on the GPU backend.
     pub fn gpu_coloring(&self) -> Option<Result<crate::gpu::GpuColoring, PhysicsError>> {
         self.gpu
@@ -77,7 +90,7 @@ impl PhysicsWorld {
         let mut adj = crate::pipeline::coloring::Adjacency::default();
         crate::pipeline::coloring::build_adjacency(
             self.bodies.len(),
-            &self.solver.points,
+            &self.step_points(),
             &self.joints,
             &mut adj,
             &mut Vec::new(),
@@ -88,7 +101,11 @@ impl PhysicsWorld {
     /// Solver indices of the two bodies of every contact of the last step and every
     /// unbroken joint (`u32::MAX` for the world), e.g. to check a colouring.
     pub fn constraint_pairs(&self) -> Vec<(u32, u32)> {
-        let contacts = self.solver.points.iter().map(|c| (c.body_a, c.body_b));
+        let points = self.step_points();
+        let contacts = points
+            .iter()
+            .filter(|c| c.body_a != u32::MAX)
+            .map(|c| (c.body_a, c.body_b));
         let joints = self
             .joints
             .records
@@ -96,5 +113,30 @@ impl PhysicsWorld {
             .filter(|j| !j.broken())
             .map(|j| (j.body_a, j.body_b));
         contacts.chain(joints).collect()
+    }
+
+    /// The last step's contact points by record index, bodies only: the CPU's points, or,
+    /// when the device found them, four slots per pair, the empty ones `(u32::MAX,
+    /// u32::MAX)` (built from the pairs' point counts that came back).
+    fn step_points(&self) -> Vec<crate::rigid::contact::ContactPoint> {
+        use crate::rigid::contact::ContactPoint;
+        let device = &self.collision.device;
+        if !device.active() {
+            return self.solver.points.clone();
+        }
+        let mut points = vec![
+            ContactPoint {
+                body_a: u32::MAX,
+                body_b: u32::MAX,
+                ..Default::default()
+            };
+            4 * device.pairs.len()
+        ];
+        for (i, (p, &count)) in device.pairs.iter().zip(&device.counts).enumerate() {
+            for slot in &mut points[4 * i..4 * i + count as usize] {
+                (slot.body_a, slot.body_b) = (p.a, p.b);
+            }
+        }
+        points
     }
 }

@@ -129,10 +129,19 @@ impl PhysicsWorld {
         }
     }
 
-    /// The contact points collision detection found in the last step (both backends):
-    /// bodies, normal, lever arms and the point's index in the step before.
+    /// The contact points the CPU's collision detection found in the last step: bodies,
+    /// normal, lever arms and the point's index in the step before. Empty on the GPU
+    /// backend when the device finds the contacts (every collider a sphere, capsule, box
+    /// or half-space): [`Self::contacts`] reads their records, [`Self::touching_pairs`]
+    /// lists the pairs.
     pub fn contact_points(&self) -> &[crate::rigid::contact::ContactPoint] {
         &self.solver.points
+    }
+
+    /// Solver indices `(a, b)` of the body pairs with at least one contact point in the
+    /// last step (both backends, wherever the narrow phase ran).
+    pub fn touching_pairs(&self) -> impl Iterator<Item = (u32, u32)> + '_ {
+        self.collision.touching()
     }
 
     /// Handle of the body with solver index `i` (as stored in contact and joint records).
@@ -142,7 +151,7 @@ impl PhysicsWorld {
 
     /// Number of contact points in the last step.
     pub fn contact_count(&self) -> usize {
-        self.solver.points.len()
+        self.collision.points
     }
 
     /// Advances the world by one implicit-Euler step of `config.dt`, spending exactly
@@ -167,14 +176,23 @@ impl PhysicsWorld {
         let cfg = &self.config;
         let t0 = Instant::now();
 
-        // 1. collision detection at xᵗ: contact points, each with its index in the last step
-        collision::detect(
-            cfg,
-            &self.bodies,
-            &self.joints,
-            &mut self.collision,
-            &mut self.solver.points,
-        );
+        // 1. collision detection at xᵗ: contact points, each with its index in the last
+        //    step; on the GPU backend, when every collider is a primitive, only the
+        //    candidate pairs (the device finds their points in the step's submission)
+        let on_device = self.gpu.is_some()
+            && self.deformables.is_empty()
+            && collision::detect_pairs(cfg, &self.bodies, &self.joints, &mut self.collision);
+        if on_device {
+            self.solver.points.clear();
+        } else {
+            collision::detect(
+                cfg,
+                &self.bodies,
+                &self.joints,
+                &mut self.collision,
+                &mut self.solver.points,
+            );
+        }
         let collision_ms = t0.elapsed().as_secs_f64() * 1e3;
 
         // 2. joints: start error C*(xᵗ), warm start of k and λ
@@ -200,7 +218,7 @@ impl PhysicsWorld {
         }
         if let Some(gpu) = self.gpu.as_mut() {
             // On the device, in one submission; read back by `finish_step`.
-            gpu.submit(cfg, &self.bodies, &self.joints, s)
+            gpu.submit(cfg, &self.bodies, &self.joints, s, &self.collision.device)
                 .map_err(|e| PhysicsError::Gpu(e.to_string()))?;
         } else {
             warm_start::contacts(cfg, &self.bodies, s);
@@ -266,8 +284,19 @@ impl PhysicsWorld {
         let t0 = Instant::now();
         let s = &mut self.solver;
         if let Some(gpu) = self.gpu.as_mut() {
-            gpu.finish(&cfg, &mut self.bodies, &mut self.joints, s, &mut report)
-                .map_err(|e| PhysicsError::Gpu(e.to_string()))?;
+            let pairs = &mut self.collision.device;
+            gpu.finish(
+                &cfg,
+                &mut self.bodies,
+                &mut self.joints,
+                s,
+                pairs,
+                &mut report,
+            )
+            .map_err(|e| PhysicsError::Gpu(e.to_string()))?;
+            if pairs.active() {
+                self.collision.device_finished();
+            }
         }
         // 4. momentum of isolated islands, on the CPU for both backends (its islands are a
         //    union–find)
@@ -299,7 +328,7 @@ impl PhysicsWorld {
             collision_ms,
             solver_ms: total_ms - collision_ms,
             total_ms,
-            contacts: self.solver.points.len(),
+            contacts: self.collision.points,
             manifolds: self.collision.touching_pairs(),
             colors: match &self.gpu {
                 Some(gpu) => gpu.colors_used(),

@@ -248,10 +248,8 @@ impl Run {
             Sim::Avbd(sc) => {
                 pairs.clear();
                 let w = &sc.world;
-                for c in w.contact_points() {
-                    if let (Some(a), Some(b)) =
-                        (w.handle_of_index(c.body_a), w.handle_of_index(c.body_b))
-                    {
+                for (a, b) in w.touching_pairs() {
+                    if let (Some(a), Some(b)) = (w.handle_of_index(a), w.handle_of_index(b)) {
                         let (a, b) = (a.0 as usize, b.0 as usize);
                         pairs.push((a.min(b), a.max(b)));
                     }
