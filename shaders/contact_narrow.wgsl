@@ -11,13 +11,6 @@
 // from the last step reads what the record it continues carried (`prev`), and the pair's
 // state remembers this step's record of each point for the next step.
 
-// Per body: its collider as a primitive (kind NOT_PRIMITIVE for a body without one), and
-// the collider's offset from the body's origin in the body frame (w: 0).
-struct BodyShape {
-    shape: Shape,
-    offset: vec4<f32>,
-};
-
 // A candidate pair this step: solver indices of its bodies and the pair's index in the
 // last step's list (NO_OLD: a new pair).
 struct StepPair {

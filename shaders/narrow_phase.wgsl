@@ -1,16 +1,9 @@
 // Primitive narrow phase: `collide` makes the manifold of one pair of shapes. A
 // line-by-line port of src/pipeline/collision/primitive/ (same function names, same
 // constants, same order of operations), so both backends find the same contacts; read the
-// Rust for the why of each step. common.wgsl is prepended (Pose, qmul, qconj, qrot); no
-// bindings here: the step's kernel (contact_narrow.wgsl) and the standalone ones
-// (narrow_standalone.wgsl) declare their own.
-
-// PrimitiveShape: sphere (radius), capsule along local y (half height, radius), box (half
-// extents), half-space (outward unit normal).
-struct Shape {
-    dims: vec3<f32>,
-    kind: u32,
-};
+// Rust for the why of each step. common.wgsl (Pose, qmul, qconj, qrot) and shapes.wgsl
+// are prepended; no bindings here: the step's kernel (contact_narrow.wgsl) and the
+// standalone ones (narrow_standalone.wgsl) declare their own.
 
 // PrimitivePair.
 struct Pair {
@@ -35,10 +28,6 @@ struct Manifold {
     points: array<ManifoldPoint, 4>,
 };
 
-const SPHERE: u32 = 0u;
-const CAPSULE: u32 = 1u;
-const BOX: u32 = 2u;
-const HALF_SPACE: u32 = 3u;
 
 const CASE_NONE: u32 = 0u;
 const CASE_CLOSEST: u32 = 1u;

@@ -23,8 +23,8 @@ pub(super) fn find_adapter() -> Result<wgpu::Adapter, GpuError> {
     .map_err(|_| GpuError::NoAdapter)
 }
 
-/// A device of its own for a standalone kernel ([`super::narrow`], [`super::ccd`]): WebGPU's
-/// downlevel limits raised to the adapter's resolution limits, no optional features.
+/// A device of its own for a standalone kernel ([`super::narrow`], [`super::broad`],
+/// [`super::ccd`]): the adapter's limits (as the solver's device), no optional features.
 /// Returns the device, its queue and the adapter's name.
 pub(super) fn standalone_device(
     label: &str,
@@ -32,7 +32,7 @@ pub(super) fn standalone_device(
     let adapter = find_adapter()?;
     let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
         label: Some(label),
-        required_limits: wgpu::Limits::downlevel_defaults().using_resolution(adapter.limits()),
+        required_limits: adapter.limits(),
         ..Default::default()
     }))
     .map_err(|e| GpuError::Device(e.to_string()))?;

@@ -105,6 +105,7 @@ use crate::rigid::contact::{ContactPoint, ContactRecord, ContactWarm};
 use crate::rigid::joint::{JointRecord, JointRowState};
 use crate::rigid::{BodySet, JointSet};
 
+pub mod broad;
 mod buffers;
 pub mod ccd;
 mod device;

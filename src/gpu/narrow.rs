@@ -14,6 +14,7 @@ use crate::pipeline::collision::primitive::{PrimitiveContact, PrimitiveManifold,
 /// The WGSL source of the narrow phase kernels (`narrow_phase`, `narrow_persistent`).
 pub const NARROW_PHASE_SHADER: &str = concat!(
     include_str!("../../shaders/common.wgsl"),
+    include_str!("../../shaders/shapes.wgsl"),
     include_str!("../../shaders/narrow_phase.wgsl"),
     include_str!("../../shaders/box_box.wgsl"),
     include_str!("../../shaders/contact_persistence.wgsl"),

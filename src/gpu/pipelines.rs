@@ -15,6 +15,7 @@ pub const SHADER: &str = concat!(
 /// The WGSL source of the contacts' warm start and of the narrow phase in the step.
 pub const CONTACT_WARM_SHADER: &str = concat!(
     include_str!("../../shaders/common.wgsl"),
+    include_str!("../../shaders/shapes.wgsl"),
     include_str!("../../shaders/narrow_phase.wgsl"),
     include_str!("../../shaders/box_box.wgsl"),
     include_str!("../../shaders/contact_persistence.wgsl"),

@@ -25,6 +25,7 @@ use primitive::{PrimitiveContact, PrimitiveShape};
 
 mod broad_phase;
 mod device;
+pub mod grid;
 pub mod primitive;
 use broad_phase::BroadPhase;
 pub use device::{BodyShape, DevicePairs, NOT_PRIMITIVE, StepPair, detect_pairs};
