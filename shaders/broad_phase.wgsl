@@ -17,8 +17,9 @@
 // overlap, or, against a half-space, the box's lowest corner lies within the margin; at
 // least one body solved; jointed pairs left out.
 //
-// Dispatch order: bp_bounds, bp_count_cells, scan of the buckets, copy to the cursors,
-// bp_fill, bp_count_pairs, scan of the pair counts, bp_write_pairs.
+// Dispatch order: bp_bounds, bp_count_cells (into the cleared cursors), bp_seed_scan, scan
+// of the buckets, bp_seed_fill, bp_fill, bp_count_pairs, scan of the pair counts,
+// bp_write_pairs.
 
 struct BroadParams {
     n_bodies: u32,
@@ -29,6 +30,12 @@ struct BroadParams {
     inv_cell: f32,
     margin: f32,
     n_excluded: u32,
+    // Whether old_start and old_pairs hold the last step's list over the same bodies and
+    // classes (then each pair gets its index in it).
+    has_old: u32,
+    pad0: u32,
+    pad1: u32,
+    pad2: u32,
 };
 
 struct Bounds {
@@ -39,6 +46,7 @@ struct Bounds {
 const CLASS_NONE: u32 = 0u;
 const CLASS_GRID: u32 = 1u;
 const CLASS_SPECIAL: u32 = 2u;
+const NO_PAIR: u32 = 0xffffffffu;
 
 @group(0) @binding(0) var<uniform> bp: BroadParams;
 @group(0) @binding(1) var<storage, read> poses: array<Pose>;
@@ -51,13 +59,16 @@ const CLASS_SPECIAL: u32 = 2u;
 @group(0) @binding(6) var<storage, read> excluded: array<vec2<u32>>;
 @group(0) @binding(7) var<storage, read_write> bounds: array<Bounds>;
 // Per bucket: its entry count, then (after the scan) its first entry; [buckets]: the total.
-@group(0) @binding(8) var<storage, read> bucket_start: array<u32>;
+@group(0) @binding(8) var<storage, read_write> bucket_start: array<u32>;
 @group(0) @binding(9) var<storage, read_write> cursor: array<atomic<u32>>;
 // Grid bodies by bucket.
 @group(0) @binding(10) var<storage, read_write> entries: array<u32>;
 // Per body: its pair count, then (after the scan) its first pair; [n]: the total.
 @group(0) @binding(11) var<storage, read_write> pair_start: array<u32>;
-@group(0) @binding(12) var<storage, read_write> pairs_out: array<vec2<u32>>;
+@group(0) @binding(12) var<storage, read_write> pairs_out: array<StepPair>;
+// The last step's pair_start and pairs (read when bp.has_old is 1).
+@group(0) @binding(13) var<storage, read> old_start: array<u32>;
+@group(0) @binding(14) var<storage, read> old_pairs: array<StepPair>;
 
 // The collider's box (pipeline::collision::device::broad_bounds), loosened by the margin.
 fn collider_bounds(i: u32) -> Bounds {
@@ -175,6 +186,22 @@ fn bp_count_cells(@builtin(global_invocation_id) gid: vec3<u32>) {
     }
 }
 
+// The bucket counts into bucket_start for the scan.
+@compute @workgroup_size(64)
+fn bp_seed_scan(@builtin(global_invocation_id) gid: vec3<u32>) {
+    if gid.x <= bp.table_mask {
+        bucket_start[gid.x] = atomicLoad(&cursor[gid.x]);
+    }
+}
+
+// Each bucket's fill cursor at its first entry.
+@compute @workgroup_size(64)
+fn bp_seed_fill(@builtin(global_invocation_id) gid: vec3<u32>) {
+    if gid.x <= bp.table_mask {
+        atomicStore(&cursor[gid.x], bucket_start[gid.x]);
+    }
+}
+
 @compute @workgroup_size(64)
 fn bp_fill(@builtin(global_invocation_id) gid: vec3<u32>) {
     let i = gid.x;
@@ -228,7 +255,7 @@ fn visit_pairs(a: u32, write: bool) -> u32 {
                             continue;
                         }
                         if write && at + count < bp.capacity {
-                            pairs_out[at + count] = vec2<u32>(a, b);
+                            pairs_out[at + count] = StepPair(a, b, NO_PAIR, 0u);
                         }
                         count += 1u;
                     }
@@ -246,7 +273,7 @@ fn visit_pairs(a: u32, write: bool) -> u32 {
             continue;
         }
         if write && at + count < bp.capacity {
-            pairs_out[at + count] = vec2<u32>(min(a, b), max(a, b));
+            pairs_out[at + count] = StepPair(min(a, b), max(a, b), NO_PAIR, 0u);
         }
         count += 1u;
     }
@@ -274,12 +301,27 @@ fn bp_write_pairs(@builtin(global_invocation_id) gid: vec3<u32>) {
     let hi = min(lo + count, bp.capacity);
     for (var i = lo + 1u; i < hi; i++) {
         let p = pairs_out[i];
-        let key = p.x + p.y - a;
+        let key = p.a + p.b - a;
         var j = i;
-        while j > lo && (pairs_out[j - 1u].x + pairs_out[j - 1u].y - a) > key {
+        while j > lo && (pairs_out[j - 1u].a + pairs_out[j - 1u].b - a) > key {
             pairs_out[j] = pairs_out[j - 1u];
             j -= 1u;
         }
         pairs_out[j] = p;
+    }
+    if bp.has_old == 0u {
+        return;
+    }
+    // Each pair's index in the last step's list: the same owner's range, sorted alike.
+    let old_hi = old_start[a + 1u];
+    var k = old_start[a];
+    for (var i = lo; i < hi; i++) {
+        let other = pairs_out[i].a + pairs_out[i].b - a;
+        while k < old_hi && old_pairs[k].a + old_pairs[k].b - a < other {
+            k += 1u;
+        }
+        if k < old_hi && old_pairs[k].a + old_pairs[k].b - a == other {
+            pairs_out[i].old = k;
+        }
     }
 }

@@ -1,24 +1,15 @@
 // The narrow phase inside the step, for scenes whose colliders are all primitives: one
-// invocation per candidate pair (found by the broad phase on the CPU; only the pair list
-// goes up, and only where it changed) carries or finds the pair's manifold
+// invocation per candidate pair (found by the broad phase, broad_phase.wgsl, earlier in
+// the same submission) carries or finds the pair's manifold
 // (contact_persistence.wgsl), then turns each of its points into a warm-started contact
 // record (`warm_record`, contact_warm.wgsl) the way pipeline::collision::write_pair_points
 // and pipeline::warm_start do on the CPU. Nothing per contact crosses the bus.
 //
-// Pair i owns records 4i..4i + 4; the slots past its point count are empty (both bodies
-// WORLD), so the adjacency, the dual update and the store skip them, and each point's
-// records keep the CPU's relative order (pair order, then point order). A point continued
+// Pair i owns records 4i..4i + 4; the slots past its point count, and every slot of the
+// pairs past the broad phase's total (params.n_pairs is the list's capacity), are empty
+// (both bodies WORLD), so the adjacency, the dual update and the store skip them. A point continued
 // from the last step reads what the record it continues carried (`prev`), and the pair's
 // state remembers this step's record of each point for the next step.
-
-// A candidate pair this step: solver indices of its bodies and the pair's index in the
-// last step's list (NO_OLD: a new pair).
-struct StepPair {
-    a: u32,
-    b: u32,
-    old: u32,
-    pad: u32,
-};
 
 @group(0) @binding(23) var<storage, read> shapes: array<BodyShape>;
 @group(0) @binding(24) var<storage, read> step_pairs: array<StepPair>;
@@ -29,6 +20,8 @@ struct StepPair {
 // [0]: the deepest penetration (bits of a float ≥ 0, which order as the floats do);
 // [1]: the points found. Cleared before the step.
 @group(0) @binding(28) var<storage, read_write> narrow_status: array<atomic<u32>>;
+// The broad phase's first pair of each body; [n_bodies]: the pairs it found.
+@group(0) @binding(29) var<storage, read> pair_start: array<u32>;
 
 // The pose of body `i`'s collider (pipeline::collision::shape_pose).
 fn collider_pose(i: u32) -> Pose {
@@ -40,6 +33,15 @@ fn collider_pose(i: u32) -> Pose {
 fn narrow_contacts(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
     let i = gid.x + gid.y * nwg.x * 64u;
     if (i >= params.n_pairs) {
+        return;
+    }
+    if (i >= pair_start[params.n_bodies]) {
+        var empty: Contact;
+        empty.body_a = WORLD;
+        empty.body_b = WORLD;
+        for (var k = 0u; k < 4u; k++) {
+            store_record(4u * i + k, empty);
+        }
         return;
     }
     let sp = step_pairs[i];

@@ -23,3 +23,12 @@ struct BodyShape {
     offset: vec4<f32>,
 };
 
+// A candidate pair of a step (the broad phase's output, the narrow phase's input): solver
+// indices of its bodies, lower first, and the pair's index in the last step's list
+// (0xffffffff: a new pair).
+struct StepPair {
+    a: u32,
+    b: u32,
+    old: u32,
+    pad: u32,
+};

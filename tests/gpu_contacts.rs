@@ -26,17 +26,19 @@ fn gpu_scene(name: &str, params: &[(&str, f64)], config: SolverConfig) -> Option
     }
 }
 
-/// Bytes of the step parameters (`Params` in src/gpu/mod.rs), uploaded every step.
-const PARAMS_BYTES: u64 = 112;
-/// Bytes of one pair of the device's list (`StepPair`).
-const PAIR_BYTES: u64 = 16;
+/// Bytes of the step parameters uploaded every step: the solver's (`Params` in
+/// src/gpu/mod.rs, 112), the broad phase's (`BroadParams`, 48) and the two prefix sums'
+/// lengths (16 each).
+const PARAMS_BYTES: u64 = 112 + 48 + 2 * 16;
 /// Bytes of one contact point as the CPU uploads it (`ContactPoint`).
 const POINT_BYTES: u64 = 64;
 
-/// A 2,000-box pile at 4 iterations: every step uploads the parameters, the bodies the CPU
-/// changed (the momentum projection's) and at most the pair list, never a contact point;
-/// the same pile with the points found on the CPU uploads 64 bytes per point. The device
-/// still finds the contacts: thousands of points, none of them in `contact_points()`.
+/// A 2,000-box pile at 4 iterations: when the device finds the contacts, every step
+/// uploads the parameters and the bodies the CPU changed (the momentum projection's), and
+/// nothing else: no pair, no contact point (the colliders and the grid's classes went up
+/// once). The same pile with the points found on the CPU uploads 64 bytes per point. The
+/// device still finds the contacts: thousands of points, none of them in
+/// `contact_points()`.
 #[test]
 fn gpu_pile_uploads_no_contact() {
     let config = SolverConfig {
@@ -65,28 +67,20 @@ fn gpu_pile_uploads_no_contact() {
     let (Some(device), Some(host)) = (run(false), run(true)) else {
         return;
     };
-    let mut unchanged = 0;
     for &(up, points, pairs, listed) in &device {
         assert!(points > 2000, "the pile touches: {points} points");
+        assert!(pairs * 4 >= points, "{pairs} pairs for {points} points");
         assert_eq!(listed, 0, "the points stay on the device");
-        assert!(
-            up <= PARAMS_BYTES + PAIR_BYTES * pairs,
-            "{up} bytes up for {pairs} pairs, {points} points"
-        );
-        unchanged += (up == PARAMS_BYTES) as usize;
+        assert_eq!(up, PARAMS_BYTES, "{pairs} pairs, {points} points");
     }
     for &(up, points, _, listed) in &host {
         assert_eq!(listed as u64, points);
-        assert!(
-            up >= PARAMS_BYTES + POINT_BYTES * points,
-            "{up} bytes, {points} points"
-        );
+        assert!(up > POINT_BYTES * points, "{up} bytes, {points} points");
     }
     let mean = |v: &[(u64, u64, u64, usize)]| v.iter().map(|s| s.0).sum::<u64>() / v.len() as u64;
     eprintln!(
-        "bytes up per step (bodies aside): device {} (pair list unchanged in {unchanged} of {} steps), host {}",
+        "bytes up per step (bodies aside): device {}, host {}",
         mean(&device),
-        device.len(),
         mean(&host)
     );
 }
@@ -96,9 +90,9 @@ fn gpu_pile_uploads_no_contact() {
 /// narrow phase in its own f32 arithmetic: normals agree to about 3e-6, see
 /// tests/narrow_phase.rs):
 /// * on resting aligned boxes (pyramid, stack) the same points and touching pairs in every
-///   step, the deepest penetration to 1e-5 m, every pose to 1e-4 m and the normal forces
-///   to 1% (lavapipe gives the same bits; the bounds leave room for a GPU whose rounding
-///   differs);
+///   step, the deepest penetration to 1e-4 m, every pose to 1e-4 m and the ground's load
+///   to 1% (the device lists its pairs in its own order, so the solver's sums round
+///   differently: about 5e-5 m apart on the pyramid);
 /// * on the card tower, whose leaning cards amplify a rounding difference (an ulp of a
 ///   normal moves a card by about a millimetre within 2 s, much as the CPU and GPU
 ///   backends differ on it), at most 3 points apart and poses within 1 cm over 120 steps.
@@ -135,7 +129,7 @@ fn gpu_narrow_phase_matches_the_host_path() {
             if points_apart == 0 {
                 assert_eq!(d.stats().manifolds, h.stats().manifolds, "{name}");
                 let (pd, ph) = (d.stats().max_penetration, h.stats().max_penetration);
-                assert!((pd - ph).abs() < 1e-5, "{name} frame {frame}: {pd} vs {ph}");
+                assert!((pd - ph).abs() < 1e-4, "{name} frame {frame}: {pd} vs {ph}");
             }
             for &b in d.body_handles() {
                 let e = (d.body(b).unwrap().position - h.body(b).unwrap().position).length();
@@ -152,21 +146,24 @@ fn gpu_narrow_phase_matches_the_host_path() {
         if !forces {
             continue;
         }
-        // The records the device made are the host path's, point for point.
-        let (rd, rh) = (
-            device.world.contacts().unwrap(),
-            host.world.contacts().unwrap(),
-        );
-        assert_eq!(rd.len(), rh.len());
-        for (a, b) in rd.iter().zip(rh.iter()) {
-            assert_eq!((a.body_a, a.body_b), (b.body_a, b.body_b), "{name}");
-            assert!(
-                (a.lambda[2] - b.lambda[2]).abs() <= 1e-2 * b.lambda[2].abs() + 1e-3,
-                "{name}: normal force {} vs {}",
-                a.lambda[2],
-                b.lambda[2]
-            );
-        }
+        // What the ground carries: the weight, whichever way the two paths share it out
+        // among the pairs (their orders differ, and a pyramid's forces are not determined
+        // by statics alone).
+        let on_ground = |w: &PhysicsWorld| {
+            let fixed = |i: u32| {
+                let h = w.handle_of_index(i).unwrap();
+                w.body(h).unwrap().kind != bevy_avbd::BodyKind::Dynamic
+            };
+            w.contacts()
+                .unwrap()
+                .iter()
+                .filter(|c| fixed(c.body_a) || fixed(c.body_b))
+                .map(|c| c.lambda[2] as f64)
+                .sum::<f64>()
+        };
+        let (gd, gh) = (on_ground(&device.world), on_ground(&host.world));
+        eprintln!("{name}: the ground carries {gd:.1} N against {gh:.1} N");
+        assert!((gd - gh).abs() <= 1e-2 * gh.abs(), "{name}: {gd} vs {gh}");
     }
 }
 

@@ -1,10 +1,10 @@
 //! The broad phase on the device (`shaders/broad_phase.wgsl`, prefix sums in
 //! `shaders/scan.wgsl`): a uniform grid in a hash table filled by a counting sort, and every
 //! body's candidate pairs written into its own range and sorted there, so the list is the
-//! same on every run. Standalone for now (its own device, a blocking run), for tests and
-//! tools; the step still runs the CPU's broad phase ([`crate::pipeline::collision`]).
-//! [`crate::pipeline::collision::grid`] chooses the grid bodies and the cell size and holds
-//! the Rust reference of the kernel's boxes.
+//! same on every run. The step records these kernels first when the device finds the
+//! contacts (`step.rs`); [`GpuBroadPhase`] runs them standalone (its own device, a
+//! blocking run) for tests and tools. [`crate::pipeline::collision::grid`] chooses the grid
+//! bodies and the cell size and holds the Rust reference of the kernel's boxes.
 
 use bytemuck::{Pod, Zeroable};
 
@@ -25,17 +25,54 @@ pub const SCAN_SHADER: &str = include_str!("../../shaders/scan.wgsl");
 
 /// `BroadParams` in broad_phase.wgsl.
 #[repr(C)]
-#[derive(Clone, Copy, Pod, Zeroable)]
-struct Params {
-    n_bodies: u32,
-    table_mask: u32,
-    capacity: u32,
-    n_specials: u32,
-    cell: f32,
-    inv_cell: f32,
-    margin: f32,
-    n_excluded: u32,
+#[derive(Clone, Copy, Default, Pod, Zeroable)]
+pub(super) struct BroadParams {
+    pub(super) n_bodies: u32,
+    pub(super) table_mask: u32,
+    pub(super) capacity: u32,
+    pub(super) n_specials: u32,
+    pub(super) cell: f32,
+    pub(super) inv_cell: f32,
+    pub(super) margin: f32,
+    pub(super) n_excluded: u32,
+    pub(super) has_old: u32,
+    pub(super) pad: [u32; 3],
 }
+
+/// Buckets of the hash table for `grid_bodies` bodies in the grid (at most 8 cells each).
+pub(super) fn table_size(grid_bodies: u32) -> u32 {
+    (4 * grid_bodies).max(1024).next_power_of_two()
+}
+
+/// The broad phase's bind group layout: the parameters, then (binding, read-only).
+pub(super) const BROAD_BINDINGS: [(u32, bool); 14] = [
+    (1, true),
+    (2, true),
+    (3, true),
+    (4, true),
+    (5, true),
+    (6, true),
+    (7, false),
+    (8, false),
+    (9, false),
+    (10, false),
+    (11, false),
+    (12, false),
+    (13, true),
+    (14, true),
+];
+
+/// The broad phase kernels in dispatch order (see broad_phase.wgsl).
+pub(super) const BROAD_KERNELS: [&str; 5] = [
+    "bp_bounds",
+    "bp_count_cells",
+    "bp_fill",
+    "bp_count_pairs",
+    "bp_write_pairs",
+];
+
+/// The prefix sum's kernels in dispatch order.
+pub(super) const SCAN_KERNELS: [&str; 3] = ["scan_blocks", "scan_top", "scan_add"];
 
 const WORKGROUP: u32 = 64;
 const SCAN_BLOCK: u32 = 256;
@@ -87,12 +124,9 @@ impl GpuBroadPhase {
         let mut entries = vec![uniform_entry(
             0,
             false,
-            std::mem::size_of::<Params>() as u64,
+            std::mem::size_of::<BroadParams>() as u64,
         )];
-        entries.extend((1..=6).map(|b| storage_entry(b, true)));
-        entries.push(storage_entry(7, false));
-        entries.push(storage_entry(8, true));
-        entries.extend((9..=12).map(|b| storage_entry(b, false)));
+        entries.extend(BROAD_BINDINGS.map(|(b, read_only)| storage_entry(b, read_only)));
         let (module, layout, pipeline_layout) =
             make("broad_phase.wgsl", BROAD_PHASE_SHADER, &entries);
         let (scan_module, scan_layout, scan_pipeline_layout) = make(
@@ -114,16 +148,8 @@ impl GpuBroadPhase {
                 cache: None,
             })
         };
-        let pipelines = [
-            "bp_bounds",
-            "bp_count_cells",
-            "bp_fill",
-            "bp_count_pairs",
-            "bp_write_pairs",
-        ]
-        .map(|e| pipeline(&pipeline_layout, &module, e));
-        let scans = ["scan_blocks", "scan_top", "scan_add"]
-            .map(|e| pipeline(&scan_pipeline_layout, &scan_module, e));
+        let pipelines = BROAD_KERNELS.map(|e| pipeline(&pipeline_layout, &module, e));
+        let scans = SCAN_KERNELS.map(|e| pipeline(&scan_pipeline_layout, &scan_module, e));
         Ok(Self {
             device,
             queue,
@@ -165,8 +191,8 @@ impl GpuBroadPhase {
         let n = input.poses.len() as u32;
         let layout = input.layout;
         let grid_bodies = layout.classes.iter().filter(|&&c| c == 1).count() as u32;
-        let table = (4 * grid_bodies).max(1024).next_power_of_two();
-        let params = Params {
+        let table = table_size(grid_bodies);
+        let params = BroadParams {
             n_bodies: n,
             table_mask: table - 1,
             capacity,
@@ -175,6 +201,7 @@ impl GpuBroadPhase {
             inv_cell: 1.0 / layout.cell,
             margin: input.margin,
             n_excluded: input.excluded.len() as u32,
+            ..Default::default()
         };
         let d = &self.device;
         let uniform = |bytes: &[u8]| {
@@ -203,7 +230,8 @@ impl GpuBroadPhase {
         let cursor = self.buffer("cursor", table as u64 * 4, None);
         let entries = self.buffer("entries", 8 * grid_bodies as u64 * 4, None);
         let pair_start = self.buffer("pair start", (n as u64 + 1) * 4, None);
-        let pairs = self.buffer("pairs", capacity.max(1) as u64 * 8, None);
+        let pairs = self.buffer("pairs", capacity.max(1) as u64 * 16, None);
+        let no_old = self.buffer("no old list", 16, None);
         let mut group_entries = vec![wgpu::BindGroupEntry {
             binding: 0,
             resource: params_buf.as_entire_binding(),
@@ -217,6 +245,8 @@ impl GpuBroadPhase {
                 &entries,
                 &pair_start,
                 &pairs,
+                &no_old,
+                &no_old,
             ])
             .enumerate()
         {
@@ -285,7 +315,7 @@ impl GpuBroadPhase {
         dispatch(&mut encoder, count_pairs);
         scan(&mut encoder, &pair_scan);
         dispatch(&mut encoder, write_pairs);
-        let out_bytes = 4 + capacity as u64 * 8;
+        let out_bytes = 4 + capacity as u64 * 16;
         let staging = d.create_buffer(&wgpu::BufferDescriptor {
             label: Some("broad readback"),
             size: out_bytes.next_multiple_of(4).max(16),
@@ -294,7 +324,7 @@ impl GpuBroadPhase {
         });
         encoder.copy_buffer_to_buffer(&pair_start, n as u64 * 4, &staging, 0, 4);
         if capacity > 0 {
-            encoder.copy_buffer_to_buffer(&pairs, 0, &staging, 4, capacity as u64 * 8);
+            encoder.copy_buffer_to_buffer(&pairs, 0, &staging, 4, capacity as u64 * 16);
         }
         self.queue.submit([encoder.finish()]);
         let slice = staging.slice(..);
@@ -315,8 +345,8 @@ impl GpuBroadPhase {
         staging.unmap();
         let total = data[0];
         let written = total.min(capacity) as usize;
-        let pairs = data[1..1 + 2 * written]
-            .chunks_exact(2)
+        let pairs = data[1..1 + 4 * written]
+            .chunks_exact(4)
             .map(|p| [p[0], p[1]])
             .collect();
         Ok((pairs, total))

@@ -66,17 +66,31 @@ pub(super) const CARRIED: [usize; 2] = [POINTS + HALF_CHUNKS, POINTS + 2 * HALF_
 /// and in this one, alternating like `CARRIED`.
 pub(super) const COLOR_SEEDS: [usize; 2] = [POINTS + 3 * HALF_CHUNKS, POINTS + 3 * HALF_CHUNKS + 1];
 /// The device narrow phase (`contact_narrow.wgsl`): each body's collider as a primitive,
-/// the step's candidate pairs, what each pair carries to the next step (two buffers
-/// alternating like `CARRIED`), each pair's point count (a byte per pair, read back) and
-/// the narrow phase's status (deepest penetration, points; read back).
+/// what each pair carries to the next step (two buffers alternating like `CARRIED`), each
+/// pair's point count (a byte per pair, read back) and the narrow phase's status (deepest
+/// penetration, points; read back).
 pub(super) const SHAPES: usize = COLOR_SEEDS[1] + 1;
-pub(super) const PAIRS: usize = SHAPES + 1;
-pub(super) const PAIR_STATE: [usize; 2] = [PAIRS + 1, PAIRS + 2];
-pub(super) const PAIR_COUNTS: usize = PAIRS + 3;
-pub(super) const NARROW_STATUS: usize = PAIRS + 4;
+pub(super) const PAIR_STATE: [usize; 2] = [SHAPES + 1, SHAPES + 2];
+pub(super) const PAIR_COUNTS: usize = SHAPES + 3;
+pub(super) const NARROW_STATUS: usize = SHAPES + 4;
 /// Bytes of `NARROW_STATUS`.
 pub(super) const NARROW_STATUS_BYTES: u64 = 8;
-pub(super) const NAMES: [&str; 46] = [
+/// The device broad phase (`broad_phase.wgsl`): each body's class, the special bodies and
+/// the jointed pairs (uploaded by difference), each body's box, the hash table's bucket
+/// starts and fill cursors, its entries, and each body's first pair and the pair list
+/// (both alternating like `CARRIED`: the last step's list gives each pair its old index),
+/// and the block sums of the two prefix sums (buckets, pairs).
+pub(super) const CLASSES: usize = SHAPES + 5;
+pub(super) const SPECIALS: usize = SHAPES + 6;
+pub(super) const EXCLUDED: usize = SHAPES + 7;
+pub(super) const BOUNDS: usize = SHAPES + 8;
+pub(super) const BUCKET_START: usize = SHAPES + 9;
+pub(super) const CURSOR: usize = SHAPES + 10;
+pub(super) const ENTRIES: usize = SHAPES + 11;
+pub(super) const PAIR_START: [usize; 2] = [SHAPES + 12, SHAPES + 13];
+pub(super) const PAIR_LIST: [usize; 2] = [SHAPES + 14, SHAPES + 15];
+pub(super) const SCAN_SUMS: [usize; 2] = [SHAPES + 16, SHAPES + 17];
+pub(super) const NAMES: [&str; 58] = [
     "poses",
     "masses",
     "iterate",
@@ -118,18 +132,32 @@ pub(super) const NAMES: [&str; 46] = [
     "color_seeds_a",
     "color_seeds_b",
     "shapes",
-    "pairs",
     "pair_state_a",
     "pair_state_b",
     "pair_counts",
     "narrow_status",
+    "classes",
+    "specials",
+    "excluded",
+    "bounds",
+    "bucket_start",
+    "cursor",
+    "entries",
+    "pair_start_a",
+    "pair_start_b",
+    "pair_list_a",
+    "pair_list_b",
+    "bucket_scan_sums",
+    "pair_scan_sums",
 ];
 
 /// Buffers uploaded by difference: only the chunks whose bytes differ from what the device
 /// holds go up (the CPU's copy of what the device holds is `GpuSolver::shadow`).
-pub(super) const TRACKED: [usize; 9] = [
+pub(super) const TRACKED: [usize; 11] = [
     SHAPES,
-    PAIRS,
+    CLASSES,
+    SPECIALS,
+    EXCLUDED,
     MASSES,
     JOINTS,
     BODY_FLAGS,

@@ -98,6 +98,42 @@ impl GpuSolver {
             label: Some("contact_warm.wgsl"),
             source: wgpu::ShaderSource::Wgsl(CONTACT_WARM_SHADER.into()),
         });
+        let broad_module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
+            label: Some("broad_phase.wgsl"),
+            source: wgpu::ShaderSource::Wgsl(super::broad::BROAD_PHASE_SHADER.into()),
+        });
+        let scan_module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
+            label: Some("scan.wgsl"),
+            source: wgpu::ShaderSource::Wgsl(super::broad::SCAN_SHADER.into()),
+        });
+        let mut broad_entries = vec![uniform_entry(
+            0,
+            false,
+            std::mem::size_of::<super::broad::BroadParams>() as u64,
+        )];
+        broad_entries
+            .extend(super::broad::BROAD_BINDINGS.map(|(b, read_only)| storage_entry(b, read_only)));
+        let broad_layout = device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
+            label: Some("avbd broad phase"),
+            entries: &broad_entries,
+        });
+        let scan_layout = device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
+            label: Some("avbd prefix sum"),
+            entries: &[
+                uniform_entry(0, false, 16),
+                storage_entry(1, false),
+                storage_entry(2, false),
+            ],
+        });
+        let single = |layout: &wgpu::BindGroupLayout, label: &str| {
+            device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
+                label: Some(label),
+                bind_group_layouts: &[Some(layout)],
+                immediate_size: 0,
+            })
+        };
+        let broad_pipeline_layout = single(&broad_layout, "avbd broad phase");
+        let scan_pipeline_layout = single(&scan_layout, "avbd prefix sum");
         let layout_of = |label: &str, bindings: &[(usize, bool)]| {
             let mut entries = vec![uniform_entry(0, false, params_size())];
             for (i, (_, read_only)) in bindings.iter().enumerate() {
@@ -162,6 +198,13 @@ impl GpuSolver {
             warm_start_contacts: warm("warm_start_contacts"),
             store_contact_warm: warm("store_contact_warm"),
             narrow_contacts: warm("narrow_contacts"),
+            broad: {
+                let [a, b, c, d, e] = super::broad::BROAD_KERNELS;
+                [a, b, "bp_seed_scan", "bp_seed_fill", c, d, e]
+                    .map(|k| pipeline(&broad_pipeline_layout, &broad_module, k))
+            },
+            scan: super::broad::SCAN_KERNELS
+                .map(|k| pipeline(&scan_pipeline_layout, &scan_module, k)),
             adj_clear: adjacency("adj_clear"),
             adj_count: adjacency("adj_count"),
             adj_scan_blocks: adjacency("adj_scan_blocks"),
@@ -187,6 +230,22 @@ impl GpuSolver {
             usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
             mapped_at_creation: false,
         });
+        let uniform = |label: &str, size: u64| {
+            device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some(label),
+                size,
+                usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
+                mapped_at_creation: false,
+            })
+        };
+        let broad_params = uniform(
+            "broad params",
+            std::mem::size_of::<super::broad::BroadParams>() as u64,
+        );
+        let scan_params = [
+            uniform("bucket scan params", 16),
+            uniform("pair scan params", 16),
+        ];
         let (slots, slot_group) = Self::make_slots(&device, &queue, &slot_layout, SLOTS);
         let buffers = (0..NAMES.len())
             .map(|slot| {
@@ -253,6 +312,13 @@ impl GpuSolver {
             integration_group: None,
             warm_groups: None,
             carried_side: 0,
+            broad_params,
+            broad_layout,
+            broad_groups: None,
+            scan_params,
+            scan_layout,
+            scan_groups: None,
+            pair_capacity: 0,
             slot_group,
             flags: Vec::new(),
             last_colors: 0,

@@ -1,32 +1,34 @@
-//! wgpu compute backend: the whole step after the broad phase — the narrow phase where the
-//! device handles every collider, inertial targets and initial guess, per-step body
-//! colouring, the iteration loop (primal sweeps per colour, in place, dual updates of
-//! contacts and joints), velocities and poses — recorded in one command submission, on the
-//! same records the CPU backend uses (`shaders/common.wgsl` prepended to
-//! `integration.wgsl`, `contact_warm.wgsl` with `contact_narrow.wgsl`, `adjacency.wgsl`,
-//! `coloring.wgsl`, `avbd.wgsl`).
+//! wgpu compute backend: the whole step — collision detection where the device handles
+//! every collider (broad phase, narrow phase, contact persistence), inertial targets and
+//! initial guess, per-step body colouring, the iteration loop (primal sweeps per colour, in
+//! place, dual updates of contacts and joints), velocities and poses — recorded in one
+//! command submission, on the same records the CPU backend uses (`shaders/common.wgsl`
+//! prepended to `broad_phase.wgsl` with `scan.wgsl`, `integration.wgsl`,
+//! `contact_warm.wgsl` with `contact_narrow.wgsl`, `adjacency.wgsl`, `coloring.wgsl`,
+//! `avbd.wgsl`).
 //!
 //! # One step on the GPU backend
 //!
-//! 1. CPU: the broad phase. When every collider is a sphere, capsule, box or half-space
-//!    (and the config keeps the primitive narrow phase), that is all: the step's candidate
-//!    pairs (16 bytes each: bodies and the pair's index in the last step's list) go to the
-//!    device, whose narrow phase (`contact_narrow.wgsl`: the port of
-//!    `pipeline::collision::primitive` and its persistence) makes each pair's manifold and
-//!    the warm-started records of its points, four record slots per pair. Otherwise the
-//!    CPU's collision detection makes this step's contact points (64 bytes each: bodies,
-//!    normal, lever arms, start errors) and each point's index in the previous step's
-//!    records, and they go up. Then the joint warm start (the same code as the CPU
-//!    backend).
+//! 1. CPU. When every collider is a sphere, capsule, box or half-space (and the config
+//!    keeps the primitive narrow phase), nothing per pair or contact: the device's broad
+//!    phase (`broad_phase.wgsl`: a hash grid, the pairs of each body written in its own
+//!    range and sorted, each with its index in the last step's list) and narrow phase
+//!    (`contact_narrow.wgsl`: the port of `pipeline::collision::primitive` and its
+//!    persistence) make each pair's manifold and the warm-started records of its points,
+//!    four record slots per pair; the CPU only sorts the colliders into the grid's classes
+//!    when they change ([`crate::pipeline::collision::grid`]). Otherwise the CPU's
+//!    collision detection makes this step's contact points (64 bytes each: bodies, normal,
+//!    lever arms, start errors) and each point's index in the previous step's records, and
+//!    they go up. Then the joint warm start (the same code as the CPU backend).
 //! 2. Upload. The body state (poses, velocities, last velocities, external forces, masses,
 //!    flags) is resident on the device: it goes up by difference, only the 1 KiB chunks
 //!    whose bytes differ from what the device holds ([`GpuSolver::body_upload_bytes`];
-//!    zero in a step after which the CPU changed no body); so do the colliders and the
-//!    pair list (nothing while the pairs stay the same). What changes every step goes up
+//!    zero in a step after which the CPU changed no body); so do the colliders, their
+//!    classes and the jointed pairs. What changes every step goes up
 //!    whole: the contact points (when the CPU found them) and the joint row states, written in parallel into a persistent mapped staging buffer (the upload
 //!    belt) and copied into place at the start of the step's command buffer. Buffers grow
 //!    by doubling, so a steady scene never reallocates ([`GpuSolver::reallocations`]).
-//! 3. One submission: `begin_bodies` (inertial targets and the adaptive initial guess,
+//! 3. One submission: the broad phase (device contacts only); `begin_bodies` (inertial targets and the adaptive initial guess,
 //!    `integration::begin_step`); `warm_start_contacts` (`contact_warm.wgsl`, the formulas
 //!    of `pipeline::warm_start`: each point becomes a 128-byte contact record carrying the
 //!    λ, k, stick flag and anchors its previous record left, read by index from the
@@ -49,8 +51,9 @@
 //! 4. Readback: [`GpuSolver::submit`] requests the map of one of two `MAP_READ` staging
 //!    buffers, used alternately, and returns; [`GpuSolver::finish`] waits for it and copies
 //!    out the poses, velocities, non-finite flags, joint states, the colouring summary and,
-//!    when the device found the contacts, a byte per pair (its point count) and the
-//!    deepest penetration (nothing per contact: the records stay on the device,
+//!    when the device found the contacts, the pair list (16 bytes a pair), a byte per pair
+//!    (its point count) and the deepest penetration (nothing per contact: the records stay
+//!    on the device,
 //!    [`GpuSolver::contacts`] reads them on demand). The CPU then restores the momentum
 //!    of isolated islands (a union–find over the touching pairs,
 //!    `integration::IslandMomentum`; the bodies it corrects go up by difference next
@@ -66,8 +69,9 @@
 //! the ECS layer's `StepMode::Overlapped` finishes a run's step at the start of the next
 //! run). The results are the same bits either way. The two staging buffers alternate so
 //! that a step's copy never targets the buffer the CPU read the previous step from.
-//! Overlapping the broad phase of step t+1 with the solve of step t would need the broad
-//! phase on the GPU (not done in this version).
+//! With the contacts found on the device, the CPU's part of a step is O(bodies) copies
+//! (classes compared, poses copied out) and the momentum projection's union–find over the
+//! touching pairs.
 
 //! # Where each part lives
 //!
@@ -177,9 +181,9 @@ pub struct GpuMemory {
     pub bytes_per_body: u64,
     pub bytes_per_contact: u64,
     pub bytes_per_joint: u64,
-    /// Per candidate pair when the device finds the contacts: the pair, what it carries
-    /// to the next step (two buffers) and its point count (the pair's four contact slots
-    /// count as contacts).
+    /// Per candidate pair when the device finds the contacts: the pair lists, what it
+    /// carries to the next step (two buffers) and its point count, with their readback
+    /// copies (the pair's four contact slots count as contacts).
     pub bytes_per_pair: u64,
     /// Buffers whose size does not depend on the scene (parameters, colour slots, ranges,
     /// dispatch arguments, counters, timestamp queries).
@@ -196,6 +200,8 @@ pub struct GpuMemory {
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct GpuTimings {
     pub supported: bool,
+    /// The broad phase on the device (zero when the contacts come from the CPU).
+    pub broad_phase_ms: f64,
     /// Inertial targets and initial guess before the iterations, velocities and poses
     /// after them.
     pub integration_ms: f64,
@@ -239,8 +245,9 @@ pub struct GpuTraffic {
 impl GpuTimings {
     /// The stages in step order, by name (the names of `avbd run --json`'s
     /// `timings_ms`).
-    pub fn stages(&self) -> [(&'static str, f64); 6] {
+    pub fn stages(&self) -> [(&'static str, f64); 7] {
         [
+            ("broad_phase", self.broad_phase_ms),
             ("integration", self.integration_ms),
             ("warm_start", self.warm_start_ms),
             ("adjacency", self.adjacency_ms),
@@ -352,6 +359,18 @@ pub struct GpuSolver {
     warm_groups: Option<[wgpu::BindGroup; 2]>,
     /// Which of `CARRIED` holds what the last step's contacts carry.
     carried_side: usize,
+    /// The broad phase's parameters (`BroadParams`) and its group for each side.
+    broad_params: wgpu::Buffer,
+    broad_layout: wgpu::BindGroupLayout,
+    broad_groups: Option<[wgpu::BindGroup; 2]>,
+    /// The prefix sums' lengths (buckets, pairs), layout and groups: the buckets', then the
+    /// pairs' for each side.
+    scan_params: [wgpu::Buffer; 2],
+    scan_layout: wgpu::BindGroupLayout,
+    scan_groups: Option<[wgpu::BindGroup; 3]>,
+    /// Pairs the device's pair list holds: grows (the step is then run again) when the
+    /// broad phase finds more, never shrinks.
+    pair_capacity: u32,
     slot_group: wgpu::BindGroup,
     flags: Vec<u32>,
     last_colors: u32,
@@ -464,6 +483,9 @@ impl GpuSolver {
             + 4 // colour of body
             + 8 // colour seeds, last step's and this one's
             + sz(std::mem::size_of::<crate::pipeline::collision::BodyShape>()) // collider
+            // broad phase: class, box, up to 8 grid entries, about 4 buckets (start and
+            // cursor) and the first pair in two lists
+            + 4 + 32 + 8 * 4 + 4 * 8 + 2 * 4
             + 2 * (pose + 2 * velocity + 4); // two readback staging buffers
         // The record (written on the device), the point (on the device and in the upload
         // belt), two adjacency items and the two buffers of carried state.
@@ -472,15 +494,22 @@ impl GpuSolver {
         let bytes_per_contact = contact + 2 * point + 2 * 4 + 2 * carried;
         let bytes_per_joint =
             sz(std::mem::size_of::<JointRecord>()) + 2 * state + 2 * 4 + 2 * state;
-        let bytes_per_pair = sz(std::mem::size_of::<crate::pipeline::collision::StepPair>())
+        // Two pair lists (this step's and the last), its readback copy, what the pair
+        // carries (two buffers), its count and the count's readback copy.
+        let step_pair = sz(std::mem::size_of::<crate::pipeline::collision::StepPair>());
+        let bytes_per_pair = 3 * step_pair
             + 2 * sz(std::mem::size_of::<
                 crate::pipeline::collision::primitive::PrimitiveContact,
             >())
-            + 2; // the count and its readback copy
-        let mut fixed_bytes = params_size() + self.slots.size();
+            + 2;
+        let mut fixed_bytes = params_size()
+            + self.slots.size()
+            + self.broad_params.size()
+            + self.scan_params.iter().map(|b| b.size()).sum::<u64>();
         let mut total_bytes = fixed_bytes;
         for (slot, b) in self.buffers.iter().enumerate() {
             if matches!(slot, RANGES | INDIRECT | COUNTER | NARROW_STATUS) {
+                // (NARROW_STATUS: 8 bytes; the broad phase's parameters are below.)
                 fixed_bytes += b.capacity;
             }
             total_bytes += b.capacity;

@@ -107,8 +107,9 @@ pub(super) const INTEGRATION_BINDINGS: [(usize, bool); 9] = [
 
 /// Bindings 1.. of the contacts' warm start (`contact_warm.wgsl`) and the narrow phase
 /// (`contact_narrow.wgsl`), reading the carried state from `CARRIED[side]` and
-/// `PAIR_STATE[side]` and writing it to the others.
-pub(super) const fn warm_bindings(side: usize) -> [(usize, bool); 28] {
+/// `PAIR_STATE[side]` and writing it to the others, and this step's pairs from
+/// `PAIR_LIST[1 - side]`.
+pub(super) const fn warm_bindings(side: usize) -> [(usize, bool); 29] {
     let (prev, next) = (CARRIED[side], CARRIED[1 - side]);
     [
         (POSES, true),
@@ -134,11 +135,34 @@ pub(super) const fn warm_bindings(side: usize) -> [(usize, bool); 28] {
         (next + 2, false),
         (next + 3, false),
         (SHAPES, true),
-        (PAIRS, true),
+        (PAIR_LIST[1 - side], true),
         (PAIR_STATE[side], true),
         (PAIR_STATE[1 - side], false),
         (PAIR_COUNTS, false),
         (NARROW_STATUS, false),
+        (PAIR_START[1 - side], true),
+    ]
+}
+
+/// Bindings 1..=14 of the broad phase (`broad_phase.wgsl`, see `broad::BROAD_BINDINGS`),
+/// writing this step's pair list into `PAIR_START` and `PAIR_LIST[1 - side]` and reading
+/// the last step's from `[side]`.
+pub(super) const fn broad_bindings(side: usize) -> [(usize, bool); 14] {
+    [
+        (POSES, true),
+        (SHAPES, true),
+        (BODY_FLAGS, true),
+        (CLASSES, true),
+        (SPECIALS, true),
+        (EXCLUDED, true),
+        (BOUNDS, false),
+        (BUCKET_START, false),
+        (CURSOR, false),
+        (ENTRIES, false),
+        (PAIR_START[1 - side], false),
+        (PAIR_LIST[1 - side], false),
+        (PAIR_START[side], true),
+        (PAIR_LIST[side], true),
     ]
 }
 
@@ -150,6 +174,10 @@ pub(super) struct Pipelines {
     pub(super) warm_start_contacts: wgpu::ComputePipeline,
     pub(super) store_contact_warm: wgpu::ComputePipeline,
     pub(super) narrow_contacts: wgpu::ComputePipeline,
+    /// The broad phase kernels (`broad::BROAD_KERNELS`, then `bp_seed_scan`,
+    /// `bp_seed_fill`) and the prefix sum's (`broad::SCAN_KERNELS`).
+    pub(super) broad: [wgpu::ComputePipeline; 7],
+    pub(super) scan: [wgpu::ComputePipeline; 3],
     pub(super) adj_clear: wgpu::ComputePipeline,
     pub(super) adj_count: wgpu::ComputePipeline,
     pub(super) adj_scan_blocks: wgpu::ComputePipeline,
@@ -235,5 +263,38 @@ impl GpuSolver {
                 "avbd contact warm start",
             )
         }));
+        fn entry(binding: u32, buffer: &wgpu::Buffer) -> wgpu::BindGroupEntry<'_> {
+            wgpu::BindGroupEntry {
+                binding,
+                resource: buffer.as_entire_binding(),
+            }
+        }
+        self.broad_groups = Some([0, 1].map(|side| {
+            let mut entries = vec![entry(0, &self.broad_params)];
+            for (i, (slot, _)) in broad_bindings(side).iter().enumerate() {
+                entries.push(entry(i as u32 + 1, &self.buffers[*slot].buffer));
+            }
+            self.device.create_bind_group(&wgpu::BindGroupDescriptor {
+                label: Some("avbd broad phase"),
+                layout: &self.broad_layout,
+                entries: &entries,
+            })
+        }));
+        let scan = |params: &wgpu::Buffer, data: usize, sums: usize| {
+            self.device.create_bind_group(&wgpu::BindGroupDescriptor {
+                label: Some("avbd prefix sum"),
+                layout: &self.scan_layout,
+                entries: &[
+                    entry(0, params),
+                    entry(1, &self.buffers[data].buffer),
+                    entry(2, &self.buffers[sums].buffer),
+                ],
+            })
+        };
+        self.scan_groups = Some([
+            scan(&self.scan_params[0], BUCKET_START, SCAN_SUMS[0]),
+            scan(&self.scan_params[1], PAIR_START[1], SCAN_SUMS[1]),
+            scan(&self.scan_params[1], PAIR_START[0], SCAN_SUMS[1]),
+        ]);
     }
 }

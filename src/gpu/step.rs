@@ -3,6 +3,7 @@
 
 use super::buffers::*;
 use super::*;
+use crate::pipeline::collision::StepPair;
 
 /// What one step records: sizes and options.
 #[derive(Clone, Copy)]
@@ -14,13 +15,15 @@ pub(super) struct StepShape {
     pub(super) n: usize,
     pub(super) n_contacts: usize,
     pub(super) n_joints: usize,
-    /// Candidate pairs of the device narrow phase (`contact_narrow.wgsl`); 0 when the
-    /// contact points come from the CPU.
+    /// The capacity of the device's pair list (`broad_phase.wgsl`, `contact_narrow.wgsl`);
+    /// 0 when the contact points come from the CPU.
     pub(super) n_pairs: usize,
     pub(super) device_narrow: bool,
+    /// Buckets of the broad phase's hash table.
+    pub(super) table: u32,
     /// Bytes of the poses, velocities (and previous velocities), status, joint states,
-    /// pair counts and narrow-phase status read back.
-    pub(super) lens: [usize; 6],
+    /// pair total, pair list, pair counts and narrow-phase status read back.
+    pub(super) lens: [usize; 8],
 }
 
 /// A step submitted and not yet read back.
@@ -92,7 +95,7 @@ impl GpuSolver {
         }
         let n = bodies.len();
         let t_start = std::time::Instant::now();
-        let mut host = GpuHostTimes::default();
+        let host = GpuHostTimes::default();
         // The adjacency is built on the device (`adjacency.wgsl`); the CPU only gathers the
         // constraint ends, for the momentum projection's islands.
         crate::pipeline::coloring::gather_ends(&s.points, joints, &mut s.adjacency);
@@ -103,15 +106,40 @@ impl GpuSolver {
             let kinematic = bodies.kinds[i] == BodyKind::Kinematic && !bodies.frozen[i];
             (solved as u32 * FLAG_SOLVED) | (kinematic as u32 * FLAG_KINEMATIC)
         }));
+        self.last_traffic = GpuTraffic::default();
+
+        self.flags = flags;
+        self.size_and_launch(cfg, bodies, joints, s, pairs, host, t_start)
+    }
+
+    /// Sizes the buffers for the step (growing what must grow), then launches it.
+    #[allow(clippy::too_many_arguments)]
+    fn size_and_launch(
+        &mut self,
+        cfg: &SolverConfig,
+        bodies: &BodySet,
+        joints: &JointSet,
+        s: &SolverData,
+        pairs: &DevicePairs,
+        mut host: GpuHostTimes,
+        t_start: std::time::Instant,
+    ) -> Result<(), GpuError> {
+        let n = bodies.len();
         // A body's smallest free colour never exceeds its number of neighbours, so the
         // full palette colours exactly as one of (largest degree + 1) would.
         let palette = MAX_COLORS;
-        self.last_traffic = GpuTraffic::default();
-
         let iterations = cfg.iterations;
         let it_len = n * std::mem::size_of::<IterateRecord>();
         let device_narrow = pairs.active();
-        let n_pairs = if device_narrow { pairs.pairs.len() } else { 0 };
+        // The pair list's capacity: the pairs the last step found and some room.
+        if device_narrow && self.pair_capacity == 0 {
+            self.pair_capacity = (4 * n as u32).max(256);
+        }
+        let n_pairs = if device_narrow {
+            self.pair_capacity as usize
+        } else {
+            0
+        };
         // Four records per pair when the device finds the contacts (empty slots skipped).
         let n_contacts = if device_narrow {
             4 * n_pairs
@@ -119,6 +147,7 @@ impl GpuSolver {
             s.points.len()
         };
         let counts_len = n_pairs.div_ceil(4) * 4;
+        let list_len = n_pairs * std::mem::size_of::<crate::pipeline::collision::StepPair>();
         let (pose_len, vel_len, status_len, js_len) = (
             std::mem::size_of_val(bodies.poses.as_slice()),
             std::mem::size_of_val(bodies.velocities.as_slice()),
@@ -157,20 +186,33 @@ impl GpuSolver {
         // read by this one and keeps its buffers; the other side is written.
         let points_len = s.points.len() * std::mem::size_of::<ContactPoint>();
         let half_len = n_contacts * std::mem::size_of::<ContactWarm>();
-        let next = CARRIED[1 - self.carried_side];
+        let side = self.carried_side;
+        let next = CARRIED[1 - side];
         for j in 0..HALF_CHUNKS {
             let part = |len: usize| len.saturating_sub(j * chunk_bytes).min(chunk_bytes);
             sizes.push((POINTS + j, part(points_len)));
             sizes.push((next + j, part(half_len)));
         }
+        let table = super::broad::table_size(pairs.grid_bodies()) as usize;
         if device_narrow {
-            // What the pairs carried is read by this step and keeps its buffer.
+            // What the pairs carried, and the last step's pair list, are read by this
+            // step and keep their buffers.
             let pair_state =
                 std::mem::size_of::<crate::pipeline::collision::primitive::PrimitiveContact>();
             sizes.extend([
                 (SHAPES, std::mem::size_of_val(pairs.shapes.as_slice())),
-                (PAIRS, std::mem::size_of_val(pairs.pairs.as_slice())),
-                (PAIR_STATE[1 - self.carried_side], n_pairs * pair_state),
+                (CLASSES, n * 4),
+                (SPECIALS, pairs.layout.specials.len() * 4),
+                (EXCLUDED, std::mem::size_of_val(pairs.excluded.as_slice())),
+                (BOUNDS, n * 32),
+                (BUCKET_START, (table + 1) * 4),
+                (CURSOR, table * 4),
+                (ENTRIES, 8 * pairs.grid_bodies() as usize * 4),
+                (PAIR_START[1 - side], (n + 1) * 4),
+                (PAIR_LIST[1 - side], list_len),
+                (SCAN_SUMS[0], table.div_ceil(256) * 4),
+                (SCAN_SUMS[1], (n + 1).div_ceil(256) * 4),
+                (PAIR_STATE[1 - side], n_pairs * pair_state),
                 (PAIR_COUNTS, counts_len),
                 (NARROW_STATUS, NARROW_STATUS_BYTES as usize),
             ]);
@@ -184,11 +226,12 @@ impl GpuSolver {
             self.rebuild_bind_groups();
         }
         self.pop_error_scopes(scopes)?;
-        // Readback layout: poses | velocities | previous velocities | status | contacts |
-        // joint states | ranges | timestamps.
+        // Readback layout: poses | velocities | previous velocities | status | joint
+        // states | pair total | pair list | pair counts | narrow status | ranges |
+        // timestamps.
         let timed = self.ensure_timestamps(2 * pass_count(iterations));
-        self.flags = flags;
-        host.prepare_ms = elapsed_ms(t_start);
+        host.prepare_ms += elapsed_ms(t_start);
+        let narrow_only = |len: usize| if device_narrow { len } else { 0 };
         let shape = StepShape {
             iterations,
             palette,
@@ -198,17 +241,16 @@ impl GpuSolver {
             n_joints: joints.records.len(),
             n_pairs,
             device_narrow,
+            table: table as u32,
             lens: [
                 pose_len,
                 vel_len,
                 status_len,
                 js_len,
-                if device_narrow { counts_len } else { 0 },
-                if device_narrow {
-                    NARROW_STATUS_BYTES as usize
-                } else {
-                    0
-                },
+                narrow_only(4),
+                narrow_only(list_len),
+                narrow_only(counts_len),
+                narrow_only(NARROW_STATUS_BYTES as usize),
             ],
         };
         self.launch(cfg, bodies, joints, s, pairs, shape, host)
@@ -291,6 +333,8 @@ impl GpuSolver {
                 vel_len,
                 status_len,
                 js_len,
+                total_len,
+                list_len,
                 counts_len,
                 narrow_len,
             ] = shape.lens;
@@ -309,6 +353,7 @@ impl GpuSolver {
                 .map_err(|e| GpuError::Readback(e.to_string()))?;
             host.wait_ms += elapsed_ms(t_wait);
             let t_unpack = std::time::Instant::now();
+            let mut resize = false;
             let rerun = {
                 let data = slice
                     .get_mapped_range()
@@ -318,13 +363,24 @@ impl GpuSolver {
                 let (prev, rest) = rest.split_at(vel_len);
                 let (status, rest) = rest.split_at(status_len);
                 let (c, rest) = rest.split_at(js_len);
+                let (total, rest) = rest.split_at(total_len);
+                let (list, rest) = rest.split_at(list_len);
                 let (counts, rest) = rest.split_at(counts_len);
                 let (narrow, rest) = rest.split_at(narrow_len);
                 let (r, rest) = rest.split_at(RANGES_BYTES as usize);
                 let r: Vec<u32> = bytemuck::pod_collect_to_vec(r);
                 let colors = r[2 * SLOTS as usize];
                 let serial = r[2 * SERIAL_SLOT as usize + 1];
-                if colors > self.color_capacity || serial > self.serial_capacity {
+                let found = match shape.device_narrow {
+                    true => bytemuck::pod_read_unaligned::<u32>(total) as usize,
+                    false => 0,
+                };
+                if found > shape.n_pairs {
+                    // The broad phase found more pairs than the list holds: grow it.
+                    self.pair_capacity = (found + found / 4 + 64) as u32;
+                    resize = true;
+                    true
+                } else if colors > self.color_capacity || serial > self.serial_capacity {
                     self.color_capacity = self.color_capacity.max(colors);
                     self.serial_capacity = self.serial_capacity.max(serial.next_power_of_two());
                     true
@@ -353,8 +409,14 @@ impl GpuSolver {
                     }
                     joints.states.copy_from_slice(bytemuck::cast_slice(c));
                     if shape.device_narrow {
+                        pairs.pairs.clear();
+                        pairs
+                            .pairs
+                            .extend(bytemuck::pod_collect_to_vec::<u8, StepPair>(
+                                &list[..found * std::mem::size_of::<StepPair>()],
+                            ));
                         pairs.counts.clear();
-                        pairs.counts.extend_from_slice(&counts[..shape.n_pairs]);
+                        pairs.counts.extend_from_slice(&counts[..found]);
                         let status: [u32; 2] = bytemuck::pod_read_unaligned(narrow);
                         pairs.max_penetration = f32::from_bits(status[0]);
                         pairs.points = status[1];
@@ -398,7 +460,12 @@ impl GpuSolver {
                 self.slot_count = count;
                 self.reallocations += 1;
             }
-            self.launch(cfg, bodies, joints, s, pairs, shape, host)?;
+            if resize {
+                let t = std::time::Instant::now();
+                self.size_and_launch(cfg, bodies, joints, s, pairs, host, t)?;
+            } else {
+                self.launch(cfg, bodies, joints, s, pairs, shape, host)?;
+            }
         }
     }
 
@@ -424,7 +491,8 @@ impl GpuSolver {
         Ok(())
     }
 
-    /// Compute passes of a step: begin (inertial targets), contact warm start, adjacency,
+    /// Compute passes of a step: broad phase, begin (inertial targets), contact warm start
+    /// (and narrow phase), adjacency,
     /// colouring, a primal and a dual pass per iteration, end (velocities and poses),
     /// contact store.
     pub(super) fn timings_from(bytes: &[u8], period_ns: f32, iterations: u32) -> GpuTimings {
@@ -432,21 +500,22 @@ impl GpuSolver {
         let ms = |pass: usize| {
             ticks[2 * pass + 1].saturating_sub(ticks[2 * pass]) as f64 * period_ns as f64 * 1e-6
         };
-        let end = 4 + 2 * iterations as usize;
+        let end = 5 + 2 * iterations as usize;
         let mut timings = GpuTimings {
             supported: true,
-            integration_ms: ms(0) + ms(end),
-            warm_start_ms: ms(1) + ms(end + 1),
-            adjacency_ms: ms(2),
-            coloring_ms: ms(3),
+            broad_phase_ms: ms(0),
+            integration_ms: ms(1) + ms(end),
+            warm_start_ms: ms(2) + ms(end + 1),
+            adjacency_ms: ms(3),
+            coloring_ms: ms(4),
             span_ms: ticks[ticks.len() - 1].saturating_sub(ticks[0]) as f64
                 * period_ns as f64
                 * 1e-6,
             ..Default::default()
         };
         for i in 0..iterations as usize {
-            timings.primal_ms += ms(4 + 2 * i);
-            timings.dual_ms += ms(5 + 2 * i);
+            timings.primal_ms += ms(5 + 2 * i);
+            timings.dual_ms += ms(6 + 2 * i);
         }
         timings
     }
@@ -474,9 +543,32 @@ impl GpuSolver {
         self.upload(MASSES, bytemuck::cast_slice(&bodies.masses));
         self.upload(JOINTS, bytemuck::cast_slice(&joints.records));
         if shape.device_narrow {
-            // Colliders and candidate pairs: by difference, nothing while they stay the same.
+            // Colliders, classes, special bodies and jointed pairs: by difference, nothing
+            // while they stay the same.
             self.upload(SHAPES, bytemuck::cast_slice(&pairs.shapes));
-            self.upload(PAIRS, bytemuck::cast_slice(&pairs.pairs));
+            self.upload(CLASSES, bytemuck::cast_slice(&pairs.layout.classes));
+            self.upload(SPECIALS, bytemuck::cast_slice(&pairs.layout.specials));
+            self.upload(EXCLUDED, bytemuck::cast_slice(&pairs.excluded));
+            let layout = &pairs.layout;
+            let broad = super::broad::BroadParams {
+                n_bodies: n as u32,
+                table_mask: shape.table - 1,
+                capacity: shape.n_pairs as u32,
+                n_specials: layout.specials.len() as u32,
+                cell: layout.cell,
+                inv_cell: 1.0 / layout.cell,
+                margin: cfg.collision_margin,
+                n_excluded: pairs.excluded.len() as u32,
+                has_old: pairs.has_old as u32,
+                pad: [0; 3],
+            };
+            self.queue
+                .write_buffer(&self.broad_params, 0, bytemuck::bytes_of(&broad));
+            for (buffer, len) in self.scan_params.iter().zip([shape.table, n as u32]) {
+                self.queue
+                    .write_buffer(buffer, 0, bytemuck::cast_slice(&[len, 0, 0, 0]));
+            }
+            self.last_traffic.upload_bytes += std::mem::size_of_val(&broad) as u64 + 2 * 16;
         }
         // The contact points, if any, go up whole (the device warm-starts them into
         // records).
@@ -537,20 +629,29 @@ impl GpuSolver {
             n_joints,
             n_pairs,
             device_narrow,
+            table,
             lens:
                 [
                     pose_len,
                     vel_len,
                     status_len,
                     js_len,
+                    total_len,
+                    list_len,
                     counts_len,
                     narrow_len,
                 ],
         } = shape;
         let passes = pass_count(iterations);
         let ts_bytes = if timed { 2 * passes as u64 * 8 } else { 0 };
-        let ranges_at =
-            (pose_len + 2 * vel_len + status_len + js_len + counts_len + narrow_len) as u64;
+        let ranges_at = (pose_len
+            + 2 * vel_len
+            + status_len
+            + js_len
+            + total_len
+            + list_len
+            + counts_len
+            + narrow_len) as u64;
         let read_bytes = ranges_at + RANGES_BYTES + ts_bytes;
         let k = (self.frame % 2) as usize;
         self.frame += 1;
@@ -594,7 +695,60 @@ impl GpuSolver {
             &self.warm_groups.as_ref().expect("built with the buffers")[self.carried_side];
         let (cx, cy) = grid(groups(n_contacts).max(1), self.max_groups);
         let (bx, by) = grid(all, self.max_groups);
-        // One compute pass per stage (the order of `PASSES`), so each is timed.
+        // One compute pass per stage, so each is timed.
+        if device_narrow {
+            // The cells are counted into the cursors.
+            encoder.clear_buffer(&self.buffers[CURSOR].buffer, 0, None);
+        }
+        {
+            let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                label: Some("avbd broad phase"),
+                timestamp_writes: writes(),
+            });
+            if device_narrow {
+                let side = self.carried_side;
+                let broad = &self.broad_groups.as_ref().expect("built with the buffers")[side];
+                let scans = self.scan_groups.as_ref().expect("built with the buffers");
+                let [
+                    bounds,
+                    count_cells,
+                    seed_scan,
+                    seed_fill,
+                    fill,
+                    count_pairs,
+                    write_pairs,
+                ] = &p.broad;
+                let buckets = table.div_ceil(WORKGROUP);
+                // A prefix sum of `len` counts with the scan group `g`.
+                let scan = |g, len: u32| {
+                    let blocks = len.div_ceil(ADJ_SCAN_BLOCK).max(1);
+                    p.scan
+                        .iter()
+                        .zip([blocks, 1, blocks])
+                        .map(move |(k, x)| (k, g, x))
+                };
+                let steps = [
+                    (bounds, broad, all),
+                    (count_cells, broad, all),
+                    (seed_scan, broad, buckets),
+                ]
+                .into_iter()
+                .chain(scan(&scans[0], table))
+                .chain([
+                    (seed_fill, broad, buckets),
+                    (fill, broad, all),
+                    (count_pairs, broad, all),
+                ])
+                .chain(scan(&scans[1 + side], n as u32))
+                .chain([(write_pairs, broad, all)]);
+                for (k, group, x) in steps {
+                    pass.set_bind_group(0, group, &[]);
+                    pass.set_pipeline(k);
+                    pass.dispatch_workgroups(x, 1, 1);
+                    dispatches += 1;
+                }
+            }
+        }
         {
             let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
                 label: Some("avbd begin"),
@@ -767,12 +921,29 @@ impl GpuSolver {
             (STATUS, status_len as u64),
         ];
         copies.push((JOINT_STATES, js_len as u64));
-        copies.push((PAIR_COUNTS, counts_len as u64));
-        copies.push((NARROW_STATUS, narrow_len as u64));
+        let written = 1 - self.carried_side;
+        copies.extend([
+            (PAIR_START[written], total_len as u64),
+            (PAIR_LIST[written], list_len as u64),
+            (PAIR_COUNTS, counts_len as u64),
+            (NARROW_STATUS, narrow_len as u64),
+        ]);
         let mut offset = 0u64;
         for (slot, len) in copies {
+            // The pair total is the last entry of the pair starts.
+            let from = if slot == PAIR_START[written] {
+                4 * n as u64
+            } else {
+                0
+            };
             if len > 0 {
-                encoder.copy_buffer_to_buffer(&self.buffers[slot].buffer, 0, staging, offset, len);
+                encoder.copy_buffer_to_buffer(
+                    &self.buffers[slot].buffer,
+                    from,
+                    staging,
+                    offset,
+                    len,
+                );
             }
             offset += len;
         }
@@ -806,5 +977,5 @@ impl GpuSolver {
 
 /// Compute passes a step records (see [`GpuSolver::timings_from`]).
 pub(super) fn pass_count(iterations: u32) -> u32 {
-    6 + 2 * iterations
+    7 + 2 * iterations
 }

@@ -66,9 +66,6 @@ pub struct PairState {
     prev: Vec<PrevPoint>,
     /// The manifold of a pair of primitive shapes (then `manifolds` is empty).
     primitive: Option<PrimitiveContact>,
-    /// The pair's index in the last step's device pair list ([`device::NO_OLD`] if it was
-    /// not in it): where the device keeps its manifold.
-    slot: u32,
 }
 
 #[derive(Default)]
@@ -112,21 +109,37 @@ impl CollisionState {
         self.pairs.retain(|p| p.key.0 != h && p.key.1 != h);
         self.pair_records.clear();
     }
+    /// Candidate pairs of the last detection.
     pub fn pair_count(&self) -> usize {
-        self.pairs.len()
+        match self.device.active() {
+            true => self.device.pairs.len(),
+            false => self.pairs.len(),
+        }
     }
     /// Candidate pairs with at least one contact point in the last detection.
     pub fn touching_pairs(&self) -> usize {
-        self.pair_records.iter().filter(|r| r.1 > r.0).count()
+        self.touching().count()
     }
     /// The solver indices `(a, b)` of the pairs with at least one contact point in the
-    /// last detection.
-    pub fn touching(&self) -> impl Iterator<Item = (u32, u32)> + '_ {
-        self.pairs
-            .iter()
-            .zip(&self.pair_records)
-            .filter(|(_, r)| r.1 > r.0)
-            .map(|(p, _)| (p.a, p.b))
+    /// last detection (on the device: the last step read back).
+    pub fn touching(&self) -> Box<dyn Iterator<Item = (u32, u32)> + '_> {
+        match self.device.active() {
+            true => Box::new(
+                self.device
+                    .pairs
+                    .iter()
+                    .zip(&self.device.counts)
+                    .filter(|(_, c)| **c > 0)
+                    .map(|(p, _)| (p.a, p.b)),
+            ),
+            false => Box::new(
+                self.pairs
+                    .iter()
+                    .zip(&self.pair_records)
+                    .filter(|(_, r)| r.1 > r.0)
+                    .map(|(p, _)| (p.a, p.b)),
+            ),
+        }
     }
     /// Drops what every pair carries from step to step (its manifold and the record index
     /// of each point): when the contacts move between the CPU's narrow phase and the
@@ -136,7 +149,6 @@ impl CollisionState {
             p.manifolds.clear();
             p.workspace = None;
             p.primitive = None;
-            p.slot = device::NO_OLD;
         }
     }
 }
@@ -466,7 +478,6 @@ fn keep_pairs(
                 workspace: None,
                 prev: Vec::new(),
                 primitive: None,
-                slot: device::NO_OLD,
             }),
         }
     }

@@ -1,21 +1,21 @@
-//! Collision detection split between the CPU and the device, for the GPU backend when every
-//! collider is a primitive: the broad phase stays here ([`super::find_pairs`]); the
-//! narrow phase, the persistence of each pair's manifold and the contact records run in
-//! the step's submission (`shaders/contact_narrow.wgsl`). What goes up is the pair list
-//! (16 bytes a pair, by difference: nothing while the pairs stay the same) and each
-//! body's collider (by difference); what comes back is a byte per pair (its point count,
-//! for the islands and the statistics) and the deepest penetration.
+//! Collision detection on the device, for the GPU backend when every collider is a
+//! primitive: the broad phase (`shaders/broad_phase.wgsl`), the narrow phase, the
+//! persistence of each pair's manifold and the contact records run in the step's
+//! submission (`shaders/contact_narrow.wgsl`). What goes up is each body's collider, its
+//! class in the broad phase's grid and the jointed pairs, all by difference (nothing while
+//! they stay the same); what comes back is the pair list (16 bytes a pair: the islands of
+//! the momentum projection and the statistics read it), a byte per pair (its point count)
+//! and the deepest penetration.
 
 use bytemuck::{Pod, Zeroable};
 use glam::Vec3;
 
+use super::CollisionState;
+use super::grid::{self, GridLayout};
 use super::primitive::PrimitiveShape;
-use super::{CollisionState, find_pairs};
 use crate::config::SolverConfig;
+use crate::error::BodyHandle;
 use crate::rigid::{BodySet, JointSet};
-
-/// A pair's index in the last step's list when it was not in it (`NO_OLD` in WGSL).
-pub const NO_OLD: u32 = u32::MAX;
 
 /// [`PrimitiveShape::kind`] of a body whose collider the device does not handle, or that
 /// has none (such a body is in no device pair).
@@ -42,18 +42,28 @@ pub struct StepPair {
     pub pad: u32,
 }
 
-/// The device narrow phase's input and what comes back of it.
+/// The device collision detection's input and what comes back of it.
 #[derive(Default)]
 pub struct DevicePairs {
-    /// Whether the last step's contacts were found on the device (then each pair's
-    /// `slot` is its index in that step's list, where the device keeps its manifold).
+    /// Whether the current step's contacts are found on the device.
     pub(super) active: bool,
-    /// Keep the narrow phase on the CPU (tests compare the two paths).
+    /// Keep the collision detection on the CPU (tests compare the two paths).
     pub host_only: bool,
     pub shapes: Vec<BodyShape>,
+    /// The grid's classes, special bodies and cell size.
+    pub layout: GridLayout,
+    /// Jointed pairs `[lower, higher]` by solver index, ascending: never candidates.
+    pub excluded: Vec<[u32; 2]>,
+    /// Whether the device's last pair list is over the same bodies and classes (the last
+    /// step's contacts were found on the device and no body was added, removed or changed
+    /// its class since): then each pair continues its manifold.
+    pub has_old: bool,
+    /// The bodies and classes of the last step's list.
+    last_handles: Vec<BodyHandle>,
+    last_classes: Vec<u32>,
+    /// After the step: the pairs the broad phase found (bodies, index in the last list).
     pub pairs: Vec<StepPair>,
-    /// After the step: each pair's point count (0 to 4), one byte per pair, rounded up to
-    /// whole words.
+    /// After the step: each pair's point count (0 to 4).
     pub counts: Vec<u8>,
     /// After the step: the deepest penetration (m, ≥ 0) and the number of points.
     pub max_penetration: f32,
@@ -65,10 +75,18 @@ impl DevicePairs {
     pub fn active(&self) -> bool {
         self.active
     }
+    /// Bodies in the broad phase's grid.
+    pub fn grid_bodies(&self) -> u32 {
+        self.layout
+            .classes
+            .iter()
+            .filter(|&&c| c == grid::class::GRID)
+            .count() as u32
+    }
 }
 
 /// Fills `shapes` with every body's collider; false when a collider of a body that can
-/// collide is not a primitive (the CPU's narrow phase then runs).
+/// collide is not a primitive (the CPU's collision detection then runs).
 fn collect_shapes(bodies: &BodySet, shapes: &mut Vec<BodyShape>) -> bool {
     shapes.clear();
     let mut all = true;
@@ -96,9 +114,10 @@ fn collect_shapes(bodies: &BodySet, shapes: &mut Vec<BodyShape>) -> bool {
     all
 }
 
-/// The broad phase of a step whose narrow phase runs on the device: fills `state.device`
-/// with the colliders and the candidate pairs. Returns false, and does nothing, when the
-/// config asks for parry3d or a collider is not a primitive: [`super::detect`] runs then.
+/// Prepares a step whose collision detection runs on the device (broad phase,
+/// `shaders/broad_phase.wgsl`, then narrow phase): the colliders, the grid's layout and
+/// the jointed pairs in `state.device`. Returns false, and does nothing, when the config
+/// asks for parry3d or a collider is not a primitive: [`super::detect`] runs then.
 pub fn detect_pairs(
     cfg: &SolverConfig,
     bodies: &BodySet,
@@ -112,49 +131,46 @@ pub fn detect_pairs(
     {
         return false;
     }
-    if !state.device.active {
-        state.forget_persistence();
-        state.device.active = true;
-    }
-    find_pairs(cfg, bodies, joints, state);
     let device = &mut state.device;
-    device.pairs.clear();
-    device
-        .pairs
-        .extend(state.pairs.iter_mut().enumerate().map(|(i, p)| {
-            let old = std::mem::replace(&mut p.slot, i as u32);
-            StepPair {
-                a: p.a,
-                b: p.b,
-                old,
-                pad: 0,
-            }
-        }));
-    // Until the step is read back, each pair keeps the points it had in the last one
-    // (what a caller overlapping the step reads).
-    let last = &device.counts;
-    state.pair_records.clear();
-    state
-        .pair_records
-        .extend(device.pairs.iter().enumerate().map(|(i, p)| {
-            let count = last.get(p.old as usize).copied().unwrap_or(0) as u32;
-            (4 * i as u32, 4 * i as u32 + count)
-        }));
+    let was_active = device.active;
+    device.active = true;
+    grid::layout(&device.shapes, cfg.collision_margin, &mut device.layout);
+    // Broken joints no longer keep their bodies from colliding.
+    device.excluded.clear();
+    device.excluded.extend(
+        joints
+            .bodies
+            .iter()
+            .zip(&joints.records)
+            .filter(|(_, rec)| !rec.broken())
+            .filter_map(|(&(a, b), _)| {
+                let (a, b) = (
+                    bodies.index_of[a.0 as usize],
+                    bodies.index_of[b?.0 as usize],
+                );
+                Some([a.min(b), a.max(b)])
+            }),
+    );
+    device.excluded.sort_unstable();
+    device.excluded.dedup();
+    device.has_old = was_active
+        && device.last_handles == bodies.handles
+        && device.last_classes == device.layout.classes;
+    if !device.has_old {
+        // Counts of the last list do not belong to this one's pairs.
+        device.pairs.clear();
+        device.counts.clear();
+    }
+    device.last_handles.clone_from(&bodies.handles);
+    device.last_classes.clone_from(&device.layout.classes);
     true
 }
 
 impl CollisionState {
-    /// After a step whose narrow phase ran on the device: the points of each pair (records
-    /// `4i..4i + count`), the deepest penetration and the total, from what came back.
+    /// After a step whose collision detection ran on the device: the deepest penetration
+    /// and the number of points, from what came back.
     pub fn device_finished(&mut self) {
-        let d = &self.device;
-        self.pair_records.clear();
-        self.pair_records
-            .extend((0..self.pairs.len() as u32).map(|i| {
-                let count = d.counts.get(i as usize).copied().unwrap_or(0) as u32;
-                (4 * i, 4 * i + count)
-            }));
-        self.max_penetration = d.max_penetration;
-        self.points = d.points as usize;
+        self.max_penetration = self.device.max_penetration;
+        self.points = self.device.points as usize;
     }
 }

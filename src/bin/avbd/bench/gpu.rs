@@ -26,7 +26,7 @@ struct GpuRow {
     total_ms: f64,
     /// Integration, contact warm start (and store), adjacency, colouring, primal, dual (ms
     /// per frame, timestamp queries), when supported.
-    kernels: Option<[f64; 6]>,
+    kernels: Option<[f64; 7]>,
     /// Whole GPU span of the step (first pass start to last pass end), when timed.
     span_ms: Option<f64>,
     /// Host side of the GPU solve: adjacency, upload encoding, wait (GPU execution and
@@ -102,7 +102,7 @@ pub(super) fn gpu_series(args: &BenchArgs, out: &mut impl Write) -> Result<(), S
                 sc.step().map_err(|e| e.to_string())?;
             }
             let (mut col, mut sol, mut tot) = (Vec::new(), Vec::new(), Vec::new());
-            let mut kern: [Vec<f64>; 6] = Default::default();
+            let mut kern: [Vec<f64>; 7] = Default::default();
             let mut span = Vec::new();
             let mut host: [Vec<f64>; 4] = Default::default();
             for _ in 0..args.gpu_frames {
@@ -191,11 +191,11 @@ pub(super) fn gpu_series(args: &BenchArgs, out: &mut impl Write) -> Result<(), S
     );
     let _ = writeln!(
         md,
-        "| scene | size | bodies | contacts | colours | collision ms | solver ms | total ms | GPU integration / warm start / adjacency / colouring / primal / dual ms | B/body | B/contact | GPU MiB |"
+        "| scene | size | bodies | contacts | colours | collision ms | solver ms | total ms | GPU broad phase / integration / warm start / adjacency / colouring / primal / dual ms | B/body | B/contact | GPU MiB |"
     );
     let _ = writeln!(md, "|---|---|---|---|---|---|---|---|---|---|---|---|");
     let mut csv = String::from(
-        "scene,param,adapter,iterations,bodies,contacts,colors,serial,build_s,collision_ms,solver_ms,total_ms,gpu_integration_ms,gpu_warm_start_ms,gpu_adjacency_ms,gpu_coloring_ms,gpu_primal_ms,gpu_dual_ms,bytes_per_body,bytes_per_contact,bytes_per_joint,gpu_total_bytes,gpu_span_ms,host_prepare_ms,host_upload_ms,host_wait_ms,host_unpack_ms,manifolds,upload_bytes,body_upload_bytes,download_bytes,dispatches,indirect_dispatches\n",
+        "scene,param,adapter,iterations,bodies,contacts,colors,serial,build_s,collision_ms,solver_ms,total_ms,gpu_broad_phase_ms,gpu_integration_ms,gpu_warm_start_ms,gpu_adjacency_ms,gpu_coloring_ms,gpu_primal_ms,gpu_dual_ms,bytes_per_body,bytes_per_contact,bytes_per_joint,gpu_total_bytes,gpu_span_ms,host_prepare_ms,host_upload_ms,host_wait_ms,host_unpack_ms,manifolds,upload_bytes,body_upload_bytes,download_bytes,dispatches,indirect_dispatches\n",
     );
     for r in &rows {
         let k = r
@@ -226,7 +226,7 @@ pub(super) fn gpu_series(args: &BenchArgs, out: &mut impl Write) -> Result<(), S
         let kc = r
             .kernels
             .map(|k| k.map(|x| x.to_string()).join(","))
-            .unwrap_or_else(|| ",,,,,".into());
+            .unwrap_or_else(|| ",,,,,,".into());
         let _ = writeln!(
             csv,
             "{},{},\"{}\",{},{},{},{},{},{:.3},{:.3},{:.3},{:.3},{kc},{},{},{},{},{},{:.3},{:.3},{:.3},{:.3},{},{},{},{},{},{}",
