@@ -218,3 +218,117 @@ fn gpu_contacts_move_between_device_and_host() {
     assert_eq!(run(&mut w, 60), 4);
     assert!(w.contact_points().is_empty(), "back on the device");
 }
+
+/// The islands of the momentum projection, found on the device (`shaders/islands.wgsl`),
+/// against a union–find over the same step's touching pairs and joints: a stack on the
+/// ground (anchored), a jointed chain falling free, two boxes meeting in mid-air and a lone
+/// box (isolated). Every step: each body's root is the lowest body of its island and its
+/// anchored flag is set where a constraint ties it to the ground.
+#[test]
+fn gpu_islands_match_a_union_find() {
+    use bevy_avbd::{JointDesc, JointKind};
+    let mut w = match PhysicsWorld::with_backend(SolverConfig::default(), Backend::Gpu) {
+        Ok(w) => w,
+        Err(e) => {
+            assert!(!require_gpu(), "{e}");
+            return;
+        }
+    };
+    let cube = || Collider::cuboid(Vec3::splat(0.5)).unwrap();
+    let body = |w: &mut PhysicsWorld, at: Vec3, v: Vec3| {
+        w.add_body(
+            BodyDesc::dynamic()
+                .at(at)
+                .with_velocity(v, Vec3::ZERO)
+                .with_collider(cube()),
+        )
+        .unwrap()
+    };
+    for k in 0..3 {
+        body(&mut w, Vec3::new(0.0, 0.5 + k as f32, 0.0), Vec3::ZERO);
+    }
+    w.add_body(BodyDesc::fixed().with_collider(Collider::halfspace(Vec3::Y).unwrap()))
+        .unwrap();
+    let chain: Vec<_> = (0..3)
+        .map(|k| {
+            body(
+                &mut w,
+                Vec3::new(10.0 + 1.5 * k as f32, 40.0, 0.0),
+                Vec3::ZERO,
+            )
+        })
+        .collect();
+    for k in 0..2 {
+        w.add_joint(
+            JointDesc::new(JointKind::Ball, chain[k], Some(chain[k + 1]))
+                .anchors(Vec3::new(0.75, 0.0, 0.0), Vec3::new(-0.75, 0.0, 0.0)),
+        )
+        .unwrap();
+    }
+    body(
+        &mut w,
+        Vec3::new(-10.0, 30.0, 0.0),
+        Vec3::new(2.0, 0.0, 0.0),
+    );
+    body(
+        &mut w,
+        Vec3::new(-7.0, 30.0, 0.0),
+        Vec3::new(-2.0, 0.0, 0.0),
+    );
+    body(&mut w, Vec3::new(0.0, 60.0, 10.0), Vec3::ZERO);
+    let n = w.body_count();
+    let index_of = |w: &PhysicsWorld, h| (0..n as u32).find(|&i| w.handle_of_index(i) == Some(h));
+    let mut isolated_steps = 0;
+    for step in 0..60 {
+        w.step().unwrap();
+        let dynamic = |i: u32| {
+            let h = w.handle_of_index(i).unwrap();
+            w.body(h).unwrap().kind == bevy_avbd::BodyKind::Dynamic
+        };
+        let mut parent: Vec<u32> = (0..n as u32).collect();
+        fn find(p: &mut [u32], mut i: u32) -> u32 {
+            while p[i as usize] != i {
+                i = p[i as usize];
+            }
+            i
+        }
+        let mut anchored = vec![false; n];
+        let mut edges: Vec<(u32, u32)> = w.touching_pairs().collect();
+        for k in 0..2 {
+            let (a, b) = (
+                index_of(&w, chain[k]).unwrap(),
+                index_of(&w, chain[k + 1]).unwrap(),
+            );
+            edges.push((a, b));
+        }
+        for (a, b) in edges {
+            match (dynamic(a), dynamic(b)) {
+                (true, true) => {
+                    let (ra, rb) = (find(&mut parent, a), find(&mut parent, b));
+                    parent[ra.max(rb) as usize] = ra.min(rb);
+                }
+                (true, false) => anchored[a as usize] = true,
+                (false, true) => anchored[b as usize] = true,
+                _ => {}
+            }
+        }
+        let islands = w.gpu_islands_for_tests().expect("found on the device");
+        for i in 0..n as u32 {
+            let expected = match dynamic(i) {
+                true => find(&mut parent, i) | (anchored[i as usize] as u32) << 31,
+                false => u32::MAX,
+            };
+            assert_eq!(islands[i as usize], expected, "step {step}, body {i}");
+        }
+        let roots: std::collections::BTreeSet<u32> = islands
+            .iter()
+            .filter(|&&r| r != u32::MAX)
+            .map(|r| r & !(1 << 31))
+            .collect();
+        isolated_steps += (roots.len() >= 4) as usize;
+    }
+    assert!(
+        isolated_steps > 10,
+        "the scene had separate islands in {isolated_steps} steps"
+    );
+}

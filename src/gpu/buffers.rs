@@ -90,7 +90,12 @@ pub(super) const ENTRIES: usize = SHAPES + 11;
 pub(super) const PAIR_START: [usize; 2] = [SHAPES + 12, SHAPES + 13];
 pub(super) const PAIR_LIST: [usize; 2] = [SHAPES + 14, SHAPES + 15];
 pub(super) const SCAN_SUMS: [usize; 2] = [SHAPES + 16, SHAPES + 17];
-pub(super) const NAMES: [&str; 58] = [
+/// The islands of the momentum projection (`islands.wgsl`): each body's union–find parent
+/// and anchored flag, and its island's root (read back).
+pub(super) const ISLAND_PARENT: usize = SHAPES + 18;
+pub(super) const ISLAND_ANCHORED: usize = SHAPES + 19;
+pub(super) const ISLANDS: usize = SHAPES + 20;
+pub(super) const NAMES: [&str; 61] = [
     "poses",
     "masses",
     "iterate",
@@ -149,6 +154,9 @@ pub(super) const NAMES: [&str; 58] = [
     "pair_list_b",
     "bucket_scan_sums",
     "pair_scan_sums",
+    "island_parent",
+    "island_anchored",
+    "islands",
 ];
 
 /// Buffers uploaded by difference: only the chunks whose bytes differ from what the device

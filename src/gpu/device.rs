@@ -133,6 +133,10 @@ impl GpuSolver {
             })
         };
         let broad_pipeline_layout = single(&broad_layout, "avbd broad phase");
+        let island_module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
+            label: Some("islands.wgsl"),
+            source: wgpu::ShaderSource::Wgsl(ISLANDS_SHADER.into()),
+        });
         let scan_pipeline_layout = single(&scan_layout, "avbd prefix sum");
         let layout_of = |label: &str, bindings: &[(usize, bool)]| {
             let mut entries = vec![uniform_entry(0, false, params_size())];
@@ -148,6 +152,7 @@ impl GpuSolver {
         let coloring_layout = layout_of("avbd colouring", &coloring_bindings(0));
         let integration_layout = layout_of("avbd integration", &INTEGRATION_BINDINGS);
         let warm_layout = layout_of("avbd contact warm start", &warm_bindings(0));
+        let island_layout = layout_of("avbd islands", &island_bindings(0));
         let slot_layout = device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
             label: Some("avbd colour slot"),
             entries: &[uniform_entry(0, true, 8)],
@@ -205,6 +210,11 @@ impl GpuSolver {
             },
             scan: super::broad::SCAN_KERNELS
                 .map(|k| pipeline(&scan_pipeline_layout, &scan_module, k)),
+            islands: {
+                let layout = single(&island_layout, "avbd islands");
+                ["island_init", "island_link", "island_flatten"]
+                    .map(|k| pipeline(&layout, &island_module, k))
+            },
             adj_clear: adjacency("adj_clear"),
             adj_count: adjacency("adj_count"),
             adj_scan_blocks: adjacency("adj_scan_blocks"),
@@ -319,6 +329,8 @@ impl GpuSolver {
             scan_layout,
             scan_groups: None,
             pair_capacity: 0,
+            island_layout,
+            island_groups: None,
             slot_group,
             flags: Vec::new(),
             last_colors: 0,

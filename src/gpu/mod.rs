@@ -368,6 +368,9 @@ pub struct GpuSolver {
     scan_params: [wgpu::Buffer; 2],
     scan_layout: wgpu::BindGroupLayout,
     scan_groups: Option<[wgpu::BindGroup; 3]>,
+    /// The islands' layout and group for each side.
+    island_layout: wgpu::BindGroupLayout,
+    island_groups: Option<[wgpu::BindGroup; 2]>,
     /// Pairs the device's pair list holds: grows (the step is then run again) when the
     /// broad phase finds more, never shrinks.
     pair_capacity: u32,

@@ -144,6 +144,28 @@ pub(super) const fn warm_bindings(side: usize) -> [(usize, bool); 29] {
     ]
 }
 
+/// The WGSL source of the islands' connected components.
+pub const ISLANDS_SHADER: &str = concat!(
+    include_str!("../../shaders/common.wgsl"),
+    include_str!("../../shaders/shapes.wgsl"),
+    include_str!("../../shaders/islands.wgsl")
+);
+
+/// Bindings 1.. of the islands (`islands.wgsl`) over this step's pair list
+/// (`PAIR_LIST[1 - side]`).
+pub(super) const fn island_bindings(side: usize) -> [(usize, bool); 8] {
+    [
+        (BODY_FLAGS, true),
+        (PAIR_LIST[1 - side], true),
+        (PAIR_START[1 - side], true),
+        (PAIR_COUNTS, true),
+        (JOINTS, true),
+        (ISLAND_PARENT, false),
+        (ISLAND_ANCHORED, false),
+        (ISLANDS, false),
+    ]
+}
+
 /// Bindings 1..=14 of the broad phase (`broad_phase.wgsl`, see `broad::BROAD_BINDINGS`),
 /// writing this step's pair list into `PAIR_START` and `PAIR_LIST[1 - side]` and reading
 /// the last step's from `[side]`.
@@ -178,6 +200,8 @@ pub(super) struct Pipelines {
     /// `bp_seed_fill`) and the prefix sum's (`broad::SCAN_KERNELS`).
     pub(super) broad: [wgpu::ComputePipeline; 7],
     pub(super) scan: [wgpu::ComputePipeline; 3],
+    /// `island_init`, `island_link`, `island_flatten`.
+    pub(super) islands: [wgpu::ComputePipeline; 3],
     pub(super) adj_clear: wgpu::ComputePipeline,
     pub(super) adj_count: wgpu::ComputePipeline,
     pub(super) adj_scan_blocks: wgpu::ComputePipeline,
@@ -263,6 +287,9 @@ impl GpuSolver {
                 "avbd contact warm start",
             )
         }));
+        self.island_groups = Some(
+            [0, 1].map(|side| group(&self.island_layout, &island_bindings(side), "avbd islands")),
+        );
         fn entry(binding: u32, buffer: &wgpu::Buffer) -> wgpu::BindGroupEntry<'_> {
             wgpu::BindGroupEntry {
                 binding,

@@ -22,8 +22,8 @@ pub(super) struct StepShape {
     /// Buckets of the broad phase's hash table.
     pub(super) table: u32,
     /// Bytes of the poses, velocities (and previous velocities), status, joint states,
-    /// pair total, pair list, pair counts and narrow-phase status read back.
-    pub(super) lens: [usize; 8],
+    /// pair total, pair list, pair counts, narrow-phase status and islands read back.
+    pub(super) lens: [usize; 9],
 }
 
 /// A step submitted and not yet read back.
@@ -215,9 +215,19 @@ impl GpuSolver {
                 (PAIR_STATE[1 - side], n_pairs * pair_state),
                 (PAIR_COUNTS, counts_len),
                 (NARROW_STATUS, NARROW_STATUS_BYTES as usize),
+                (ISLAND_PARENT, n * 4),
+                (ISLAND_ANCHORED, n * 4),
+                (ISLANDS, n * 4),
             ]);
         }
         self.check_limits(&sizes, n, n_contacts)?;
+        let max_groups = self.device.limits().max_compute_workgroups_per_dimension;
+        if device_narrow && (table as u32).div_ceil(WORKGROUP) > max_groups {
+            return Err(GpuError::Unsupported {
+                adapter: self.info.name.clone(),
+                reason: format!("a broad phase table of {table} buckets is one dispatch too many"),
+            });
+        }
         let scopes = self.push_error_scopes();
         for &(slot, bytes) in &sizes {
             grown |= self.ensure(slot, bytes as u64);
@@ -251,6 +261,7 @@ impl GpuSolver {
                 narrow_only(list_len),
                 narrow_only(counts_len),
                 narrow_only(NARROW_STATUS_BYTES as usize),
+                narrow_only(n * 4),
             ],
         };
         self.launch(cfg, bodies, joints, s, pairs, shape, host)
@@ -337,6 +348,7 @@ impl GpuSolver {
                 list_len,
                 counts_len,
                 narrow_len,
+                islands_len,
             ] = shape.lens;
             let iterations = shape.iterations;
             let t_wait = std::time::Instant::now();
@@ -367,6 +379,7 @@ impl GpuSolver {
                 let (list, rest) = rest.split_at(list_len);
                 let (counts, rest) = rest.split_at(counts_len);
                 let (narrow, rest) = rest.split_at(narrow_len);
+                let (islands, rest) = rest.split_at(islands_len);
                 let (r, rest) = rest.split_at(RANGES_BYTES as usize);
                 let r: Vec<u32> = bytemuck::pod_collect_to_vec(r);
                 let colors = r[2 * SLOTS as usize];
@@ -420,12 +433,10 @@ impl GpuSolver {
                         let status: [u32; 2] = bytemuck::pod_read_unaligned(narrow);
                         pairs.max_penetration = f32::from_bits(status[0]);
                         pairs.points = status[1];
-                        crate::pipeline::coloring::gather_pair_ends(
-                            &pairs.pairs,
-                            &pairs.counts,
-                            joints,
-                            &mut s.adjacency,
-                        );
+                        pairs.islands.clear();
+                        pairs
+                            .islands
+                            .extend_from_slice(bytemuck::cast_slice::<u8, u32>(islands));
                     }
                     self.last_serial = serial;
                     self.last_colors = colors;
@@ -640,6 +651,7 @@ impl GpuSolver {
                     list_len,
                     counts_len,
                     narrow_len,
+                    islands_len,
                 ],
         } = shape;
         let passes = pass_count(iterations);
@@ -651,7 +663,8 @@ impl GpuSolver {
             + total_len
             + list_len
             + counts_len
-            + narrow_len) as u64;
+            + narrow_len
+            + islands_len) as u64;
         let read_bytes = ranges_at + RANGES_BYTES + ts_bytes;
         let k = (self.frame % 2) as usize;
         self.frame += 1;
@@ -912,6 +925,19 @@ impl GpuSolver {
                 pass.dispatch_workgroups(cx, cy, 1);
                 dispatches += 1;
             }
+            if device_narrow {
+                // The islands of the momentum projection: components over the touching
+                // pairs and unbroken joints (`islands.wgsl`).
+                let islands = &self.island_groups.as_ref().expect("built with the buffers")
+                    [self.carried_side];
+                let (ex, ey) = grid(groups(n_pairs + n_joints).max(1), self.max_groups);
+                pass.set_bind_group(0, islands, &[]);
+                for (k, (x, y)) in p.islands.iter().zip([(all, 1), (ex, ey), (all, 1)]) {
+                    pass.set_pipeline(k);
+                    pass.dispatch_workgroups(x, y, 1);
+                    dispatches += 1;
+                }
+            }
         }
         let staging = &self.staging[k].buffer;
         let mut copies = vec![
@@ -927,6 +953,7 @@ impl GpuSolver {
             (PAIR_LIST[written], list_len as u64),
             (PAIR_COUNTS, counts_len as u64),
             (NARROW_STATUS, narrow_len as u64),
+            (ISLANDS, islands_len as u64),
         ]);
         let mut offset = 0u64;
         for (slot, len) in copies {

@@ -103,34 +103,6 @@ pub fn gather_ends(
     );
 }
 
-/// [`gather_ends`] when the device found the contacts: one end per pair with points
-/// (`counts`, a byte per pair), item `4i << 1` (its first record), then the joints'.
-/// Enough for the islands, which read only the bodies.
-pub fn gather_pair_ends(
-    pairs: &[crate::pipeline::collision::StepPair],
-    counts: &[u8],
-    joints: &JointSet,
-    adj: &mut Adjacency,
-) {
-    adj.ends.clear();
-    adj.ends.extend(
-        pairs
-            .iter()
-            .zip(counts)
-            .enumerate()
-            .filter(|(_, (_, c))| **c > 0)
-            .map(|(i, (p, _))| (p.a, p.b, (4 * i as u32) << 1)),
-    );
-    adj.ends.extend(
-        joints
-            .records
-            .iter()
-            .enumerate()
-            .filter(|(_, j)| !j.broken())
-            .map(|(ji, j)| (j.body_a, j.body_b, ((ji as u32) << 1) | ITEM_JOINT)),
-    );
-}
-
 /// Count and fill of the CSR lists in parallel over `ranges` ranges of bodies: each range
 /// scans every end and keeps those of its own bodies, so it writes a disjoint slice of the
 /// lists, in the same order as one serial pass (constraint order per body).

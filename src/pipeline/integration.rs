@@ -139,7 +139,12 @@ pub struct IslandMomentum {
     /// Per body: island index into `sums` (`u32::MAX` for bodies that are not solved).
     island: Vec<u32>,
     sums: Vec<IslandSums>,
+    /// Per body: its island's root, [`ANCHORED`] if anchored (`u32::MAX`: not solved).
+    roots: Vec<u32>,
 }
+
+/// Bit of a body's island root that marks it anchored ([`IslandMomentum::project_roots`]).
+pub(crate) const ANCHORED: u32 = 1 << 31;
 
 #[derive(Clone, Copy)]
 struct IslandSums {
@@ -240,22 +245,59 @@ impl IslandMomentum {
             last = Some((a, b));
             self.link(bodies, a, b);
         }
+        let mut roots = std::mem::take(&mut self.roots);
+        roots.clear();
+        for i in 0..n {
+            roots.push(match bodies.is_solved(i) {
+                true => self.forest.find(i as u32) | (self.anchored[i] as u32 * ANCHORED),
+                false => u32::MAX,
+            });
+        }
+        self.correct(bodies, &roots, max_angular_speed);
+        self.roots = roots;
+    }
 
+    /// [`Self::project`] over islands found elsewhere (the GPU backend's connected
+    /// components, `shaders/islands.wgsl`): per body its island's root, bit 31 set if the
+    /// body is anchored, `u32::MAX` if it is not solved. The root is the island's lowest
+    /// body, as [`Self::project`]'s union–find makes it, so both give the same islands.
+    pub(crate) fn project_roots(
+        &mut self,
+        bodies: &mut BodySet,
+        roots: &[u32],
+        max_angular_speed: f32,
+    ) {
+        self.correct(bodies, roots, max_angular_speed);
+    }
+
+    /// The correction of every isolated island, islands given by `roots`.
+    fn correct(&mut self, bodies: &mut BodySet, roots: &[u32], max_angular_speed: f32) {
+        let n = bodies.len();
         self.sums.clear();
         self.island.clear();
         self.island.resize(n, u32::MAX);
-        for i in 0..n {
-            if !bodies.is_solved(i) {
+        // A body frozen by this step (non-finite) is no longer solved: it is left out and
+        // holds its island like a fixed body would (what `project`'s links make of it;
+        // the device's islands were found before it froze).
+        self.anchored.clear();
+        self.anchored.resize(n, false);
+        for (i, &r) in roots.iter().enumerate().take(n) {
+            if r != u32::MAX && !bodies.is_solved(i) {
+                self.anchored[(r & !ANCHORED) as usize] = true;
+            }
+        }
+        for (i, &r) in roots.iter().enumerate().take(n) {
+            if r == u32::MAX || !bodies.is_solved(i) {
                 continue;
             }
-            let root = self.forest.find(i as u32) as usize;
+            let root = (r & !ANCHORED) as usize;
             if self.island[root] == u32::MAX {
                 self.island[root] = self.sums.len() as u32;
                 self.sums.push(IslandSums::default());
             }
             let k = self.island[root];
             self.island[i] = k;
-            self.sums[k as usize].anchored |= self.anchored[i];
+            self.sums[k as usize].anchored |= r & ANCHORED != 0 || self.anchored[root];
         }
         // Only isolated islands are corrected: anchored ones (most bodies of a pile or a
         // stack) need no sums.

@@ -63,6 +63,14 @@ impl PhysicsWorld {
         self.collision.device.host_only = on;
     }
 
+    /// Test hook: the islands the device found in the last step (per body, its island's
+    /// root, bit 31 set if anchored; `u32::MAX` if not solved), when it found the contacts.
+    #[doc(hidden)]
+    pub fn gpu_islands_for_tests(&self) -> Option<&[u32]> {
+        let device = &self.collision.device;
+        (self.gpu.is_some() && device.active()).then_some(device.islands.as_slice())
+    }
+
     /// Candidate pairs of the last step's broad phase (pairs of colliders whose bounds,
     /// loosened by the margin, overlap).
     pub fn candidate_pairs(&self) -> usize {

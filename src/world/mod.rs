@@ -299,8 +299,15 @@ impl PhysicsWorld {
             }
         }
         // 4. momentum of isolated islands, on the CPU for both backends (its islands are a
-        //    union–find)
-        if cfg.conserve_momentum {
+        //    union–find, or the device's connected components when it found the contacts)
+        if cfg.conserve_momentum && self.gpu.is_some() && self.collision.device.active() {
+            // The device found the islands with the contacts.
+            s.islands.project_roots(
+                &mut self.bodies,
+                &self.collision.device.islands,
+                cfg.max_angular_speed,
+            );
+        } else if cfg.conserve_momentum {
             let soft_contact: &[bool] = match s.vertices.contact_on {
                 true => &s.vertices.contact.coupled,
                 false => &[],
