@@ -18,7 +18,7 @@
 // Each pair's point count, one byte per pair (read back: which pairs touch).
 @group(0) @binding(27) var<storage, read_write> pair_counts: array<atomic<u32>>;
 // [0]: the deepest penetration (bits of a float ≥ 0, which order as the floats do);
-// [1]: the points found. Cleared before the step.
+// [1]: the points found; [2]: the pairs with points. Cleared before the step.
 @group(0) @binding(28) var<storage, read_write> narrow_status: array<atomic<u32>>;
 // The broad phase's first pair of each body; [n_bodies]: the pairs it found.
 @group(0) @binding(29) var<storage, read> pair_start: array<u32>;
@@ -92,4 +92,5 @@ fn narrow_contacts(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_w
     // Without the sign bit: max(0, 0 - 0) may be -0, whose bits exceed every float's.
     atomicMax(&narrow_status[0], bitcast<u32>(deepest) & 0x7fffffffu);
     atomicAdd(&narrow_status[1], m.count);
+    atomicAdd(&narrow_status[2], u32(m.count > 0u));
 }

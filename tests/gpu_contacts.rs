@@ -293,7 +293,7 @@ fn gpu_islands_match_a_union_find() {
             i
         }
         let mut anchored = vec![false; n];
-        let mut edges: Vec<(u32, u32)> = w.touching_pairs().collect();
+        let mut edges: Vec<(u32, u32)> = w.touching_pairs().unwrap();
         for k in 0..2 {
             let (a, b) = (
                 index_of(&w, chain[k]).unwrap(),

@@ -88,7 +88,13 @@ fn current_pairs(physics: &Physics) -> BTreeMap<(Entity, Entity), f32> {
         Some(records) => records
             .iter()
             .for_each(|c| add(c.body_a, c.body_b, (-c.lambda[2]).max(0.0))),
-        None => core.touching_pairs().for_each(|(a, b)| add(a, b, f32::NAN)),
+        // (When the device found the contacts, this reads their pairs back, waiting for
+        // the step in flight.)
+        None => core
+            .touching_pairs()
+            .unwrap_or_default()
+            .into_iter()
+            .for_each(|(a, b)| add(a, b, f32::NAN)),
     }
     pairs
 }

@@ -67,14 +67,15 @@ pub(super) const CARRIED: [usize; 2] = [POINTS + HALF_CHUNKS, POINTS + 2 * HALF_
 pub(super) const COLOR_SEEDS: [usize; 2] = [POINTS + 3 * HALF_CHUNKS, POINTS + 3 * HALF_CHUNKS + 1];
 /// The device narrow phase (`contact_narrow.wgsl`): each body's collider as a primitive,
 /// what each pair carries to the next step (two buffers alternating like `CARRIED`), each
-/// pair's point count (a byte per pair, read back) and the narrow phase's status (deepest
-/// penetration, points; read back).
+/// pair's point count (a byte per pair; alternating too, so the last step's stays
+/// readable while the next one runs) and the narrow phase's status (deepest penetration,
+/// points, touching pairs; read back).
 pub(super) const SHAPES: usize = COLOR_SEEDS[1] + 1;
 pub(super) const PAIR_STATE: [usize; 2] = [SHAPES + 1, SHAPES + 2];
-pub(super) const PAIR_COUNTS: usize = SHAPES + 3;
+pub(super) const PAIR_COUNTS: [usize; 2] = [SHAPES + 3, SHAPES + 21];
 pub(super) const NARROW_STATUS: usize = SHAPES + 4;
 /// Bytes of `NARROW_STATUS`.
-pub(super) const NARROW_STATUS_BYTES: u64 = 8;
+pub(super) const NARROW_STATUS_BYTES: u64 = 12;
 /// The device broad phase (`broad_phase.wgsl`): each body's class, the special bodies and
 /// the jointed pairs (uploaded by difference), each body's box, the hash table's bucket
 /// starts and fill cursors, its entries, and each body's first pair and the pair list
@@ -95,7 +96,7 @@ pub(super) const SCAN_SUMS: [usize; 2] = [SHAPES + 16, SHAPES + 17];
 pub(super) const ISLAND_PARENT: usize = SHAPES + 18;
 pub(super) const ISLAND_ANCHORED: usize = SHAPES + 19;
 pub(super) const ISLANDS: usize = SHAPES + 20;
-pub(super) const NAMES: [&str; 61] = [
+pub(super) const NAMES: [&str; 62] = [
     "poses",
     "masses",
     "iterate",
@@ -139,7 +140,7 @@ pub(super) const NAMES: [&str; 61] = [
     "shapes",
     "pair_state_a",
     "pair_state_b",
-    "pair_counts",
+    "pair_counts_a",
     "narrow_status",
     "classes",
     "specials",
@@ -157,6 +158,7 @@ pub(super) const NAMES: [&str; 61] = [
     "island_parent",
     "island_anchored",
     "islands",
+    "pair_counts_b",
 ];
 
 /// Buffers uploaded by difference: only the chunks whose bytes differ from what the device

@@ -329,6 +329,7 @@ impl GpuSolver {
             scan_layout,
             scan_groups: None,
             pair_capacity: 0,
+            last_pairs: 0,
             island_layout,
             island_groups: None,
             slot_group,

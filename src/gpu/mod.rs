@@ -371,6 +371,9 @@ pub struct GpuSolver {
     /// The islands' layout and group for each side.
     island_layout: wgpu::BindGroupLayout,
     island_groups: Option<[wgpu::BindGroup; 2]>,
+    /// Pairs the device's broad phase found in the last step (0 when the CPU found the
+    /// contacts).
+    last_pairs: u32,
     /// Pairs the device's pair list holds: grows (the step is then run again) when the
     /// broad phase finds more, never shrinks.
     pair_capacity: u32,

@@ -138,7 +138,7 @@ pub(super) const fn warm_bindings(side: usize) -> [(usize, bool); 29] {
         (PAIR_LIST[1 - side], true),
         (PAIR_STATE[side], true),
         (PAIR_STATE[1 - side], false),
-        (PAIR_COUNTS, false),
+        (PAIR_COUNTS[1 - side], false),
         (NARROW_STATUS, false),
         (PAIR_START[1 - side], true),
     ]
@@ -158,7 +158,7 @@ pub(super) const fn island_bindings(side: usize) -> [(usize, bool); 8] {
         (BODY_FLAGS, true),
         (PAIR_LIST[1 - side], true),
         (PAIR_START[1 - side], true),
-        (PAIR_COUNTS, true),
+        (PAIR_COUNTS[1 - side], true),
         (JOINTS, true),
         (ISLAND_PARENT, false),
         (ISLAND_ANCHORED, false),

@@ -3,6 +3,7 @@
 
 use super::buffers::*;
 use super::*;
+use crate::pipeline::collision::StepPair;
 
 impl GpuSolver {
     /// Reads the last step's colouring back (blocking; for tests and tools).
@@ -54,6 +55,26 @@ impl GpuSolver {
             );
         }
         Ok(out)
+    }
+
+    /// The pair list of the last step whose contacts the device found (bodies, index in
+    /// the list before) and each pair's point count, read back on demand (blocking; waits
+    /// for a step in flight, whose list goes to the other buffers). Empty when the last
+    /// step's contacts came from the CPU.
+    pub fn pair_list(&self) -> Result<(Vec<StepPair>, Vec<u8>), GpuError> {
+        let side = self.carried_side;
+        if self.last_pairs == 0 {
+            return Ok((Vec::new(), Vec::new()));
+        }
+        let total = self.last_pairs as u64;
+        let pairs = self.read(
+            PAIR_LIST[side],
+            0,
+            total * std::mem::size_of::<StepPair>() as u64,
+        )?;
+        let mut counts = self.read(PAIR_COUNTS[side], 0, total.div_ceil(4) * 4)?;
+        counts.truncate(total as usize);
+        Ok((bytemuck::pod_collect_to_vec(&pairs), counts))
     }
 
     /// The body → constraint adjacency the last step built on the device: `(offsets,

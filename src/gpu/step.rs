@@ -3,7 +3,6 @@
 
 use super::buffers::*;
 use super::*;
-use crate::pipeline::collision::StepPair;
 
 /// What one step records: sizes and options.
 #[derive(Clone, Copy)]
@@ -22,8 +21,8 @@ pub(super) struct StepShape {
     /// Buckets of the broad phase's hash table.
     pub(super) table: u32,
     /// Bytes of the poses, velocities (and previous velocities), status, joint states,
-    /// pair total, pair list, pair counts, narrow-phase status and islands read back.
-    pub(super) lens: [usize; 9],
+    /// pair total, narrow-phase status and islands read back.
+    pub(super) lens: [usize; 7],
 }
 
 /// A step submitted and not yet read back.
@@ -213,7 +212,7 @@ impl GpuSolver {
                 (SCAN_SUMS[0], table.div_ceil(256) * 4),
                 (SCAN_SUMS[1], (n + 1).div_ceil(256) * 4),
                 (PAIR_STATE[1 - side], n_pairs * pair_state),
-                (PAIR_COUNTS, counts_len),
+                (PAIR_COUNTS[1 - side], counts_len),
                 (NARROW_STATUS, NARROW_STATUS_BYTES as usize),
                 (ISLAND_PARENT, n * 4),
                 (ISLAND_ANCHORED, n * 4),
@@ -258,8 +257,6 @@ impl GpuSolver {
                 status_len,
                 js_len,
                 narrow_only(4),
-                narrow_only(list_len),
-                narrow_only(counts_len),
                 narrow_only(NARROW_STATUS_BYTES as usize),
                 narrow_only(n * 4),
             ],
@@ -345,8 +342,6 @@ impl GpuSolver {
                 status_len,
                 js_len,
                 total_len,
-                list_len,
-                counts_len,
                 narrow_len,
                 islands_len,
             ] = shape.lens;
@@ -376,8 +371,6 @@ impl GpuSolver {
                 let (status, rest) = rest.split_at(status_len);
                 let (c, rest) = rest.split_at(js_len);
                 let (total, rest) = rest.split_at(total_len);
-                let (list, rest) = rest.split_at(list_len);
-                let (counts, rest) = rest.split_at(counts_len);
                 let (narrow, rest) = rest.split_at(narrow_len);
                 let (islands, rest) = rest.split_at(islands_len);
                 let (r, rest) = rest.split_at(RANGES_BYTES as usize);
@@ -422,17 +415,11 @@ impl GpuSolver {
                     }
                     joints.states.copy_from_slice(bytemuck::cast_slice(c));
                     if shape.device_narrow {
-                        pairs.pairs.clear();
-                        pairs
-                            .pairs
-                            .extend(bytemuck::pod_collect_to_vec::<u8, StepPair>(
-                                &list[..found * std::mem::size_of::<StepPair>()],
-                            ));
-                        pairs.counts.clear();
-                        pairs.counts.extend_from_slice(&counts[..found]);
-                        let status: [u32; 2] = bytemuck::pod_read_unaligned(narrow);
+                        let status: [u32; 3] = bytemuck::pod_read_unaligned(narrow);
+                        pairs.candidates = found as u32;
                         pairs.max_penetration = f32::from_bits(status[0]);
                         pairs.points = status[1];
+                        pairs.touching = status[2];
                         pairs.islands.clear();
                         pairs
                             .islands
@@ -455,6 +442,10 @@ impl GpuSolver {
             host.unpack_ms += elapsed_ms(t_unpack);
             if !rerun {
                 self.counts = (shape.n, shape.n_contacts, shape.n_joints);
+                self.last_pairs = match shape.device_narrow {
+                    true => pairs.candidates,
+                    false => 0,
+                };
                 // What this step's contacts carry is now the state the next step reads.
                 self.carried_side = 1 - self.carried_side;
                 self.last_timings.host = host;
@@ -648,23 +639,15 @@ impl GpuSolver {
                     status_len,
                     js_len,
                     total_len,
-                    list_len,
-                    counts_len,
                     narrow_len,
                     islands_len,
                 ],
         } = shape;
         let passes = pass_count(iterations);
         let ts_bytes = if timed { 2 * passes as u64 * 8 } else { 0 };
-        let ranges_at = (pose_len
-            + 2 * vel_len
-            + status_len
-            + js_len
-            + total_len
-            + list_len
-            + counts_len
-            + narrow_len
-            + islands_len) as u64;
+        let ranges_at =
+            (pose_len + 2 * vel_len + status_len + js_len + total_len + narrow_len + islands_len)
+                as u64;
         let read_bytes = ranges_at + RANGES_BYTES + ts_bytes;
         let k = (self.frame % 2) as usize;
         self.frame += 1;
@@ -774,7 +757,7 @@ impl GpuSolver {
         }
         if device_narrow {
             // The pair counts are OR-ed in, the status is a max and a sum.
-            for slot in [PAIR_COUNTS, NARROW_STATUS] {
+            for slot in [PAIR_COUNTS[1 - self.carried_side], NARROW_STATUS] {
                 encoder.clear_buffer(&self.buffers[slot].buffer, 0, None);
             }
         }
@@ -950,8 +933,6 @@ impl GpuSolver {
         let written = 1 - self.carried_side;
         copies.extend([
             (PAIR_START[written], total_len as u64),
-            (PAIR_LIST[written], list_len as u64),
-            (PAIR_COUNTS, counts_len as u64),
             (NARROW_STATUS, narrow_len as u64),
             (ISLANDS, islands_len as u64),
         ]);

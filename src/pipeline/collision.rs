@@ -112,34 +112,26 @@ impl CollisionState {
     /// Candidate pairs of the last detection.
     pub fn pair_count(&self) -> usize {
         match self.device.active() {
-            true => self.device.pairs.len(),
+            true => self.device.candidates as usize,
             false => self.pairs.len(),
         }
     }
     /// Candidate pairs with at least one contact point in the last detection.
     pub fn touching_pairs(&self) -> usize {
-        self.touching().count()
+        match self.device.active() {
+            true => self.device.touching as usize,
+            false => self.touching().count(),
+        }
     }
     /// The solver indices `(a, b)` of the pairs with at least one contact point in the
-    /// last detection (on the device: the last step read back).
-    pub fn touching(&self) -> Box<dyn Iterator<Item = (u32, u32)> + '_> {
-        match self.device.active() {
-            true => Box::new(
-                self.device
-                    .pairs
-                    .iter()
-                    .zip(&self.device.counts)
-                    .filter(|(_, c)| **c > 0)
-                    .map(|(p, _)| (p.a, p.b)),
-            ),
-            false => Box::new(
-                self.pairs
-                    .iter()
-                    .zip(&self.pair_records)
-                    .filter(|(_, r)| r.1 > r.0)
-                    .map(|(p, _)| (p.a, p.b)),
-            ),
-        }
+    /// last detection on the CPU (the device's stay on the device:
+    /// `GpuSolver::pair_list`).
+    pub fn touching(&self) -> impl Iterator<Item = (u32, u32)> + '_ {
+        self.pairs
+            .iter()
+            .zip(&self.pair_records)
+            .filter(|(_, r)| r.1 > r.0)
+            .map(|(p, _)| (p.a, p.b))
     }
     /// Drops what every pair carries from step to step (its manifold and the record index
     /// of each point): when the contacts move between the CPU's narrow phase and the

@@ -128,19 +128,19 @@ impl PhysicsWorld {
     /// u32::MAX)` (built from the pairs' point counts that came back).
     fn step_points(&self) -> Vec<crate::rigid::contact::ContactPoint> {
         use crate::rigid::contact::ContactPoint;
-        let device = &self.collision.device;
-        if !device.active() {
-            return self.solver.points.clone();
-        }
+        let (pairs, counts) = match &self.gpu {
+            Some(gpu) if self.collision.device.active() => gpu.pair_list().unwrap_or_default(),
+            _ => return self.solver.points.clone(),
+        };
         let mut points = vec![
             ContactPoint {
                 body_a: u32::MAX,
                 body_b: u32::MAX,
                 ..Default::default()
             };
-            4 * device.pairs.len()
+            4 * pairs.len()
         ];
-        for (i, (p, &count)) in device.pairs.iter().zip(&device.counts).enumerate() {
+        for (i, (p, &count)) in pairs.iter().zip(&counts).enumerate() {
             for slot in &mut points[4 * i..4 * i + count as usize] {
                 (slot.body_a, slot.body_b) = (p.a, p.b);
             }

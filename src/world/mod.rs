@@ -139,9 +139,24 @@ impl PhysicsWorld {
     }
 
     /// Solver indices `(a, b)` of the body pairs with at least one contact point in the
-    /// last step (both backends, wherever the narrow phase ran).
-    pub fn touching_pairs(&self) -> impl Iterator<Item = (u32, u32)> + '_ {
-        self.collision.touching()
+    /// last step, wherever the narrow phase ran. When the device found the contacts, their
+    /// list stays there and this reads it back (blocking, and waiting for a step in
+    /// flight; not part of the per-step path).
+    pub fn touching_pairs(&self) -> Result<Vec<(u32, u32)>, PhysicsError> {
+        match &self.gpu {
+            Some(gpu) if self.collision.device.active() => {
+                let (pairs, counts) = gpu
+                    .pair_list()
+                    .map_err(|e| PhysicsError::Gpu(e.to_string()))?;
+                Ok(pairs
+                    .iter()
+                    .zip(counts)
+                    .filter(|(_, c)| *c > 0)
+                    .map(|(p, _)| (p.a, p.b))
+                    .collect())
+            }
+            _ => Ok(self.collision.touching().collect()),
+        }
     }
 
     /// Handle of the body with solver index `i` (as stored in contact and joint records).

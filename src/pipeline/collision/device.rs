@@ -3,9 +3,9 @@
 //! persistence of each pair's manifold and the contact records run in the step's
 //! submission (`shaders/contact_narrow.wgsl`). What goes up is each body's collider, its
 //! class in the broad phase's grid and the jointed pairs, all by difference (nothing while
-//! they stay the same); what comes back is the pair list (16 bytes a pair: the islands of
-//! the momentum projection and the statistics read it), a byte per pair (its point count)
-//! and the deepest penetration.
+//! they stay the same); what comes back is each body's island (the device's connected
+//! components, for the momentum projection) and a status block: pairs, touching pairs,
+//! points, the deepest penetration. The pair list stays on the device (read on demand).
 
 use bytemuck::{Pod, Zeroable};
 use glam::Vec3;
@@ -61,10 +61,10 @@ pub struct DevicePairs {
     /// The bodies and classes of the last step's list.
     last_handles: Vec<BodyHandle>,
     last_classes: Vec<u32>,
-    /// After the step: the pairs the broad phase found (bodies, index in the last list).
-    pub pairs: Vec<StepPair>,
-    /// After the step: each pair's point count (0 to 4).
-    pub counts: Vec<u8>,
+    /// After the step: the pairs the broad phase found, and of them those with points (the
+    /// list stays on the device: `GpuSolver::pair_list` reads it on demand).
+    pub candidates: u32,
+    pub touching: u32,
     /// After the step: the deepest penetration (m, ≥ 0) and the number of points.
     pub max_penetration: f32,
     pub points: u32,
@@ -159,11 +159,6 @@ pub fn detect_pairs(
     device.has_old = was_active
         && device.last_handles == bodies.handles
         && device.last_classes == device.layout.classes;
-    if !device.has_old {
-        // Counts of the last list do not belong to this one's pairs.
-        device.pairs.clear();
-        device.counts.clear();
-    }
     device.last_handles.clone_from(&bodies.handles);
     device.last_classes.clone_from(&device.layout.classes);
     true

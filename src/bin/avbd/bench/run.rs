@@ -248,7 +248,7 @@ impl Run {
             Sim::Avbd(sc) => {
                 pairs.clear();
                 let w = &sc.world;
-                for (a, b) in w.touching_pairs() {
+                for (a, b) in w.touching_pairs().unwrap_or_default() {
                     if let (Some(a), Some(b)) = (w.handle_of_index(a), w.handle_of_index(b)) {
                         let (a, b) = (a.0 as usize, b.0 as usize);
                         pairs.push((a.min(b), a.max(b)));
