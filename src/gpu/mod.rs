@@ -51,11 +51,12 @@
 //! 4. Readback: [`GpuSolver::submit`] requests the map of one of two `MAP_READ` staging
 //!    buffers, used alternately, and returns; [`GpuSolver::finish`] waits for it and copies
 //!    out the poses, velocities, non-finite flags, joint states, the colouring summary and,
-//!    when the device found the contacts, the pair list (16 bytes a pair), a byte per pair
-//!    (its point count) and the deepest penetration (nothing per contact: the records stay
-//!    on the device,
-//!    [`GpuSolver::contacts`] reads them on demand). The CPU then restores the momentum
-//!    of isolated islands (a union–find over the touching pairs,
+//!    when the device found the contacts, each body's island (`islands.wgsl`: connected
+//!    components over the touching pairs and joints) and a status block (pairs, touching
+//!    pairs, points, deepest penetration). Nothing per contact or pair: the records and
+//!    the pair list stay on the device ([`GpuSolver::contacts`] and
+//!    [`GpuSolver::pair_list`] read them on demand). The CPU then restores the momentum
+//!    of isolated islands (from those islands, or a union–find over its own contacts;
 //!    `integration::IslandMomentum`; the bodies it corrects go up by difference next
 //!    step) and runs fracture.
 //!
@@ -69,9 +70,8 @@
 //! the ECS layer's `StepMode::Overlapped` finishes a run's step at the start of the next
 //! run). The results are the same bits either way. The two staging buffers alternate so
 //! that a step's copy never targets the buffer the CPU read the previous step from.
-//! With the contacts found on the device, the CPU's part of a step is O(bodies) copies
-//! (classes compared, poses copied out) and the momentum projection's union–find over the
-//! touching pairs.
+//! With the contacts found on the device, the CPU's part of a step is O(bodies): classes
+//! compared, poses copied out, the isolated islands' sums.
 
 //! # Where each part lives
 //!
@@ -182,8 +182,8 @@ pub struct GpuMemory {
     pub bytes_per_contact: u64,
     pub bytes_per_joint: u64,
     /// Per candidate pair when the device finds the contacts: the pair lists, what it
-    /// carries to the next step (two buffers) and its point count, with their readback
-    /// copies (the pair's four contact slots count as contacts).
+    /// carries to the next step and its point count, two buffers of each (the pair's four
+    /// contact slots count as contacts).
     pub bytes_per_pair: u64,
     /// Buffers whose size does not depend on the scene (parameters, colour slots, ranges,
     /// dispatch arguments, counters, timestamp queries).
@@ -492,7 +492,8 @@ impl GpuSolver {
             // broad phase: class, box, up to 8 grid entries, about 4 buckets (start and
             // cursor) and the first pair in two lists
             + 4 + 32 + 8 * 4 + 4 * 8 + 2 * 4
-            + 2 * (pose + 2 * velocity + 4); // two readback staging buffers
+            + 3 * 4 // islands: parent, anchored, root
+            + 2 * (pose + 2 * velocity + 4 + 4); // two readback staging buffers
         // The record (written on the device), the point (on the device and in the upload
         // belt), two adjacency items and the two buffers of carried state.
         let point = sz(std::mem::size_of::<ContactPoint>());
@@ -500,10 +501,10 @@ impl GpuSolver {
         let bytes_per_contact = contact + 2 * point + 2 * 4 + 2 * carried;
         let bytes_per_joint =
             sz(std::mem::size_of::<JointRecord>()) + 2 * state + 2 * 4 + 2 * state;
-        // Two pair lists (this step's and the last), its readback copy, what the pair
-        // carries (two buffers), its count and the count's readback copy.
+        // Two pair lists (this step's and the last), what the pair carries and its point
+        // count (two buffers each).
         let step_pair = sz(std::mem::size_of::<crate::pipeline::collision::StepPair>());
-        let bytes_per_pair = 3 * step_pair
+        let bytes_per_pair = 2 * step_pair
             + 2 * sz(std::mem::size_of::<
                 crate::pipeline::collision::primitive::PrimitiveContact,
             >())

@@ -323,7 +323,7 @@ pub fn sweep(
 
 /// Velocities `v = (x − xᵗ)/h` and the new positions; a body with a non-finite vertex keeps
 /// its start state, loses its velocity and is frozen (reported). Then the momentum of every
-/// free group of bodies is restored ([`project_momentum`]).
+/// free group of bodies is restored (`project_momentum`).
 pub fn end_step(
     cfg: &SolverConfig,
     set: &mut DeformableSet,

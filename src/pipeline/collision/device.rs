@@ -32,7 +32,7 @@ pub struct BodyShape {
 }
 
 /// One candidate pair of a step (`StepPair` in contact_narrow.wgsl): the bodies' solver
-/// indices and the pair's index in the last step's list ([`NO_OLD`] for a new pair).
+/// indices and the pair's index in the last step's list (`u32::MAX` for a new pair).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Pod, Zeroable)]
 pub struct StepPair {
