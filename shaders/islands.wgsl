@@ -42,12 +42,19 @@ fn solved(b: u32) -> bool {
     return b != WORLD && (body_flags[b] & 1u) != 0u;
 }
 
+// The root of x's tree, halving the path on the way (each visited body's parent moves up
+// to its grandparent, an ancestor either way, so concurrent unions stay correct) to keep
+// the trees shallow.
 fn root_of(x: u32) -> u32 {
     var r = x;
     var next = atomicLoad(&parent[r]);
     while next != r {
+        let up = atomicLoad(&parent[next]);
+        if up != next {
+            atomicCompareExchangeWeak(&parent[r], next, up);
+        }
         r = next;
-        next = atomicLoad(&parent[r]);
+        next = up;
     }
     return r;
 }

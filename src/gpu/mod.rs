@@ -81,7 +81,8 @@
 //! - `pipelines`: the WGSL sources, bind group layouts, pipelines and bind groups;
 //! - `buffers`: the slot of every device buffer, growth, the upload by difference and the
 //!   upload belt, blocking reads;
-//! - `step`: one step — sizing, upload, the recorded passes, submission and readback;
+//! - `step`: one step — sizing, upload, submission and readback;
+//! - `record`: the step's passes recorded in one command buffer;
 //! - `readback`: on-demand reads of what stays on the device (tests and tools);
 //! - [`narrow`]: the primitive narrow phase kernels standalone (tests and tools; the step
 //!   runs the same code through `contact_narrow.wgsl`);
@@ -116,6 +117,7 @@ mod device;
 pub mod narrow;
 mod pipelines;
 mod readback;
+mod record;
 mod step;
 
 use buffers::*;

@@ -1,0 +1,375 @@
+//! Recording a step: every pass of the step in one command buffer (the broad phase, the
+//! integration, the contacts' warm start with the narrow phase, the adjacency, the
+//! colouring, the iterations, the end of the step, the contact store and the islands),
+//! then the copies into the readback buffer, and the submission.
+
+use super::buffers::*;
+use super::step::{StepShape, pass_count};
+use super::*;
+
+impl GpuSolver {
+    /// Records the whole step in one command buffer and submits it: the inertial targets,
+    /// the colouring, the iterations, the velocities and poses, and the copies into a
+    /// staging buffer. Returns the staging buffer used, the bytes to read back and the
+    /// timestamp bytes.
+    pub(super) fn record_and_submit(&mut self, shape: &StepShape) -> (usize, u64, u64) {
+        let &StepShape {
+            iterations,
+            palette,
+            timed,
+            n,
+            n_contacts,
+            n_joints,
+            n_pairs,
+            device_narrow,
+            table,
+            lens:
+                [
+                    pose_len,
+                    vel_len,
+                    status_len,
+                    js_len,
+                    total_len,
+                    narrow_len,
+                    islands_len,
+                ],
+        } = shape;
+        let passes = pass_count(iterations);
+        let ts_bytes = if timed { 2 * passes as u64 * 8 } else { 0 };
+        let ranges_at =
+            (pose_len + 2 * vel_len + status_len + js_len + total_len + narrow_len + islands_len)
+                as u64;
+        let read_bytes = ranges_at + RANGES_BYTES + ts_bytes;
+        let k = (self.frame % 2) as usize;
+        self.frame += 1;
+        if self.staging[k].capacity < read_bytes {
+            self.staging[k] = Self::make_buffer(
+                &self.device,
+                "readback",
+                read_bytes
+                    .next_multiple_of(256)
+                    .max(self.staging[k].capacity * 2),
+                wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+            );
+            self.reallocations += 1;
+        }
+        let mut encoder = self
+            .device
+            .create_command_encoder(&wgpu::CommandEncoderDescriptor {
+                label: Some("avbd step"),
+            });
+        if let Some(belt) = &self.belt.buffer {
+            for &(slot, offset, bytes) in self.belt.copies.iter().filter(|c| c.2 > 0) {
+                encoder.copy_buffer_to_buffer(belt, offset, &self.buffers[slot].buffer, 0, bytes);
+            }
+        }
+        let groups = |n: usize| (n as u32).div_ceil(WORKGROUP);
+        let (mut dispatches, mut indirect_dispatches) = (0u32, 0u32);
+        let mut pass_index = 0u32;
+        let ts = self.timestamps.as_ref().filter(|_| timed);
+        let mut writes = || {
+            let w = ts.map(|t| wgpu::ComputePassTimestampWrites {
+                query_set: &t.set,
+                beginning_of_pass_write_index: Some(2 * pass_index),
+                end_of_pass_write_index: Some(2 * pass_index + 1),
+            });
+            pass_index += 1;
+            w
+        };
+        let p = &self.pipelines;
+        let all = groups(n).max(1);
+        let warm_group =
+            &self.warm_groups.as_ref().expect("built with the buffers")[self.carried_side];
+        let (cx, cy) = grid(groups(n_contacts).max(1), self.max_groups);
+        let (bx, by) = grid(all, self.max_groups);
+        // One compute pass per stage, so each is timed.
+        if device_narrow {
+            // The cells are counted into the cursors.
+            encoder.clear_buffer(&self.buffers[CURSOR].buffer, 0, None);
+        }
+        {
+            let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                label: Some("avbd broad phase"),
+                timestamp_writes: writes(),
+            });
+            if device_narrow {
+                let side = self.carried_side;
+                let broad = &self.broad_groups.as_ref().expect("built with the buffers")[side];
+                let scans = self.scan_groups.as_ref().expect("built with the buffers");
+                let [
+                    bounds,
+                    count_cells,
+                    seed_scan,
+                    seed_fill,
+                    fill,
+                    count_pairs,
+                    write_pairs,
+                ] = &p.broad;
+                let buckets = table.div_ceil(WORKGROUP);
+                // A prefix sum of `len` counts with the scan group `g`.
+                let scan = |g, len: u32| {
+                    let blocks = len.div_ceil(ADJ_SCAN_BLOCK).max(1);
+                    p.scan
+                        .iter()
+                        .zip([blocks, 1, blocks])
+                        .map(move |(k, x)| (k, g, x))
+                };
+                let steps = [
+                    (bounds, broad, all),
+                    (count_cells, broad, all),
+                    (seed_scan, broad, buckets),
+                ]
+                .into_iter()
+                .chain(scan(&scans[0], table))
+                .chain([
+                    (seed_fill, broad, buckets),
+                    (fill, broad, all),
+                    (count_pairs, broad, all),
+                ])
+                .chain(scan(&scans[1 + side], n as u32))
+                .chain([(write_pairs, broad, all)]);
+                for (k, group, x) in steps {
+                    pass.set_bind_group(0, group, &[]);
+                    pass.set_pipeline(k);
+                    pass.dispatch_workgroups(x, 1, 1);
+                    dispatches += 1;
+                }
+            }
+        }
+        {
+            let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                label: Some("avbd begin"),
+                timestamp_writes: writes(),
+            });
+            pass.set_bind_group(0, self.integration_group.as_ref(), &[]);
+            pass.set_pipeline(&p.begin_bodies);
+            pass.dispatch_workgroups(bx, by, 1);
+            dispatches += 1;
+        }
+        if device_narrow {
+            // The pair counts are OR-ed in, the status is a max and a sum.
+            for slot in [PAIR_COUNTS[1 - self.carried_side], NARROW_STATUS] {
+                encoder.clear_buffer(&self.buffers[slot].buffer, 0, None);
+            }
+        }
+        {
+            let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                label: Some("avbd contact warm start"),
+                timestamp_writes: writes(),
+            });
+            if device_narrow && n_pairs > 0 {
+                // Each pair's manifold, and its points' records warm-started.
+                pass.set_bind_group(0, warm_group, &[]);
+                pass.set_pipeline(&p.narrow_contacts);
+                let (x, y) = grid(groups(n_pairs), self.max_groups);
+                pass.dispatch_workgroups(x, y, 1);
+                dispatches += 1;
+            } else if !device_narrow && n_contacts > 0 {
+                // This step's contact records from its points and the carried state.
+                pass.set_bind_group(0, warm_group, &[]);
+                pass.set_pipeline(&p.warm_start_contacts);
+                pass.dispatch_workgroups(cx, cy, 1);
+                dispatches += 1;
+            }
+        }
+        let coloring_group = &self
+            .coloring_groups
+            .as_ref()
+            .expect("built with the buffers")[self.carried_side];
+        {
+            let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                label: Some("avbd adjacency"),
+                timestamp_writes: writes(),
+            });
+            pass.set_bind_group(0, coloring_group, &[]);
+            // The adjacency of this step's contacts and joints, then the colouring over it.
+            let (ex, ey) = grid(groups(n_contacts + n_joints).max(1), self.max_groups);
+            let blocks = (n as u32).div_ceil(ADJ_SCAN_BLOCK).max(1);
+            for (pipeline, (x, y)) in [
+                (&p.adj_clear, (all, 1)),
+                (&p.adj_count, (ex, ey)),
+                (&p.adj_scan_blocks, (blocks, 1)),
+                (&p.adj_scan_top, (1, 1)),
+                (&p.adj_scan_add, (blocks, 1)),
+                (&p.adj_fill, (ex, ey)),
+                (&p.adj_sort, (all, 1)),
+            ] {
+                pass.set_pipeline(pipeline);
+                pass.dispatch_workgroups(x, y, 1);
+                dispatches += 1;
+            }
+        }
+        {
+            let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                label: Some("avbd colouring"),
+                timestamp_writes: writes(),
+            });
+            pass.set_bind_group(0, coloring_group, &[]);
+            pass.set_pipeline(&p.color_init);
+            pass.dispatch_workgroups(all.max(groups(COUNTERS as usize)), 1, 1);
+            dispatches += 1;
+            // Last step's colours, less the loser of every pair of neighbours now sharing one.
+            for pipeline in [&p.color_unseed_mark, &p.color_unseed] {
+                pass.set_pipeline(pipeline);
+                pass.dispatch_workgroups(all, 1, 1);
+                dispatches += 1;
+            }
+            for _ in 0..JPL_ROUNDS {
+                pass.set_pipeline(&p.color_select);
+                pass.dispatch_workgroups(all, 1, 1);
+                dispatches += 1;
+                pass.set_pipeline(&p.color_assign);
+                pass.dispatch_workgroups(all, 1, 1);
+                dispatches += 1;
+            }
+            pass.set_pipeline(&p.color_count);
+            pass.dispatch_workgroups(all, 1, 1);
+            dispatches += 1;
+            pass.set_pipeline(&p.color_scan);
+            pass.dispatch_workgroups(1, 1, 1);
+            dispatches += 1;
+            pass.set_pipeline(&p.color_serial_rank);
+            pass.dispatch_workgroups(all, 1, 1);
+            dispatches += 1;
+            pass.set_pipeline(&p.color_scatter);
+            pass.dispatch_workgroups(all, 1, 1);
+            dispatches += 1;
+        }
+        let indirect = &self.buffers[INDIRECT].buffer;
+        let colors = self.color_capacity.min(palette) as u64;
+        for _ in 0..iterations {
+            {
+                let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                    label: Some("avbd primal"),
+                    timestamp_writes: writes(),
+                });
+                pass.set_bind_group(0, self.solver_group.as_ref(), &[]);
+                for c in 0..colors {
+                    pass.set_bind_group(1, &self.slot_group, &[(c * COLOR_SLOT) as u32]);
+                    pass.set_pipeline(&p.primal);
+                    pass.dispatch_workgroups_indirect(indirect, LANE_ARGS_AT + c * 12);
+                    indirect_dispatches += 1;
+                }
+                pass.set_pipeline(&p.primal_serial);
+                for j in 0..self.serial_capacity as u64 {
+                    let slot = SERIAL_SLOT + j;
+                    pass.set_bind_group(1, &self.slot_group, &[(slot * COLOR_SLOT) as u32]);
+                    pass.dispatch_workgroups_indirect(indirect, SERIAL_SLOT * 12);
+                    indirect_dispatches += 1;
+                }
+            }
+            let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                label: Some("avbd dual"),
+                timestamp_writes: writes(),
+            });
+            pass.set_bind_group(0, self.solver_group.as_ref(), &[]);
+            pass.set_bind_group(1, &self.slot_group, &[0]);
+            if n_contacts > 0 {
+                pass.set_pipeline(&p.dual_contacts);
+                let (x, y) = grid(groups(n_contacts), self.max_groups);
+                pass.dispatch_workgroups(x, y, 1);
+                dispatches += 1;
+            }
+            if n_joints > 0 {
+                pass.set_pipeline(&p.dual_joints);
+                let (x, y) = grid(groups(n_joints), self.max_groups);
+                pass.dispatch_workgroups(x, y, 1);
+                dispatches += 1;
+            }
+        }
+        {
+            let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                label: Some("avbd end"),
+                timestamp_writes: writes(),
+            });
+            pass.set_bind_group(0, self.integration_group.as_ref(), &[]);
+            pass.set_pipeline(&p.end_bodies);
+            pass.dispatch_workgroups(bx, by, 1);
+            dispatches += 1;
+        }
+        {
+            let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                label: Some("avbd contact store"),
+                timestamp_writes: writes(),
+            });
+            if n_contacts > 0 {
+                // What the contacts carry to the next step stays on the device.
+                pass.set_bind_group(0, warm_group, &[]);
+                pass.set_pipeline(&p.store_contact_warm);
+                pass.dispatch_workgroups(cx, cy, 1);
+                dispatches += 1;
+            }
+            if device_narrow {
+                // The islands of the momentum projection: components over the touching
+                // pairs and unbroken joints (`islands.wgsl`).
+                let islands = &self.island_groups.as_ref().expect("built with the buffers")
+                    [self.carried_side];
+                let (ex, ey) = grid(groups(n_pairs + n_joints).max(1), self.max_groups);
+                pass.set_bind_group(0, islands, &[]);
+                for (k, (x, y)) in p.islands.iter().zip([(all, 1), (ex, ey), (all, 1)]) {
+                    pass.set_pipeline(k);
+                    pass.dispatch_workgroups(x, y, 1);
+                    dispatches += 1;
+                }
+            }
+        }
+        let staging = &self.staging[k].buffer;
+        let mut copies = vec![
+            (POSES, pose_len as u64),
+            (VELOCITIES, vel_len as u64),
+            (PREV_VELOCITIES, vel_len as u64),
+            (STATUS, status_len as u64),
+        ];
+        copies.push((JOINT_STATES, js_len as u64));
+        let written = 1 - self.carried_side;
+        copies.extend([
+            (PAIR_START[written], total_len as u64),
+            (NARROW_STATUS, narrow_len as u64),
+            (ISLANDS, islands_len as u64),
+        ]);
+        let mut offset = 0u64;
+        for (slot, len) in copies {
+            // The pair total is the last entry of the pair starts.
+            let from = if slot == PAIR_START[written] {
+                4 * n as u64
+            } else {
+                0
+            };
+            if len > 0 {
+                encoder.copy_buffer_to_buffer(
+                    &self.buffers[slot].buffer,
+                    from,
+                    staging,
+                    offset,
+                    len,
+                );
+            }
+            offset += len;
+        }
+        encoder.copy_buffer_to_buffer(
+            &self.buffers[RANGES].buffer,
+            0,
+            staging,
+            ranges_at,
+            RANGES_BYTES,
+        );
+        if let Some(t) = ts {
+            encoder.resolve_query_set(&t.set, 0..2 * passes, &t.resolve, 0);
+            encoder.copy_buffer_to_buffer(
+                &t.resolve,
+                0,
+                staging,
+                ranges_at + RANGES_BYTES,
+                ts_bytes,
+            );
+        }
+        self.queue.submit([encoder.finish()]);
+        self.last_traffic = GpuTraffic {
+            download_bytes: read_bytes,
+            dispatches: dispatches + indirect_dispatches,
+            indirect_dispatches,
+            ..self.last_traffic
+        };
+        (k, read_bytes, ts_bytes)
+    }
+}
