@@ -96,6 +96,13 @@ fn cell_of(p: vec3<f32>) -> vec3<i32> {
     return vec3<i32>(floor(p * bp.inv_cell));
 }
 
+// The cells a grid body's box spans: at most 2 per axis (the cell is at least as large as
+// every grid body's box; the clamp keeps rounding from adding a third).
+fn cell_range(b: Bounds) -> array<vec3<i32>, 2> {
+    let lo = cell_of(b.lo.xyz);
+    return array<vec3<i32>, 2>(lo, min(cell_of(b.hi.xyz), lo + vec3<i32>(1)));
+}
+
 fn bucket_of(c: vec3<i32>) -> u32 {
     let u = bitcast<vec3<u32>>(c);
     return ((u.x * 73856093u) ^ (u.y * 19349663u) ^ (u.z * 83492791u)) & bp.table_mask;
@@ -174,12 +181,10 @@ fn bp_count_cells(@builtin(global_invocation_id) gid: vec3<u32>) {
     if i >= bp.n_bodies || classes[i] != CLASS_GRID {
         return;
     }
-    let b = bounds[i];
-    let lo = cell_of(b.lo.xyz);
-    let hi = min(cell_of(b.hi.xyz), lo + vec3<i32>(1));
-    for (var x = lo.x; x <= hi.x; x++) {
-        for (var y = lo.y; y <= hi.y; y++) {
-            for (var z = lo.z; z <= hi.z; z++) {
+    let r = cell_range(bounds[i]);
+    for (var x = r[0].x; x <= r[1].x; x++) {
+        for (var y = r[0].y; y <= r[1].y; y++) {
+            for (var z = r[0].z; z <= r[1].z; z++) {
                 atomicAdd(&cursor[bucket_of(vec3<i32>(x, y, z))], 1u);
             }
         }
@@ -208,12 +213,10 @@ fn bp_fill(@builtin(global_invocation_id) gid: vec3<u32>) {
     if i >= bp.n_bodies || classes[i] != CLASS_GRID {
         return;
     }
-    let b = bounds[i];
-    let lo = cell_of(b.lo.xyz);
-    let hi = min(cell_of(b.hi.xyz), lo + vec3<i32>(1));
-    for (var x = lo.x; x <= hi.x; x++) {
-        for (var y = lo.y; y <= hi.y; y++) {
-            for (var z = lo.z; z <= hi.z; z++) {
+    let r = cell_range(bounds[i]);
+    for (var x = r[0].x; x <= r[1].x; x++) {
+        for (var y = r[0].y; y <= r[1].y; y++) {
+            for (var z = r[0].z; z <= r[1].z; z++) {
                 entries[atomicAdd(&cursor[bucket_of(vec3<i32>(x, y, z))], 1u)] = i;
             }
         }
@@ -237,11 +240,10 @@ fn visit_pairs(a: u32, write: bool) -> u32 {
         ba = bounds[a];
     }
     if kind_a == CLASS_GRID {
-        let lo = cell_of(ba.lo.xyz);
-        let hi = min(cell_of(ba.hi.xyz), lo + vec3<i32>(1));
-        for (var x = lo.x; x <= hi.x; x++) {
-            for (var y = lo.y; y <= hi.y; y++) {
-                for (var z = lo.z; z <= hi.z; z++) {
+        let r = cell_range(ba);
+        for (var x = r[0].x; x <= r[1].x; x++) {
+            for (var y = r[0].y; y <= r[1].y; y++) {
+                for (var z = r[0].z; z <= r[1].z; z++) {
                     let c = vec3<i32>(x, y, z);
                     let h = bucket_of(c);
                     for (var k = bucket_start[h]; k < bucket_start[h + 1u]; k++) {

@@ -327,22 +327,7 @@ impl GpuBroadPhase {
             encoder.copy_buffer_to_buffer(&pairs, 0, &staging, 4, capacity as u64 * 16);
         }
         self.queue.submit([encoder.finish()]);
-        let slice = staging.slice(..);
-        let (tx, rx) = std::sync::mpsc::channel();
-        slice.map_async(wgpu::MapMode::Read, move |r| {
-            let _ = tx.send(r);
-        });
-        d.poll(wgpu::PollType::wait_indefinitely())
-            .map_err(|e| GpuError::Readback(e.to_string()))?;
-        rx.recv()
-            .map_err(|e| GpuError::Readback(e.to_string()))?
-            .map_err(|e| GpuError::Readback(e.to_string()))?;
-        let data: Vec<u32> = bytemuck::pod_collect_to_vec(
-            &slice
-                .get_mapped_range()
-                .map_err(|e| GpuError::Readback(format!("{e:?}")))?,
-        );
-        staging.unmap();
+        let data: Vec<u32> = super::device::read_staging(d, &staging)?;
         let total = data[0];
         let written = total.min(capacity) as usize;
         let pairs = data[1..1 + 4 * written]

@@ -428,11 +428,11 @@ impl GpuCcd {
             encoder.copy_buffer_to_buffer(&earliest, 0, &earliest_staging, 0, earliest.size());
         }
         self.queue.submit([encoder.finish()]);
-        let mut results: Vec<CcdResult> = read(d, &results_staging)?;
+        let mut results: Vec<CcdResult> = super::device::read_staging(d, &results_staging)?;
         results.truncate(queries.len());
         let earliest = match ids {
             Some(_) => {
-                let bits: Vec<u32> = read(d, &earliest_staging)?;
+                let bits: Vec<u32> = super::device::read_staging(d, &earliest_staging)?;
                 Some(
                     bits[..point_count as usize]
                         .iter()
@@ -444,26 +444,4 @@ impl GpuCcd {
         };
         Ok((results, earliest))
     }
-}
-
-/// Maps a staging buffer and copies it out (blocking).
-fn read<T: Pod>(device: &wgpu::Device, staging: &wgpu::Buffer) -> Result<Vec<T>, GpuError> {
-    let slice = staging.slice(..);
-    let (tx, rx) = std::sync::mpsc::channel();
-    slice.map_async(wgpu::MapMode::Read, move |r| {
-        let _ = tx.send(r);
-    });
-    device
-        .poll(wgpu::PollType::wait_indefinitely())
-        .map_err(|e| GpuError::Readback(e.to_string()))?;
-    rx.recv()
-        .map_err(|e| GpuError::Readback(e.to_string()))?
-        .map_err(|e| GpuError::Readback(e.to_string()))?;
-    let out = bytemuck::pod_collect_to_vec(
-        &slice
-            .get_mapped_range()
-            .map_err(|e| GpuError::Readback(format!("{e:?}")))?,
-    );
-    staging.unmap();
-    Ok(out)
 }

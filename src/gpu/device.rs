@@ -354,3 +354,29 @@ impl GpuSolver {
         Ok(solver)
     }
 }
+
+/// Maps a `MAP_READ` staging buffer and copies it out (blocking; the standalone kernels'
+/// readback).
+pub(super) fn read_staging<T: bytemuck::Pod>(
+    device: &wgpu::Device,
+    staging: &wgpu::Buffer,
+) -> Result<Vec<T>, GpuError> {
+    let slice = staging.slice(..);
+    let (tx, rx) = std::sync::mpsc::channel();
+    slice.map_async(wgpu::MapMode::Read, move |r| {
+        let _ = tx.send(r);
+    });
+    device
+        .poll(wgpu::PollType::wait_indefinitely())
+        .map_err(|e| GpuError::Readback(e.to_string()))?;
+    rx.recv()
+        .map_err(|e| GpuError::Readback(e.to_string()))?
+        .map_err(|e| GpuError::Readback(e.to_string()))?;
+    let out = bytemuck::pod_collect_to_vec(
+        &slice
+            .get_mapped_range()
+            .map_err(|e| GpuError::Readback(format!("{e:?}")))?,
+    );
+    staging.unmap();
+    Ok(out)
+}

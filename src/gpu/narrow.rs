@@ -237,22 +237,7 @@ impl GpuNarrowPhase {
         }
         encoder.copy_buffer_to_buffer(&out, 0, &staging, 0, bytes);
         self.queue.submit([encoder.finish()]);
-        let slice = staging.slice(..);
-        let (tx, rx) = std::sync::mpsc::channel();
-        slice.map_async(wgpu::MapMode::Read, move |r| {
-            let _ = tx.send(r);
-        });
-        d.poll(wgpu::PollType::wait_indefinitely())
-            .map_err(|e| GpuError::Readback(e.to_string()))?;
-        rx.recv()
-            .map_err(|e| GpuError::Readback(e.to_string()))?
-            .map_err(|e| GpuError::Readback(e.to_string()))?;
-        let mut records: Vec<T> = bytemuck::pod_collect_to_vec(
-            &slice
-                .get_mapped_range()
-                .map_err(|e| GpuError::Readback(format!("{e:?}")))?,
-        );
-        staging.unmap();
+        let mut records: Vec<T> = super::device::read_staging(d, &staging)?;
         records.truncate(count);
         Ok(records)
     }
