@@ -6,27 +6,7 @@
 mod common;
 use bevy_avbd::scenes::{DEFORMABLE_SCENES, SCENES, Scene};
 use bevy_avbd::{Backend, SolverConfig};
-use common::metric;
-
-fn require_gpu() -> bool {
-    std::env::var("AVBD_REQUIRE_GPU").is_ok_and(|v| v == "1")
-}
-
-/// Builds a scene on the GPU backend, or `None` (after a note) when no adapter exists.
-fn gpu_scene(name: &str, params: &[(&str, f64)], config: SolverConfig) -> Option<Scene> {
-    let params: Vec<(String, f64)> = params.iter().map(|(k, v)| (k.to_string(), *v)).collect();
-    match Scene::build_on(name, &params, config, Backend::Gpu) {
-        Ok(s) => Some(s),
-        Err(e) => {
-            assert!(
-                !require_gpu(),
-                "AVBD_REQUIRE_GPU=1 but the GPU backend failed: {e}"
-            );
-            eprintln!("skipping GPU test: {e}");
-            None
-        }
-    }
-}
+use common::{gpu_scene, metric, require_gpu};
 
 fn run_gpu(name: &str, params: &[(&str, f64)], config: SolverConfig, frames: u32) -> Option<Scene> {
     let mut s = gpu_scene(name, params, config)?;

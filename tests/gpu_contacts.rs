@@ -6,25 +6,10 @@
 //! and that a scene moving between the device's narrow phase and the CPU's keeps working.
 //!
 //! Without an adapter they print a note and pass, except under `AVBD_REQUIRE_GPU=1`.
+mod common;
 use bevy_avbd::glam::Vec3;
-use bevy_avbd::scenes::Scene;
-use bevy_avbd::{Backend, BodyDesc, Collider, PhysicsWorld, SolverConfig};
-
-fn require_gpu() -> bool {
-    std::env::var("AVBD_REQUIRE_GPU").is_ok_and(|v| v == "1")
-}
-
-fn gpu_scene(name: &str, params: &[(&str, f64)], config: SolverConfig) -> Option<Scene> {
-    let params: Vec<(String, f64)> = params.iter().map(|(k, v)| (k.to_string(), *v)).collect();
-    match Scene::build_on(name, &params, config, Backend::Gpu) {
-        Ok(s) => Some(s),
-        Err(e) => {
-            assert!(!require_gpu(), "AVBD_REQUIRE_GPU=1: {e}");
-            eprintln!("skipping GPU test: {e}");
-            None
-        }
-    }
-}
+use bevy_avbd::{BodyDesc, Collider, PhysicsWorld, SolverConfig};
+use common::{gpu_scene, gpu_world};
 
 /// Bytes of the step parameters uploaded every step: the solver's (`Params` in
 /// src/gpu/mod.rs, 112), the broad phase's (`BroadParams`, 48) and the two prefix sums'
@@ -172,12 +157,8 @@ fn gpu_narrow_phase_matches_the_host_path() {
 /// switch starts the warm start afresh, and the box stays where it rests, within 1 mm.
 #[test]
 fn gpu_contacts_move_between_device_and_host() {
-    let mut w = match PhysicsWorld::with_backend(SolverConfig::default(), Backend::Gpu) {
-        Ok(w) => w,
-        Err(e) => {
-            assert!(!require_gpu(), "{e}");
-            return;
-        }
+    let Some(mut w) = gpu_world() else {
+        return;
     };
     w.add_body(BodyDesc::fixed().with_collider(Collider::halfspace(Vec3::Y).unwrap()))
         .unwrap();
@@ -227,12 +208,8 @@ fn gpu_contacts_move_between_device_and_host() {
 #[test]
 fn gpu_islands_match_a_union_find() {
     use bevy_avbd::{JointDesc, JointKind};
-    let mut w = match PhysicsWorld::with_backend(SolverConfig::default(), Backend::Gpu) {
-        Ok(w) => w,
-        Err(e) => {
-            assert!(!require_gpu(), "{e}");
-            return;
-        }
+    let Some(mut w) = gpu_world() else {
+        return;
     };
     let cube = || Collider::cuboid(Vec3::splat(0.5)).unwrap();
     let body = |w: &mut PhysicsWorld, at: Vec3, v: Vec3| {

@@ -42,3 +42,41 @@ pub fn rotation_gap(a: bevy_avbd::glam::Quat, b: bevy_avbd::glam::Quat) -> f64 {
     let r = a.conjugate() * b;
     2.0 * r.xyz().length().atan2(r.w.abs())
 }
+
+/// Whether a missing GPU adapter fails the test (`AVBD_REQUIRE_GPU=1`, set by `.ci/run`)
+/// instead of skipping it.
+pub fn require_gpu() -> bool {
+    std::env::var("AVBD_REQUIRE_GPU").is_ok_and(|v| v == "1")
+}
+
+/// Builds a scene on the GPU backend, or `None` (after a note) when no adapter exists.
+pub fn gpu_scene(name: &str, params: &[(&str, f64)], config: SolverConfig) -> Option<Scene> {
+    let params: Vec<(String, f64)> = params.iter().map(|(k, v)| (k.to_string(), *v)).collect();
+    match Scene::build_on(name, &params, config, bevy_avbd::Backend::Gpu) {
+        Ok(s) => Some(s),
+        Err(e) => {
+            assert!(
+                !require_gpu(),
+                "AVBD_REQUIRE_GPU=1 but the GPU backend failed: {e}"
+            );
+            eprintln!("skipping GPU test: {e}");
+            None
+        }
+    }
+}
+
+/// An empty world on the GPU backend with the default config, or `None` (after a note)
+/// when no adapter exists.
+pub fn gpu_world() -> Option<bevy_avbd::PhysicsWorld> {
+    match bevy_avbd::PhysicsWorld::with_backend(SolverConfig::default(), bevy_avbd::Backend::Gpu) {
+        Ok(w) => Some(w),
+        Err(e) => {
+            assert!(
+                !require_gpu(),
+                "AVBD_REQUIRE_GPU=1 but the GPU backend failed: {e}"
+            );
+            eprintln!("skipping GPU test: {e}");
+            None
+        }
+    }
+}
