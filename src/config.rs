@@ -71,6 +71,12 @@ pub struct SolverConfig {
     /// descent, `pipeline::coarse`): at most this many, 0 turns the coarse correction off.
     /// Default 64.
     pub coarse_nodes: u32,
+    /// Contact of deformable surfaces with each other, themselves and rigid bodies
+    /// (`pipeline::surface_contact`). Off, deformable bodies pass through everything, which
+    /// saves the contact stage where nothing can meet (a hanging flag, a soft rod on its
+    /// own); the GPU backend runs deformable bodies only with it off in this version.
+    /// Default true.
+    pub deformable_contact: bool,
     /// Contact gap δ of deformable surfaces (m): contact rows hold surfaces at least this
     /// far apart (the paper's surface separation; 1e-3 m in most of its scenes). Default
     /// 1e-3.
@@ -148,6 +154,7 @@ impl Default for SolverConfig {
             max_angular_speed: 100.0,
             conserve_momentum: true,
             coarse_nodes: 64,
+            deformable_contact: true,
             contact_gap: 1e-3,
             contact_min_separation: 1e-4,
             contact_stiffness: 1.0,
@@ -182,6 +189,7 @@ impl SolverConfig {
         "gravity_y",
         "conserve_momentum",
         "coarse_nodes",
+        "deformable_contact",
         "contact_gap",
         "contact_min_separation",
         "contact_stiffness",
@@ -269,6 +277,15 @@ impl SolverConfig {
                     });
                 }
                 self.coarse_nodes = value as u32
+            }
+            "deformable_contact" => {
+                if value != 0.0 && value != 1.0 {
+                    return Err(crate::PhysicsError::InvalidConfig {
+                        field: "deformable_contact",
+                        value: v,
+                    });
+                }
+                self.deformable_contact = value == 1.0
             }
             "conserve_momentum" => {
                 if value != 0.0 && value != 1.0 {

@@ -333,6 +333,7 @@ impl GpuSolver {
             island_layout,
             island_groups: None,
             slot_group,
+            soft: None,
             flags: Vec::new(),
             last_colors: 0,
             last_palette: 0,

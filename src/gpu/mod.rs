@@ -86,6 +86,9 @@
 //! - `readback`: on-demand reads of what stays on the device (tests and tools);
 //! - [`narrow`]: the primitive narrow phase kernels standalone (tests and tools; the step
 //!   runs the same code through `contact_narrow.wgsl`);
+//! - `soft`: the deformable bodies' iterations (`vbd.wgsl`: the vertex colours' block
+//!   solves and the two-level step's correction), a second submission after the rigid
+//!   step's;
 //! - [`ccd`]: the additive CCD kernel and the earliest time of impact per point,
 //!   standalone (not in the step yet).
 //!
@@ -118,6 +121,7 @@ pub mod narrow;
 mod pipelines;
 mod readback;
 mod record;
+mod soft;
 mod step;
 
 use buffers::*;
@@ -380,6 +384,8 @@ pub struct GpuSolver {
     /// broad phase finds more, never shrinks.
     pair_capacity: u32,
     slot_group: wgpu::BindGroup,
+    /// The deformable bodies' half of the step (made with the first deformable step).
+    soft: Option<soft::SoftStep>,
     flags: Vec<u32>,
     last_colors: u32,
     last_palette: u32,
@@ -414,6 +420,43 @@ fn params_size() -> u64 {
 }
 
 impl GpuSolver {
+    /// Submits the deformable bodies' iterations (`soft`), from the displacements, inertial
+    /// targets and coarse factors the host prepared in `vs`; [`Self::finish_deformables`]
+    /// reads the displacements back.
+    pub fn submit_deformables(
+        &mut self,
+        cfg: &SolverConfig,
+        set: &crate::deformable::DeformableSet,
+        vs: &crate::pipeline::vbd::VertexState,
+    ) -> Result<(), GpuError> {
+        let scopes = self.push_error_scopes();
+        let soft = self
+            .soft
+            .get_or_insert_with(|| soft::SoftStep::new(&self.device, &self.queue));
+        let submitted = soft.submit(cfg, set, vs);
+        self.pop_error_scopes(scopes)?;
+        submitted
+    }
+
+    /// Waits for the deformable step and writes its displacements and positions into `vs`.
+    pub fn finish_deformables(
+        &mut self,
+        set: &crate::deformable::DeformableSet,
+        vs: &mut crate::pipeline::vbd::VertexState,
+    ) -> Result<(), GpuError> {
+        match self.soft.as_mut() {
+            Some(soft) => soft.finish(set, vs),
+            None => Err(GpuError::Step("no deformable step in flight".into())),
+        }
+    }
+
+    /// Bytes the last deformable step uploaded and read back.
+    pub fn deformable_traffic(&self) -> (u64, u64) {
+        self.soft
+            .as_ref()
+            .map_or((0, 0), |s| (s.upload_bytes, s.download_bytes))
+    }
+
     /// Adapter name and backend, e.g. `llvmpipe (LLVM 15.0.6, 256 bits) (Vulkan)`.
     pub fn adapter_name(&self) -> String {
         format!("{} ({:?})", self.info.name, self.info.backend)

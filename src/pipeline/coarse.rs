@@ -375,6 +375,19 @@ fn outer(a: DVec3, b: DVec3) -> DMat3 {
 }
 
 impl CoarseLevel {
+    /// Body `b`'s coarse space, if it has one.
+    pub fn space(&self, b: usize) -> Option<&CoarseSpace> {
+        self.spaces.get(b)?.as_ref()
+    }
+
+    /// Body `b`'s factor `L` of this frame's operator (row-major `3·nodes` square, the
+    /// lower triangle), if it has a space and the factorisation succeeded (what the GPU
+    /// backend's correction solves with).
+    pub fn factor(&self, b: usize) -> Option<&[f64]> {
+        let sys = self.systems.get(b)?;
+        (self.space(b).is_some() && sys.ok).then_some(&sys.a[..])
+    }
+
     /// Rebuilds the spaces if needed, then assembles and factors each body's coarse
     /// operator at positions `x` (the frame's initial guess).
     pub fn prepare(

@@ -110,7 +110,7 @@ pub fn begin_contact_and_coarse(
 ) {
     s.sweep_ms = 0.0;
     s.coarse_ms = 0.0;
-    s.contact_on = SurfaceContact::active(set);
+    s.contact_on = SurfaceContact::active(cfg, set);
     if s.contact_on {
         let mut contact = std::mem::take(&mut s.contact);
         contact.begin_frame(cfg, set, bodies, att, iterate, s);

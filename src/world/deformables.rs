@@ -132,18 +132,16 @@ impl<'a> DeformableView<'a> {
 
 impl PhysicsWorld {
     /// Adds a deformable body (a tet solid or a cloth). The mesh, material, placement and
-    /// pinned vertices are validated first and nothing changes on error. The CPU backend
-    /// only, in this version: on the GPU backend this is [`PhysicsError::Unsupported`].
+    /// pinned vertices are validated first and nothing changes on error. On the GPU
+    /// backend, in this version, deformable bodies need
+    /// [`crate::SolverConfig::deformable_contact`] off and no attachments
+    /// ([`PhysicsError::Unsupported`] otherwise).
     pub fn add_deformable(
         &mut self,
         desc: DeformableDesc,
     ) -> Result<DeformableHandle, PhysicsError> {
         self.idle()?;
-        if self.gpu.is_some() {
-            return Err(PhysicsError::Unsupported(
-                "deformable bodies run on the CPU backend only in this version".into(),
-            ));
-        }
+        self.gpu_runs_deformables(&self.config)?;
         let h = self.deformables.add(&desc)?;
         let i = self.deformables.index(h).expect("just added");
         if let Err(e) = self.refuse_intersecting(Side::Deformable(i)) {
@@ -151,6 +149,31 @@ impl PhysicsWorld {
             return Err(e);
         }
         Ok(h)
+    }
+
+    /// What the GPU backend cannot run of the deformable bodies yet, as a typed error:
+    /// surface contact and attachments (the elastic step, pins and the two-level step run
+    /// on the device, `gpu::soft`).
+    pub(super) fn gpu_runs_deformables(
+        &self,
+        cfg: &crate::config::SolverConfig,
+    ) -> Result<(), PhysicsError> {
+        if self.gpu.is_none() {
+            return Ok(());
+        }
+        if cfg.deformable_contact {
+            return Err(PhysicsError::Unsupported(
+                "deformable bodies on the GPU backend need deformable_contact off in this \
+                 version (surface contact runs on the CPU backend only)"
+                    .into(),
+            ));
+        }
+        if !self.attachments.is_empty() {
+            return Err(PhysicsError::Unsupported(
+                "attachments run on the CPU backend only in this version".into(),
+            ));
+        }
+        Ok(())
     }
 
     /// [`PhysicsError::IntersectingStart`] if body `subject` (just added) crosses, touches
@@ -335,6 +358,11 @@ impl PhysicsWorld {
         desc: AttachmentDesc,
     ) -> Result<AttachmentHandle, PhysicsError> {
         self.idle()?;
+        if self.gpu.is_some() {
+            return Err(PhysicsError::Unsupported(
+                "attachments run on the CPU backend only in this version".into(),
+            ));
+        }
         let v = self.vertex_of(desc.deformable, desc.vertex)?;
         let b = self
             .bodies

@@ -188,6 +188,9 @@ impl PhysicsWorld {
     pub fn begin_step(&mut self) -> Result<(), PhysicsError> {
         self.idle()?;
         self.config.validate()?;
+        if !self.deformables.is_empty() {
+            self.gpu_runs_deformables(&self.config)?;
+        }
         let cfg = &self.config;
         let t0 = Instant::now();
 
@@ -235,6 +238,21 @@ impl PhysicsWorld {
             // On the device, in one submission; read back by `finish_step`.
             gpu.submit(cfg, &self.bodies, &self.joints, s, &self.collision.device)
                 .map_err(|e| PhysicsError::Gpu(e.to_string()))?;
+            if !self.deformables.is_empty() {
+                // The vertices' targets, initial guess and coarse factors on the host, the
+                // iterations on the device (`gpu::soft`).
+                vbd::begin_step(cfg, &self.deformables, &mut s.vertices);
+                vbd::begin_contact_and_coarse(
+                    cfg,
+                    &self.deformables,
+                    &self.attachments,
+                    &self.bodies,
+                    &s.iterate,
+                    &mut s.vertices,
+                );
+                gpu.submit_deformables(cfg, &self.deformables, &s.vertices)
+                    .map_err(|e| PhysicsError::Gpu(e.to_string()))?;
+            }
         } else {
             warm_start::contacts(cfg, &self.bodies, s);
             integration::begin_step(cfg, &self.bodies, s);
@@ -311,6 +329,17 @@ impl PhysicsWorld {
             .map_err(|e| PhysicsError::Gpu(e.to_string()))?;
             if pairs.active() {
                 self.collision.device_finished();
+            }
+            if !self.deformables.is_empty() {
+                gpu.finish_deformables(&self.deformables, &mut s.vertices)
+                    .map_err(|e| PhysicsError::Gpu(e.to_string()))?;
+                vbd::end_step(
+                    &cfg,
+                    &mut self.deformables,
+                    &self.attachments,
+                    &s.vertices,
+                    &mut report,
+                );
             }
         }
         // 4. momentum of isolated islands, on the CPU for both backends (its islands are a

@@ -122,9 +122,10 @@ fn object(set: &DeformableSet, o: Owner) -> usize {
 }
 
 impl SurfaceContact {
-    /// Whether there is anything to do: deformables with a surface.
-    pub fn active(set: &DeformableSet) -> bool {
-        !set.surface_triangles.is_empty()
+    /// Whether there is anything to do: deformables with a surface, and contact on
+    /// ([`crate::SolverConfig::deformable_contact`]).
+    pub fn active(cfg: &crate::config::SolverConfig, set: &DeformableSet) -> bool {
+        cfg.deformable_contact && !set.surface_triangles.is_empty()
     }
 
     /// Rigid body `i`'s pose at the current iterate.

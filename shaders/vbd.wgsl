@@ -1,0 +1,467 @@
+// Vertex block descent of the deformable bodies on the device (src/gpu/soft.rs): the port
+// of src/pipeline/vbd.rs (one 3×3 block solve per vertex, one colour per dispatch) and of the
+// two-level step's per-iteration correction in src/pipeline/coarse.rs (the exact residual
+// at the iterate, its restriction to the coarse nodes, the solve with the factor the CPU
+// assembled for the frame, the prolongation). Every record is the CPU's bytemuck struct;
+// the element formulas mirror src/deformable/elastic.rs line by line.
+//
+// WGSL has no float atomics: everything is gathered per vertex (over its incident
+// elements) or per coarse node (over the vertices it weighs), never scattered.
+
+struct SoftParams {
+    n_vertices: u32,
+    n_bodies: u32, // bodies with a coarse system
+    inv_h: f32,
+    pad: u32,
+};
+
+// One colour's range of `color_list` (a 256-byte dynamic-offset slot per colour).
+struct ColorRange {
+    start: u32,
+    count: u32,
+};
+
+// Per vertex, uploaded every step: start position and mass; inertial target as a
+// displacement (y − xᵗ) and the flags (bit 0: solved).
+struct SoftVertex {
+    p: vec4<f32>,
+    yd: vec4<f32>,
+};
+
+// TetRecord, TriRecord, HingeRecord, MaterialRecord (src/deformable/).
+struct Tet {
+    v: vec4<u32>,
+    m: array<f32, 9>,
+    volume: f32,
+    material: u32,
+    pad: u32,
+};
+
+struct Tri {
+    v0: u32,
+    v1: u32,
+    v2: u32,
+    material: u32,
+    m: vec4<f32>,
+    area: f32,
+    pad0: u32,
+    pad1: u32,
+    pad2: u32,
+};
+
+struct Hinge {
+    v: vec4<u32>,
+    rest_angle: f32,
+    weight: f32,
+    material: u32,
+    pad: u32,
+};
+
+struct Material {
+    mu: f32,
+    lambda: f32,
+    alpha: f32,
+    viscosity: f32,
+    bending: f32,
+    density: f32,
+    friction: vec2<f32>,
+};
+
+// The coarse space of one vertex: up to 8 nodes (global, NONE unused) and their weights.
+struct CoarseVertex {
+    nodes: array<u32, 8>,
+    weights: array<f32, 8>,
+};
+
+// One body's coarse system: its unknowns (3 per node) start at 3·node_start in `delta`,
+// its factor L (lower triangle, row by row) at `factor_start`.
+struct CoarseBody {
+    node_start: u32,
+    unknowns: u32,
+    factor_start: u32,
+    ok: u32, // 0: the frame's factorisation failed (no correction)
+};
+
+// A vertex weighed by a coarse node (the node's CSR list).
+struct NodeItem {
+    vertex: u32,
+    weight: f32,
+};
+
+@group(0) @binding(0) var<uniform> params: SoftParams;
+@group(0) @binding(1) var<storage, read> verts: array<SoftVertex>;
+@group(0) @binding(2) var<storage, read_write> disp: array<vec4<f32>>;
+@group(0) @binding(3) var<storage, read> incident_offsets: array<u32>;
+@group(0) @binding(4) var<storage, read> incident: array<u32>;
+@group(0) @binding(5) var<storage, read> tets: array<Tet>;
+@group(0) @binding(6) var<storage, read> tris: array<Tri>;
+@group(0) @binding(7) var<storage, read> hinges: array<Hinge>;
+@group(0) @binding(8) var<storage, read> materials: array<Material>;
+@group(0) @binding(9) var<storage, read> color_list: array<u32>;
+@group(0) @binding(10) var<storage, read> coarse_vertices: array<CoarseVertex>;
+@group(0) @binding(11) var<storage, read> coarse_bodies: array<CoarseBody>;
+@group(0) @binding(12) var<storage, read> factor: array<f32>;
+@group(0) @binding(13) var<storage, read> node_offsets: array<u32>;
+@group(0) @binding(14) var<storage, read> node_items: array<NodeItem>;
+@group(0) @binding(15) var<storage, read_write> residual: array<vec4<f32>>;
+@group(0) @binding(16) var<storage, read_write> delta: array<f32>;
+@group(1) @binding(0) var<uniform> range: ColorRange;
+
+const WG: u32 = 64u;
+const NONE: u32 = 0xffffffffu;
+const SOLVED: u32 = 1u;
+const ITEM_TET: u32 = 0u;
+const ITEM_TRI: u32 = 1u;
+const PI: f32 = 3.14159265358979323846;
+const FRAC_PI_2: f32 = 1.57079632679489661923;
+
+fn outer(a: vec3<f32>, b: vec3<f32>) -> mat3x3<f32> {
+    return mat3x3<f32>(a * b.x, a * b.y, a * b.z);
+}
+
+fn diag(s: f32) -> mat3x3<f32> {
+    return mat3x3<f32>(vec3<f32>(s, 0.0, 0.0), vec3<f32>(0.0, s, 0.0), vec3<f32>(0.0, 0.0, s));
+}
+
+// The iterate of vertex v, xᵗ + d (what the elements read).
+fn x_at(v: u32) -> vec3<f32> {
+    return verts[v].p.xyz + disp[v].xyz;
+}
+
+fn start_at(v: u32) -> vec3<f32> {
+    return verts[v].p.xyz;
+}
+
+// A vertex's share of an element: force and Hessian block.
+struct Block {
+    f: vec3<f32>,
+    h: mat3x3<f32>,
+};
+
+// Viscous force and block (elastic.rs `viscous`).
+fn viscous(f: mat3x3<f32>, ft: mat3x3<f32>, m: vec3<f32>, c: f32, inv_h: f32) -> Block {
+    let ft_f = transpose(f) * f;
+    let ct = transpose(ft) * ft;
+    let edot = (ft_f - ct) * (0.5 * inv_h);
+    let fm = f * m;
+    let force = -2.0 * c * (f * (edot * m));
+    let h = (f * transpose(f) * dot(m, m) + outer(fm, fm)) * (c * inv_h);
+    return Block(force, h);
+}
+
+fn tet_grad(t: Tet, a: u32) -> vec3<f32> {
+    let m0 = vec3<f32>(t.m[0], t.m[1], t.m[2]);
+    let m1 = vec3<f32>(t.m[3], t.m[4], t.m[5]);
+    let m2 = vec3<f32>(t.m[6], t.m[7], t.m[8]);
+    switch a {
+        case 0u: { return -(m0 + m1 + m2); }
+        case 1u: { return m0; }
+        case 2u: { return m1; }
+        default: { return m2; }
+    }
+}
+
+fn tet_deformation(t: Tet, x0: vec3<f32>, x1: vec3<f32>, x2: vec3<f32>, x3: vec3<f32>) -> mat3x3<f32> {
+    return outer(x1 - x0, tet_grad(t, 1u)) + outer(x2 - x0, tet_grad(t, 2u))
+        + outer(x3 - x0, tet_grad(t, 3u));
+}
+
+// Stable Neo-Hookean (TetRecord::vertex_block).
+fn tet_block(e: u32, a: u32) -> Block {
+    let t = tets[e];
+    let mat = materials[t.material];
+    let f = tet_deformation(t, x_at(t.v.x), x_at(t.v.y), x_at(t.v.z), x_at(t.v.w));
+    let cof = mat3x3<f32>(cross(f[1], f[2]), cross(f[2], f[0]), cross(f[0], f[1]));
+    let j = dot(f[0], cof[0]);
+    let s = mat.lambda * (j - mat.alpha);
+    let m = tet_grad(t, a);
+    let g = cof * m;
+    var force = -t.volume * (mat.mu * (f * m) + s * g);
+    var h = diag(mat.mu * dot(m, m)) + outer(g, g * mat.lambda);
+    h = h * t.volume;
+    if (mat.viscosity > 0.0) {
+        let ft = tet_deformation(
+            t, start_at(t.v.x), start_at(t.v.y), start_at(t.v.z), start_at(t.v.w));
+        let d = viscous(f, ft, m, t.volume * mat.viscosity, params.inv_h);
+        force += d.f;
+        h += d.h;
+    }
+    return Block(force, h);
+}
+
+fn tri_grad(t: Tri, a: u32) -> vec3<f32> {
+    let m1 = vec3<f32>(t.m.x, t.m.y, 0.0);
+    let m2 = vec3<f32>(t.m.z, t.m.w, 0.0);
+    switch a {
+        case 0u: { return -(m1 + m2); }
+        case 1u: { return m1; }
+        default: { return m2; }
+    }
+}
+
+// Membrane (TriRecord::vertex_block).
+fn tri_block(e: u32, a: u32) -> Block {
+    let t = tris[e];
+    let mat = materials[t.material];
+    var x = array<vec3<f32>, 3>(x_at(t.v0), x_at(t.v1), x_at(t.v2));
+    let f = outer(x[1] - x[0], tri_grad(t, 1u)) + outer(x[2] - x[0], tri_grad(t, 2u));
+    let m = tri_grad(t, a);
+    let n = cross(x[1] - x[0], x[2] - x[0]);
+    let len = length(n);
+    var force = -(mat.mu * (f * m));
+    var h = diag(mat.mu * dot(m, m));
+    if (len > 0.0) {
+        let nh = n / len;
+        let j = len / (2.0 * t.area);
+        let d = x[(a + 2u) % 3u] - x[(a + 1u) % 3u];
+        let gj = cross(nh, d) / (2.0 * t.area);
+        let s = mat.lambda * (j - mat.alpha);
+        force -= s * gj;
+        h += outer(gj, gj * mat.lambda);
+        if (s > 0.0) {
+            h += outer(nh, nh) * (s * dot(d, d) / (2.0 * t.area * len));
+        }
+    }
+    force *= t.area;
+    h = h * t.area;
+    if (mat.viscosity > 0.0) {
+        let s0 = start_at(t.v0);
+        let ft = outer(start_at(t.v1) - s0, tri_grad(t, 1u))
+            + outer(start_at(t.v2) - s0, tri_grad(t, 2u));
+        let dv = viscous(f, ft, m, t.area * mat.viscosity, params.inv_h);
+        force += dv.f;
+        h += dv.h;
+    }
+    return Block(force, h);
+}
+
+// crate::math::atan2: the same polynomial, so both backends bend alike.
+fn atan2_poly(y: f32, x: f32) -> f32 {
+    let ax = abs(x);
+    let ay = abs(y);
+    let lo = min(ax, ay);
+    let hi = max(ax, ay);
+    if (hi == 0.0) {
+        if (x < 0.0) {
+            return select(PI, -PI, y < 0.0);
+        }
+        return 0.0;
+    }
+    let t = lo / hi;
+    let t2 = t * t;
+    var r = 0.0068117925;
+    r = r * t2 + -0.03360422;
+    r = r * t2 + 0.07962367;
+    r = r * t2 + -0.13233343;
+    r = r * t2 + 0.19807816;
+    r = r * t2 + -0.3331737;
+    r = r * t2 + 0.9999961;
+    r = r * t;
+    if (ay > ax) {
+        r = FRAC_PI_2 - r;
+    }
+    if (x < 0.0) {
+        r = PI - r;
+    }
+    return select(r, -r, y < 0.0);
+}
+
+// Bending (HingeRecord::vertex_block, with elastic.rs `dihedral`).
+fn hinge_block(e: u32, a: u32) -> Block {
+    let t = hinges[e];
+    let mat = materials[t.material];
+    let x0 = x_at(t.v.x);
+    let x1 = x_at(t.v.y);
+    let x2 = x_at(t.v.z);
+    let x3 = x_at(t.v.w);
+    let ed = x1 - x0;
+    let na = cross(ed, x2 - x0);
+    let nb = cross(x3 - x0, ed);
+    let la2 = dot(na, na);
+    let lb2 = dot(nb, nb);
+    let le2 = dot(ed, ed);
+    var out = Block(vec3<f32>(0.0), mat3x3<f32>());
+    if (la2 <= 0.0 || lb2 <= 0.0 || le2 <= 0.0) {
+        return out;
+    }
+    let le = sqrt(le2);
+    let theta = atan2_poly(dot(cross(na, nb), ed) / le, dot(na, nb));
+    let g2 = na * (-le / la2);
+    let g3 = nb * (-le / lb2);
+    let sa = dot(x2 - x0, ed) / le2;
+    let sb = dot(x3 - x0, ed) / le2;
+    var g: vec3<f32>;
+    switch a {
+        case 0u: { g = g2 * (sa - 1.0) + g3 * (sb - 1.0); }
+        case 1u: { g = g2 * (-sa) + g3 * (-sb); }
+        case 2u: { g = g2; }
+        default: { g = g3; }
+    }
+    var diff = theta - t.rest_angle;
+    if (diff > PI) {
+        diff -= 2.0 * PI;
+    } else if (diff <= -PI) {
+        diff += 2.0 * PI;
+    }
+    let k = mat.bending * t.weight;
+    out.f = g * (-k * diff);
+    out.h = outer(g, g * k);
+    return out;
+}
+
+fn element_block(item: u32) -> Block {
+    let kind = (item >> 2u) & 3u;
+    let e = item >> 4u;
+    let a = item & 3u;
+    if (kind == ITEM_TET) {
+        return tet_block(e, a);
+    } else if (kind == ITEM_TRI) {
+        return tri_block(e, a);
+    }
+    return hinge_block(e, a);
+}
+
+fn is_solved(v: u32) -> bool {
+    return (bitcast<u32>(verts[v].yd.w) & SOLVED) != 0u;
+}
+
+// The inertia block's force and every incident element's, at the iterate.
+fn vertex_block(v: u32) -> Block {
+    let m_h2 = verts[v].p.w * params.inv_h * params.inv_h;
+    var acc = Block((verts[v].yd.xyz - disp[v].xyz) * m_h2, diag(m_h2));
+    for (var k = incident_offsets[v]; k < incident_offsets[v + 1u]; k++) {
+        let b = element_block(incident[k]);
+        acc.f += b.f;
+        acc.h += b.h;
+    }
+    return acc;
+}
+
+// One colour of the sweep: each vertex's block solve, in place (vertices of one colour
+// share no element, so none reads another's new position: the CPU's double buffer).
+@compute @workgroup_size(64)
+fn vbd_sweep(@builtin(global_invocation_id) gid: vec3<u32>) {
+    if (gid.x >= range.count) {
+        return;
+    }
+    let v = color_list[range.start + gid.x];
+    let acc = vertex_block(v);
+    // glam's Mat3::determinant and inverse, in their order of operations.
+    let c0 = cross(acc.h[1], acc.h[2]);
+    let c1 = cross(acc.h[2], acc.h[0]);
+    let c2 = cross(acc.h[0], acc.h[1]);
+    let det = dot(acc.h[0], c0);
+    // Not SPD or not finite: keep the iterate (the end-of-step guard reports it).
+    if (!(det > 0.0 && det <= 3.4028235e38)) {
+        return;
+    }
+    let inv_det = 1.0 / det;
+    let step = transpose(mat3x3<f32>(c0 * inv_det, c1 * inv_det, c2 * inv_det)) * acc.f;
+    disp[v] = vec4<f32>(disp[v].xyz + step, 0.0);
+}
+
+// The two-level step, 1: every solved vertex's force at the iterate (coarse.rs `residual`;
+// the block's force without its Hessian).
+@compute @workgroup_size(64)
+fn coarse_residual(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let v = gid.x;
+    if (v >= params.n_vertices) {
+        return;
+    }
+    var f = vec3<f32>(0.0);
+    if (is_solved(v)) {
+        f = vertex_block(v).f;
+    }
+    residual[v] = vec4<f32>(f, 0.0);
+}
+
+var<workgroup> rhs: array<f32, 3072>;
+var<workgroup> slope: f32;
+
+// 2: one workgroup per body: rhs = Pᵀ r (each lane gathers its nodes' vertices), then
+// L Lᵀ δ = rhs by column-oriented substitution (one column per step, the lanes updating
+// the rows below or above it), into `delta`. A step that is not a descent step or not
+// finite is written as zeros (coarse.rs skips it).
+@compute @workgroup_size(64)
+fn coarse_solve(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lane: u32) {
+    let body = coarse_bodies[wid.x];
+    let n = body.unknowns;
+    let n0 = body.node_start;
+    for (var i = lane; i < n / 3u; i += WG) {
+        var s = vec3<f32>(0.0);
+        for (var k = node_offsets[n0 + i]; k < node_offsets[n0 + i + 1u]; k++) {
+            let it = node_items[k];
+            s += it.weight * residual[it.vertex].xyz;
+        }
+        rhs[3u * i] = s.x;
+        rhs[3u * i + 1u] = s.y;
+        rhs[3u * i + 2u] = s.z;
+        delta[3u * n0 + 3u * i] = s.x;
+        delta[3u * n0 + 3u * i + 1u] = s.y;
+        delta[3u * n0 + 3u * i + 2u] = s.z;
+    }
+    workgroupBarrier();
+    let l0 = body.factor_start;
+    // Forward: L y = rhs.
+    for (var j = 0u; j < n; j++) {
+        let yj = rhs[j] / factor[l0 + j * (j + 1u) / 2u + j];
+        workgroupBarrier();
+        for (var i = j + 1u + lane; i < n; i += WG) {
+            rhs[i] -= factor[l0 + i * (i + 1u) / 2u + j] * yj;
+        }
+        if (lane == 0u) {
+            rhs[j] = yj;
+        }
+        workgroupBarrier();
+    }
+    // Backward: Lᵀ δ = y.
+    for (var jj = 0u; jj < n; jj++) {
+        let j = n - 1u - jj;
+        let dj = rhs[j] / factor[l0 + j * (j + 1u) / 2u + j];
+        workgroupBarrier();
+        for (var i = lane; i < j; i += WG) {
+            rhs[i] -= factor[l0 + j * (j + 1u) / 2u + i] * dj;
+        }
+        if (lane == 0u) {
+            rhs[j] = dj;
+        }
+        workgroupBarrier();
+    }
+    // The slope r·Pδ = (Pᵀr)·δ, serially (fixed order).
+    if (lane == 0u) {
+        var s = 0.0;
+        var finite = true;
+        for (var i = 0u; i < n; i++) {
+            s += delta[3u * n0 + i] * rhs[i];
+            finite = finite && abs(rhs[i]) <= 3.4028235e38;
+        }
+        slope = select(0.0, 1.0, s >= 0.0 && finite && body.ok != 0u);
+    }
+    workgroupBarrier();
+    let keep = slope;
+    for (var i = lane; i < n; i += WG) {
+        delta[3u * n0 + i] = select(0.0, rhs[i], keep > 0.0);
+    }
+}
+
+// 3: x += P δ for every vertex of a body with a coarse space.
+@compute @workgroup_size(64)
+fn coarse_prolong(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let v = gid.x;
+    if (v >= params.n_vertices) {
+        return;
+    }
+    let c = coarse_vertices[v];
+    var step = vec3<f32>(0.0);
+    var any = false;
+    for (var k = 0u; k < 8u; k++) {
+        let node = c.nodes[k];
+        if (node != NONE) {
+            any = true;
+            step += c.weights[k] * vec3<f32>(delta[3u * node], delta[3u * node + 1u], delta[3u * node + 2u]);
+        }
+    }
+    if (any) {
+        disp[v] = vec4<f32>(disp[v].xyz + step, 0.0);
+    }
+}

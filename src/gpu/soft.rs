@@ -1,0 +1,588 @@
+//! Vertex block descent of the deformable bodies on the device (`shaders/vbd.wgsl`): the
+//! iterations of [`crate::pipeline::vbd`] on the same flat records.
+//!
+//! Per step, in one submission: `iterations` × (the two-level step's correction — the
+//! residual at the iterate, its restriction to each body's coarse nodes, the solve with the
+//! frame's factor, the prolongation — then one dispatch per vertex colour), then the copy of
+//! the displacements into a staging buffer. The dispatches do not depend on the data: the
+//! colours are fixed by the topology, and a body whose coarse step is no descent step writes
+//! a zero correction.
+//!
+//! What stays on the host for now: the inertial targets and initial guess (O(vertices),
+//! the CPU's own `vbd::begin_step`), the coarse operator's assembly and f64 factorisation
+//! (once per frame, from the initial guess, as on the CPU; the factor goes up in f32), and
+//! the end of the step (`vbd::end_step`: velocities, the non-finite guard, the momentum of
+//! free bodies). Surface contact and attachments to rigid bodies are not on the device yet:
+//! [`crate::PhysicsWorld`] refuses them on the GPU backend with a typed error.
+
+use bytemuck::{Pod, Zeroable};
+use glam::Vec3A;
+
+use super::GpuError;
+use super::pipelines::{storage_entry, uniform_entry};
+use crate::config::SolverConfig;
+use crate::deformable::set::DeformableSet;
+use crate::pipeline::coarse::NONE;
+use crate::pipeline::vbd::VertexState;
+
+/// The WGSL source of the deformable kernels.
+pub const VBD_SHADER: &str = include_str!("../../shaders/vbd.wgsl");
+
+/// Unknowns of one body's coarse system the device's solve holds (`rhs` in vbd.wgsl):
+/// 1,024 nodes.
+pub const MAX_COARSE_UNKNOWNS: usize = 3072;
+
+/// Vertices (and coarse bodies' lanes) per workgroup.
+const WG: u32 = 64;
+/// Bytes between two colours' dynamic-offset slots.
+const SLOT: u64 = 256;
+
+#[repr(C)]
+#[derive(Clone, Copy, Pod, Zeroable)]
+struct SoftParams {
+    n_vertices: u32,
+    n_bodies: u32,
+    inv_h: f32,
+    pad: u32,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Pod, Zeroable)]
+struct SoftVertex {
+    p: [f32; 4],
+    yd: [f32; 4],
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Pod, Zeroable)]
+struct CoarseVertex {
+    nodes: [u32; 8],
+    weights: [f32; 8],
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Pod, Zeroable)]
+struct CoarseBody {
+    node_start: u32,
+    unknowns: u32,
+    factor_start: u32,
+    ok: u32,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Pod, Zeroable)]
+struct NodeItem {
+    vertex: u32,
+    weight: f32,
+}
+
+/// The storage buffers, in binding order (binding = index + 1).
+const VERTS: usize = 0;
+const DISP: usize = 1;
+const INCIDENT_OFFSETS: usize = 2;
+const INCIDENT: usize = 3;
+const TETS: usize = 4;
+const TRIS: usize = 5;
+const HINGES: usize = 6;
+const MATERIALS: usize = 7;
+const COLOR_LIST: usize = 8;
+const COARSE_VERTICES: usize = 9;
+const COARSE_BODIES: usize = 10;
+const FACTOR: usize = 11;
+const NODE_OFFSETS: usize = 12;
+const NODE_ITEMS: usize = 13;
+const RESIDUAL: usize = 14;
+const DELTA: usize = 15;
+const BUFFERS: usize = 16;
+/// Written by the kernels.
+const WRITTEN: [usize; 3] = [DISP, RESIDUAL, DELTA];
+
+/// A step submitted and not yet read back.
+struct Pending {
+    bytes: u64,
+    mapped: std::sync::Arc<std::sync::OnceLock<Result<(), wgpu::BufferAsyncError>>>,
+}
+
+/// The device's half of the deformable step: pipelines, resident records, readback.
+pub(super) struct SoftStep {
+    device: wgpu::Device,
+    queue: wgpu::Queue,
+    layout: wgpu::BindGroupLayout,
+    range_layout: wgpu::BindGroupLayout,
+    sweep: wgpu::ComputePipeline,
+    residual: wgpu::ComputePipeline,
+    solve: wgpu::ComputePipeline,
+    prolong: wgpu::ComputePipeline,
+    params: wgpu::Buffer,
+    ranges: wgpu::Buffer,
+    range_group: wgpu::BindGroup,
+    buffers: Vec<wgpu::Buffer>,
+    group: wgpu::BindGroup,
+    staging: wgpu::Buffer,
+    /// What the resident topology was uploaded for: the set's generation, the node budget
+    /// and the time step (what the coarse spaces are built from).
+    key: Option<(u64, u32, u32)>,
+    /// Each colour's range of the colour list.
+    colors: Vec<(u32, u32)>,
+    /// Bodies with a coarse space (one workgroup each).
+    coarse_bodies: u32,
+    pending: Option<Pending>,
+    /// Bytes uploaded and read back by the last step.
+    pub(super) upload_bytes: u64,
+    pub(super) download_bytes: u64,
+}
+
+impl SoftStep {
+    pub(super) fn new(device: &wgpu::Device, queue: &wgpu::Queue) -> Self {
+        let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
+            label: Some("vbd.wgsl"),
+            source: wgpu::ShaderSource::Wgsl(VBD_SHADER.into()),
+        });
+        let mut entries = vec![uniform_entry(
+            0,
+            false,
+            std::mem::size_of::<SoftParams>() as u64,
+        )];
+        entries.extend((0..BUFFERS).map(|i| storage_entry(i as u32 + 1, !WRITTEN.contains(&i))));
+        let layout = device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
+            label: Some("avbd vbd"),
+            entries: &entries,
+        });
+        let range_layout = device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
+            label: Some("avbd vbd colour"),
+            entries: &[uniform_entry(0, true, 8)],
+        });
+        let pipeline_layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
+            label: Some("avbd vbd"),
+            bind_group_layouts: &[Some(&layout), Some(&range_layout)],
+            immediate_size: 0,
+        });
+        let pipeline = |entry: &str| {
+            device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+                label: Some(entry),
+                layout: Some(&pipeline_layout),
+                module: &module,
+                entry_point: Some(entry),
+                compilation_options: Default::default(),
+                cache: None,
+            })
+        };
+        let params = storage_buffer(
+            device,
+            "vbd params",
+            256,
+            wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
+        );
+        let ranges = storage_buffer(
+            device,
+            "vbd colour ranges",
+            SLOT,
+            wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
+        );
+        let range_group = range_group(device, &range_layout, &ranges);
+        let buffers: Vec<wgpu::Buffer> = (0..BUFFERS)
+            .map(|_| {
+                storage_buffer(
+                    device,
+                    "vbd",
+                    256,
+                    wgpu::BufferUsages::STORAGE
+                        | wgpu::BufferUsages::COPY_DST
+                        | wgpu::BufferUsages::COPY_SRC,
+                )
+            })
+            .collect();
+        let group = main_group(device, &layout, &params, &buffers);
+        let staging = readback_buffer(device, 256);
+        Self {
+            sweep: pipeline("vbd_sweep"),
+            residual: pipeline("coarse_residual"),
+            solve: pipeline("coarse_solve"),
+            prolong: pipeline("coarse_prolong"),
+            device: device.clone(),
+            queue: queue.clone(),
+            layout,
+            range_layout,
+            params,
+            ranges,
+            range_group,
+            buffers,
+            group,
+            staging,
+            key: None,
+            colors: Vec::new(),
+            coarse_bodies: 0,
+            pending: None,
+            upload_bytes: 0,
+            download_bytes: 0,
+        }
+    }
+
+    /// Writes `bytes` into buffer `i`, growing it first (power of two) if needed; true
+    /// when it was reallocated (the bind group must be rebuilt).
+    fn put(&mut self, i: usize, bytes: &[u8]) -> bool {
+        let need = (bytes.len() as u64).max(16).next_multiple_of(4);
+        let grown = need > self.buffers[i].size();
+        if grown {
+            self.buffers[i] = storage_buffer(
+                &self.device,
+                "vbd",
+                need.next_power_of_two().max(256),
+                wgpu::BufferUsages::STORAGE
+                    | wgpu::BufferUsages::COPY_DST
+                    | wgpu::BufferUsages::COPY_SRC,
+            );
+        }
+        if !bytes.is_empty() {
+            self.queue.write_buffer(&self.buffers[i], 0, bytes);
+            self.upload_bytes += bytes.len() as u64;
+        }
+        grown
+    }
+
+    /// Uploads what changes only with the topology: elements, materials, the incidence
+    /// lists, the colouring and the coarse spaces (per vertex, and each node's vertices).
+    fn upload_topology(
+        &mut self,
+        cfg: &SolverConfig,
+        set: &DeformableSet,
+        vs: &VertexState,
+    ) -> Result<bool, GpuError> {
+        let mut grown = false;
+        grown |= self.put(
+            INCIDENT_OFFSETS,
+            bytemuck::cast_slice(&set.incident_offsets),
+        );
+        grown |= self.put(INCIDENT, bytemuck::cast_slice(&set.incident));
+        grown |= self.put(TETS, bytemuck::cast_slice(&set.tets));
+        grown |= self.put(TRIS, bytemuck::cast_slice(&set.tris));
+        grown |= self.put(HINGES, bytemuck::cast_slice(&set.hinges));
+        grown |= self.put(MATERIALS, bytemuck::cast_slice(&set.materials));
+        let colors = &set.colors;
+        self.colors = (0..colors.count())
+            .map(|c| (colors.offsets[c], colors.group(c).len() as u32))
+            .collect();
+        grown |= self.put(COLOR_LIST, bytemuck::cast_slice(&colors.members));
+        let n = set.vertex_count();
+        let mut per_vertex = vec![
+            CoarseVertex {
+                nodes: [NONE; 8],
+                weights: [0.0; 8]
+            };
+            n
+        ];
+        let mut node_lists: Vec<Vec<NodeItem>> = Vec::new();
+        self.coarse_bodies = 0;
+        for b in 0..set.len() {
+            let Some(space) = coarse_space(cfg, vs, b) else {
+                continue;
+            };
+            if 3 * space.nodes > MAX_COARSE_UNKNOWNS {
+                return Err(GpuError::Step(format!(
+                    "a coarse space of {} nodes: the device solves at most {} (coarse_nodes)",
+                    space.nodes,
+                    MAX_COARSE_UNKNOWNS / 3
+                )));
+            }
+            self.coarse_bodies += 1;
+            let start = node_lists.len();
+            node_lists.resize_with(start + space.nodes, Vec::new);
+            for (local, v) in set.vertex_range(b).enumerate() {
+                for k in 0..8 {
+                    let node = space.vertex_nodes[local][k];
+                    if node == NONE {
+                        continue;
+                    }
+                    let weight = space.vertex_weights[local][k] as f32;
+                    per_vertex[v].nodes[k] = (start + node as usize) as u32;
+                    per_vertex[v].weights[k] = weight;
+                    node_lists[start + node as usize].push(NodeItem {
+                        vertex: v as u32,
+                        weight,
+                    });
+                }
+            }
+        }
+        let mut offsets = Vec::with_capacity(node_lists.len() + 1);
+        offsets.push(0u32);
+        let mut items = Vec::new();
+        for list in &node_lists {
+            items.extend_from_slice(list);
+            offsets.push(items.len() as u32);
+        }
+        grown |= self.put(COARSE_VERTICES, bytemuck::cast_slice(&per_vertex));
+        grown |= self.put(NODE_OFFSETS, bytemuck::cast_slice(&offsets));
+        grown |= self.put(NODE_ITEMS, bytemuck::cast_slice(&items));
+        grown |= self.put(DELTA, &vec![0u8; 3 * 4 * node_lists.len()]);
+        Ok(grown)
+    }
+
+    /// Records and submits `cfg.iterations` iterations of the deformable bodies from the
+    /// state the host prepared in `vs` (displacements, inertial targets, coarse factors),
+    /// and requests the readback of the displacements.
+    pub(super) fn submit(
+        &mut self,
+        cfg: &SolverConfig,
+        set: &DeformableSet,
+        vs: &VertexState,
+    ) -> Result<(), GpuError> {
+        if self.pending.is_some() {
+            return Err(GpuError::Step(
+                "a deformable step is already in flight".into(),
+            ));
+        }
+        self.upload_bytes = 0;
+        let n = set.vertex_count();
+        let mut grown = false;
+        let key = (set.generation, cfg.coarse_nodes, cfg.dt.to_bits());
+        if self.key != Some(key) {
+            grown |= self.upload_topology(cfg, set, vs)?;
+            self.key = Some(key);
+        }
+        // The frame's state: start positions and masses, inertial targets and flags, the
+        // initial guess, the coarse factors.
+        let verts: Vec<SoftVertex> = (0..n)
+            .map(|v| {
+                let (p, yd) = (set.positions[v], vs.yd[v]);
+                let flags = set.is_solved(v) as u32;
+                SoftVertex {
+                    p: [p.x, p.y, p.z, set.masses[v]],
+                    yd: [yd.x, yd.y, yd.z, f32::from_bits(flags)],
+                }
+            })
+            .collect();
+        grown |= self.put(VERTS, bytemuck::cast_slice(&verts));
+        let disp: Vec<[f32; 4]> = vs.d.iter().map(|d| d.extend(0.0).to_array()).collect();
+        grown |= self.put(DISP, bytemuck::cast_slice(&disp));
+        grown |= self.put(RESIDUAL, &vec![0u8; 16 * n]);
+        let (bodies, factor) = factors(cfg, set, vs);
+        grown |= self.put(COARSE_BODIES, bytemuck::cast_slice(&bodies));
+        grown |= self.put(FACTOR, bytemuck::cast_slice(&factor));
+        if grown {
+            self.group = main_group(&self.device, &self.layout, &self.params, &self.buffers);
+        }
+        let slots = (self.colors.len() as u64).max(1) * SLOT;
+        if self.ranges.size() < slots {
+            self.ranges = storage_buffer(
+                &self.device,
+                "vbd colour ranges",
+                slots.next_power_of_two(),
+                wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
+            );
+            self.range_group = range_group(&self.device, &self.range_layout, &self.ranges);
+        }
+        let mut ranges = vec![0u8; slots as usize];
+        for (c, &(start, count)) in self.colors.iter().enumerate() {
+            let at = c * SLOT as usize;
+            ranges[at..at + 8].copy_from_slice(bytemuck::cast_slice(&[start, count]));
+        }
+        self.queue.write_buffer(&self.ranges, 0, &ranges);
+        let params = SoftParams {
+            n_vertices: n as u32,
+            n_bodies: self.coarse_bodies,
+            inv_h: 1.0 / cfg.dt,
+            pad: 0,
+        };
+        self.queue
+            .write_buffer(&self.params, 0, bytemuck::bytes_of(&params));
+        self.upload_bytes += (ranges.len() + std::mem::size_of::<SoftParams>()) as u64;
+
+        let bytes = (16 * n as u64).max(16);
+        if self.staging.size() < bytes {
+            self.staging = readback_buffer(&self.device, bytes.next_power_of_two());
+        }
+        let mut encoder = self
+            .device
+            .create_command_encoder(&wgpu::CommandEncoderDescriptor {
+                label: Some("avbd deformables"),
+            });
+        let vertex_groups = (n as u32).div_ceil(WG);
+        for _ in 0..cfg.iterations {
+            let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                label: Some("avbd vbd iteration"),
+                timestamp_writes: None,
+            });
+            pass.set_bind_group(0, &self.group, &[]);
+            pass.set_bind_group(1, &self.range_group, &[0]);
+            if self.coarse_bodies > 0 && cfg.coarse_nodes > 0 {
+                pass.set_pipeline(&self.residual);
+                pass.dispatch_workgroups(vertex_groups, 1, 1);
+                pass.set_pipeline(&self.solve);
+                pass.dispatch_workgroups(self.coarse_bodies, 1, 1);
+                pass.set_pipeline(&self.prolong);
+                pass.dispatch_workgroups(vertex_groups, 1, 1);
+            }
+            pass.set_pipeline(&self.sweep);
+            for (c, &(_, count)) in self.colors.iter().enumerate() {
+                pass.set_bind_group(1, &self.range_group, &[(c as u64 * SLOT) as u32]);
+                pass.dispatch_workgroups(count.div_ceil(WG), 1, 1);
+            }
+        }
+        encoder.copy_buffer_to_buffer(&self.buffers[DISP], 0, &self.staging, 0, bytes);
+        self.queue.submit([encoder.finish()]);
+        let mapped = std::sync::Arc::new(std::sync::OnceLock::new());
+        let done = mapped.clone();
+        self.staging
+            .slice(0..bytes)
+            .map_async(wgpu::MapMode::Read, move |r| {
+                let _ = done.set(r);
+            });
+        self.pending = Some(Pending { bytes, mapped });
+        Ok(())
+    }
+}
+
+/// Body `b`'s coarse space when the two-level step is on (the spaces of an earlier
+/// budget may linger while it is off).
+fn coarse_space<'a>(
+    cfg: &SolverConfig,
+    vs: &'a VertexState,
+    b: usize,
+) -> Option<&'a crate::pipeline::coarse::CoarseSpace> {
+    if cfg.coarse_nodes == 0 {
+        return None;
+    }
+    vs.coarse.space(b)
+}
+
+/// Each coarse body's record and the frame's factors (lower triangles, row by row, in
+/// f32), in the order the topology upload numbered the bodies.
+fn factors(
+    cfg: &SolverConfig,
+    set: &DeformableSet,
+    vs: &VertexState,
+) -> (Vec<CoarseBody>, Vec<f32>) {
+    let mut bodies = Vec::new();
+    let mut factor = Vec::new();
+    let mut node_start = 0u32;
+    for b in 0..set.len() {
+        let Some(space) = coarse_space(cfg, vs, b) else {
+            continue;
+        };
+        let n = 3 * space.nodes;
+        let factor_start = factor.len() as u32;
+        let ok = match vs.coarse.factor(b) {
+            Some(l) => {
+                for i in 0..n {
+                    factor.extend(l[i * n..i * n + i + 1].iter().map(|&x| x as f32));
+                }
+                true
+            }
+            None => false,
+        };
+        bodies.push(CoarseBody {
+            node_start,
+            unknowns: n as u32,
+            factor_start,
+            ok: ok as u32,
+        });
+        node_start += space.nodes as u32;
+    }
+    (bodies, factor)
+}
+
+impl SoftStep {
+    /// Waits for the step and writes the displacements and iterate positions into `vs`.
+    pub(super) fn finish(
+        &mut self,
+        set: &DeformableSet,
+        vs: &mut VertexState,
+    ) -> Result<(), GpuError> {
+        let Pending { bytes, mapped } = self
+            .pending
+            .take()
+            .ok_or_else(|| GpuError::Step("no deformable step in flight".into()))?;
+        self.device
+            .poll(wgpu::PollType::wait_indefinitely())
+            .map_err(|e| GpuError::Readback(e.to_string()))?;
+        mapped
+            .get()
+            .ok_or_else(|| GpuError::Readback("the readback map did not complete".into()))?
+            .clone()
+            .map_err(|e| GpuError::Readback(e.to_string()))?;
+        {
+            let slice = self.staging.slice(0..bytes);
+            let data = slice
+                .get_mapped_range()
+                .map_err(|e| GpuError::Readback(format!("{e:?}")))?;
+            let disp: &[[f32; 4]] = bytemuck::cast_slice(&data);
+            let n = set.vertex_count();
+            for v in 0..n {
+                let [x, y, z, _] = disp[v];
+                vs.d[v] = Vec3A::new(x, y, z);
+                vs.x[v] = set.positions[v] + vs.d[v];
+            }
+        }
+        self.staging.unmap();
+        self.download_bytes = bytes;
+        Ok(())
+    }
+}
+
+fn storage_buffer(
+    device: &wgpu::Device,
+    label: &str,
+    size: u64,
+    usage: wgpu::BufferUsages,
+) -> wgpu::Buffer {
+    device.create_buffer(&wgpu::BufferDescriptor {
+        label: Some(label),
+        size,
+        usage,
+        mapped_at_creation: false,
+    })
+}
+
+fn readback_buffer(device: &wgpu::Device, size: u64) -> wgpu::Buffer {
+    storage_buffer(
+        device,
+        "vbd readback",
+        size,
+        wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+    )
+}
+
+fn main_group(
+    device: &wgpu::Device,
+    layout: &wgpu::BindGroupLayout,
+    params: &wgpu::Buffer,
+    buffers: &[wgpu::Buffer],
+) -> wgpu::BindGroup {
+    let mut entries = vec![wgpu::BindGroupEntry {
+        binding: 0,
+        resource: params.as_entire_binding(),
+    }];
+    entries.extend(
+        buffers
+            .iter()
+            .enumerate()
+            .map(|(i, b)| wgpu::BindGroupEntry {
+                binding: i as u32 + 1,
+                resource: b.as_entire_binding(),
+            }),
+    );
+    device.create_bind_group(&wgpu::BindGroupDescriptor {
+        label: Some("avbd vbd"),
+        layout,
+        entries: &entries,
+    })
+}
+
+fn range_group(
+    device: &wgpu::Device,
+    layout: &wgpu::BindGroupLayout,
+    ranges: &wgpu::Buffer,
+) -> wgpu::BindGroup {
+    device.create_bind_group(&wgpu::BindGroupDescriptor {
+        label: Some("avbd vbd colour"),
+        layout,
+        entries: &[wgpu::BindGroupEntry {
+            binding: 0,
+            resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+                buffer: ranges,
+                offset: 0,
+                size: std::num::NonZeroU64::new(8),
+            }),
+        }],
+    })
+}
