@@ -41,6 +41,12 @@ impl PhysicsWorld {
         self.gpu.as_ref().map(|g| g.traffic())
     }
 
+    /// Bytes the last step's deformable half uploaded and read back (vertex state, coarse
+    /// factors; displacements), when on the GPU backend.
+    pub fn gpu_deformable_traffic(&self) -> Option<(u64, u64)> {
+        self.gpu.as_ref().map(|g| g.deformable_traffic())
+    }
+
     /// Bodies solved in the serial fallback group of the GPU colouring in the last step.
     pub fn gpu_serial_bodies(&self) -> Option<usize> {
         self.gpu.as_ref().map(|g| g.serial_bodies())

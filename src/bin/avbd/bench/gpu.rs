@@ -59,7 +59,8 @@ pub(super) fn gpu_series(args: &BenchArgs, out: &mut impl Write) -> Result<(), S
     for s in &args.scenes {
         if s != "pile" && s != "large_pyramid" {
             return Err(format!(
-                "the GPU series runs `pile` and `large_pyramid`, not `{s}`"
+                "the GPU series runs `pile` and `large_pyramid` (or, alone, the deformable \
+                 `cantilever`, `soft_free_fall`, `cloth_hang`), not `{s}`"
             ));
         }
     }

@@ -24,6 +24,7 @@
 
 mod csv;
 mod gpu;
+mod gpu_soft;
 mod plan;
 mod report;
 mod run;
@@ -40,6 +41,7 @@ use crate::soft_bench;
 
 use csv::{write_results_csv, write_sweep_csv};
 use gpu::gpu_series;
+use gpu_soft::{SOFT_SCENES, gpu_soft_series};
 use plan::{ALL_SCENES, Mode};
 use report::{machine, markdown, plot_points};
 use run::{Case, Metric, Row, run_case};
@@ -100,7 +102,10 @@ pub struct BenchArgs {
     /// Solver backend. `cpu` (default): the comparison with rapier above. `gpu` (error
     /// without an adapter) or `auto` (GPU, else CPU): the GPU scaling series instead, no
     /// rapier: `pile` (`--pile-counts`) and `large_pyramid` (`--pyramid-bases`), solver and
-    /// total ms per frame, per-kernel GPU times, GPU memory, adapter; writes gpu.csv.
+    /// total ms per frame, per-kernel GPU times, GPU memory, adapter; writes gpu.csv. With
+    /// only `cantilever`, `soft_free_fall` or `cloth_hang` as `--scene`: the deformable
+    /// series, each at two sizes on the CPU and the GPU backend (surface contact off);
+    /// writes gpu_soft.csv.
     #[arg(long, value_enum, default_value_t = crate::BackendArg::Cpu)]
     pub backend: crate::BackendArg,
     /// GPU series: pile sizes (`count`), comma-separated.
@@ -127,6 +132,10 @@ pub struct BenchArgs {
 /// Runs the benchmark; the report goes to `out`, progress to stderr.
 pub fn bench(args: BenchArgs, out: &mut impl Write) -> Result<(), String> {
     if args.backend != crate::BackendArg::Cpu {
+        let soft = |s: &String| SOFT_SCENES.iter().any(|c| c.0 == s);
+        if !args.scenes.is_empty() && args.scenes.iter().all(soft) {
+            return gpu_soft_series(&args, out);
+        }
         return gpu_series(&args, out);
     }
     let mode = if args.tiny {
