@@ -57,6 +57,31 @@ struct JointState {
 @group(0) @binding(18) var<storage, read_write> contacts7: array<Contact>;
 @group(1) @binding(0) var<uniform> color: ColorSlot;
 
+// Deformable vertices attached to bodies (src/deformable/attachment.rs, the vertices of
+// vbd.wgsl): the body side of each attachment's three rows. Empty buffers when the world
+// has no attachment.
+struct Attachment {
+    vertex: u32,
+    body: u32,
+    flags: u32,
+    breaking_force: f32,
+    anchor: vec4<f32>,
+    k: vec4<f32>,
+    lambda: vec4<f32>,
+    c0: vec4<f32>,
+};
+
+struct SoftVertex {
+    p: vec4<f32>,  // start position, mass
+    yd: vec4<f32>,
+};
+
+@group(2) @binding(0) var<storage, read> att_records: array<Attachment>;
+@group(2) @binding(1) var<storage, read> att_body_offsets: array<u32>;
+@group(2) @binding(2) var<storage, read> att_body_items: array<u32>;
+@group(2) @binding(3) var<storage, read> soft_verts: array<SoftVertex>;
+@group(2) @binding(4) var<storage, read> soft_disp: array<vec4<f32>>;
+
 fn load_contact(i: u32) -> Contact {
     let j = i & ((1u << params.contact_shift) - 1u);
     switch (i >> params.contact_shift) {
@@ -608,9 +633,35 @@ fn finish_body(i: u32) -> Iterate {
     return Iterate(vec4<f32>(dp, 0.0), vec4<f32>(quat_sub(qn, q0), 0.0), qn);
 }
 
+// The rows of the attachments of body i, with their vertices at the iterate
+// (pipeline::attachments::add_body_rows): force F = k (C − α C₀) + λ and its torque, the
+// rows' Jacobians with their penalties, the lever's geometric stiffness.
+fn add_attachments(i: u32) {
+    if (i + 1u >= arrayLength(&att_body_offsets)) {
+        return;
+    }
+    let pose = body_pose(i);
+    for (var k = att_body_offsets[i]; k < att_body_offsets[i + 1u]; k++) {
+        let a = att_records[att_body_items[k]];
+        let x = soft_verts[a.vertex].p.xyz + soft_disp[a.vertex].xyz;
+        let arm = qrot(pose.q, a.anchor.xyz);
+        let c = x - (pose.p.xyz + arm);
+        let force = a.k.xyz * (c - params.alpha * a.c0.xyz) + a.lambda.xyz;
+        Fl += force;
+        Fa += cross(arm, force);
+        for (var r = 0u; r < 3u; r++) {
+            var e = vec3<f32>(0.0);
+            e[r] = 1.0;
+            add_outer(vec6(-e, cross(e, arm)), a.k[r]);
+        }
+        add_diag3(lever_gs(force, arm), true);
+    }
+}
+
 fn solve_body(i: u32) -> Iterate {
     begin_body(i);
     add_items(i, 0u, 1u);
+    add_attachments(i);
     return finish_body(i);
 }
 
@@ -682,6 +733,7 @@ fn primal(@builtin(local_invocation_index) li: u32, @builtin(workgroup_id) wid: 
         Haa += mat3x3<f32>(vec3<f32>(t[18], t[19], t[20]), vec3<f32>(t[21], t[22], t[23]), vec3<f32>(t[24], t[25], t[26]));
         Fl += vec3<f32>(t[27], t[28], t[29]);
         Fa += vec3<f32>(t[30], t[31], t[32]);
+        add_attachments(i);
         iterate[i] = finish_body(i);
     }
 }

@@ -12,7 +12,12 @@ struct SoftParams {
     n_vertices: u32,
     n_bodies: u32, // bodies with a coarse system
     inv_h: f32,
-    pad: u32,
+    n_attachments: u32,
+    // SolverConfig's alpha, lambda_max, beta_linear, k_max (the attachments' rows).
+    alpha: f32,
+    lambda_max: f32,
+    beta_linear: f32,
+    k_max: f32,
 };
 
 // One colour's range of `color_list` (a 256-byte dynamic-offset slot per colour).
@@ -88,6 +93,32 @@ struct NodeItem {
     weight: f32,
 };
 
+// AttachmentRecord (src/deformable/attachment.rs): a vertex held to a point of a rigid body
+// by three hard rows; k and λ per row, c0 the error at the step's start.
+struct Attachment {
+    vertex: u32,
+    body: u32,
+    flags: u32,
+    breaking_force: f32,
+    anchor: vec4<f32>,
+    k: vec4<f32>,
+    lambda: vec4<f32>,
+    c0: vec4<f32>,
+};
+
+// The rigid bodies' start poses and iterates (the rigid step's buffers, PoseRecord and
+// IterateRecord).
+struct BodyPose {
+    p: vec4<f32>,
+    q: vec4<f32>,
+};
+
+struct BodyIterate {
+    dp: vec4<f32>,
+    dtheta: vec4<f32>,
+    q: vec4<f32>,
+};
+
 @group(0) @binding(0) var<uniform> params: SoftParams;
 @group(0) @binding(1) var<storage, read> verts: array<SoftVertex>;
 @group(0) @binding(2) var<storage, read_write> disp: array<vec4<f32>>;
@@ -105,6 +136,11 @@ struct NodeItem {
 @group(0) @binding(14) var<storage, read> node_items: array<NodeItem>;
 @group(0) @binding(15) var<storage, read_write> residual: array<vec4<f32>>;
 @group(0) @binding(16) var<storage, read_write> delta: array<f32>;
+@group(0) @binding(17) var<storage, read_write> attachments: array<Attachment>;
+@group(0) @binding(18) var<storage, read> att_vertex_offsets: array<u32>;
+@group(0) @binding(19) var<storage, read> att_vertex_items: array<u32>;
+@group(0) @binding(20) var<storage, read> body_poses: array<BodyPose>;
+@group(0) @binding(21) var<storage, read> body_iterate: array<BodyIterate>;
 @group(1) @binding(0) var<uniform> range: ColorRange;
 
 const WG: u32 = 64u;
@@ -321,6 +357,25 @@ fn element_block(item: u32) -> Block {
     return hinge_block(e, a);
 }
 
+fn qrot(q: vec4<f32>, v: vec3<f32>) -> vec3<f32> {
+    let t = 2.0 * cross(q.xyz, v);
+    return v + q.w * t + cross(q.xyz, t);
+}
+
+const BROKEN: u32 = 1u;
+
+// Attachment a's error at vertex position x (the body at its iterate): x − (p + q·anchor).
+fn attachment_error(a: Attachment, x: vec3<f32>) -> vec3<f32> {
+    let it = body_iterate[a.body];
+    let p = body_poses[a.body].p.xyz + it.dp.xyz;
+    return x - (p + qrot(it.q, a.anchor.xyz));
+}
+
+// Its force on the body, k (C − α C₀) + λ (AttachmentRecord::force).
+fn attachment_force(a: Attachment, c: vec3<f32>) -> vec3<f32> {
+    return a.k.xyz * (c - params.alpha * a.c0.xyz) + a.lambda.xyz;
+}
+
 fn is_solved(v: u32) -> bool {
     return (bitcast<u32>(verts[v].yd.w) & SOLVED) != 0u;
 }
@@ -333,6 +388,17 @@ fn vertex_block(v: u32) -> Block {
         let b = element_block(incident[k]);
         acc.f += b.f;
         acc.h += b.h;
+    }
+    // Attachment rows (the vertex side of pipeline::vbd's block); the lists hold unbroken
+    // attachments only.
+    if (v + 1u < arrayLength(&att_vertex_offsets)) {
+        let x = x_at(v);
+        for (var k = att_vertex_offsets[v]; k < att_vertex_offsets[v + 1u]; k++) {
+            let a = attachments[att_vertex_items[k]];
+            acc.f -= attachment_force(a, attachment_error(a, x));
+            acc.h += mat3x3<f32>(
+                vec3<f32>(a.k.x, 0.0, 0.0), vec3<f32>(0.0, a.k.y, 0.0), vec3<f32>(0.0, 0.0, a.k.z));
+        }
     }
     return acc;
 }
@@ -464,4 +530,24 @@ fn coarse_prolong(@builtin(global_invocation_id) gid: vec3<u32>) {
     if (any) {
         disp[v] = vec4<f32>(disp[v].xyz + step, 0.0);
     }
+}
+
+// The attachments' dual update after each iteration (pipeline::attachments::update):
+// λ ← k C̃ + λ, never clamped to a sign (equality rows), and the penalty ramp.
+@compute @workgroup_size(64)
+fn attachment_dual(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let i = gid.x;
+    if (i >= params.n_attachments) {
+        return;
+    }
+    var a = attachments[i];
+    if ((a.flags & BROKEN) != 0u) {
+        return;
+    }
+    let c = attachment_error(a, x_at(a.vertex));
+    let f = attachment_force(a, c);
+    let lm = params.lambda_max;
+    a.lambda = vec4<f32>(clamp(f, vec3<f32>(-lm), vec3<f32>(lm)), a.lambda.w);
+    a.k = vec4<f32>(min(a.k.xyz + params.beta_linear * abs(c), vec3<f32>(params.k_max)), a.k.w);
+    attachments[i] = a;
 }

@@ -15,8 +15,9 @@ fn run_gpu(name: &str, params: &[(&str, f64)], config: SolverConfig, frames: u32
     Some(s)
 }
 
-/// Deformable bodies are not on the GPU backend yet: adding one is a typed error that
-/// changes nothing, not a silent CPU fallback.
+/// Surface contact of deformable bodies is not on the GPU backend yet (on by default):
+/// adding a deformable with it on is a typed error that changes nothing, not a silent CPU
+/// fallback (`tests/gpu_deformable.rs` runs them with it off).
 #[test]
 fn gpu_backend_refuses_deformables_with_a_typed_error() {
     use bevy_avbd::{DeformableDesc, PhysicsError, PhysicsWorld, SolidMaterial, TetMesh};
@@ -42,7 +43,7 @@ fn gpu_backend_refuses_deformables_with_a_typed_error() {
 /// naga (wgpu's shader compiler) parses and validates the WGSL with no adapter at all.
 #[test]
 fn shader_validates() {
-    let shaders: [(&str, &[&str]); 5] = [
+    let shaders: [(&str, &[&str]); 6] = [
         (
             bevy_avbd::gpu::SHADER,
             &["primal", "primal_serial", "dual_contacts", "dual_joints"],
@@ -79,6 +80,16 @@ fn shader_validates() {
         (
             bevy_avbd::gpu::CONTACT_WARM_SHADER,
             &["warm_start_contacts", "store_contact_warm"],
+        ),
+        (
+            bevy_avbd::gpu::VBD_SHADER,
+            &[
+                "vbd_sweep",
+                "coarse_residual",
+                "coarse_solve",
+                "coarse_prolong",
+                "attachment_dual",
+            ],
         ),
     ];
     for (source, entries) in shaders {

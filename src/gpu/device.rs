@@ -157,10 +157,17 @@ impl GpuSolver {
             label: Some("avbd colour slot"),
             entries: &[uniform_entry(0, true, 8)],
         });
+        // Group 2: the attachments of deformable vertices to bodies (`soft`).
+        let coupling_layout = super::soft::coupling_layout(&device);
+        let no_coupling = super::soft::empty_coupling(&device, &coupling_layout);
         let solver_pipeline_layout =
             device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
                 label: Some("avbd solver"),
-                bind_group_layouts: &[Some(&solver_layout), Some(&slot_layout)],
+                bind_group_layouts: &[
+                    Some(&solver_layout),
+                    Some(&slot_layout),
+                    Some(&coupling_layout),
+                ],
                 immediate_size: 0,
             });
         let coloring_pipeline_layout =
@@ -334,6 +341,9 @@ impl GpuSolver {
             island_groups: None,
             slot_group,
             soft: None,
+            soft_active: false,
+            coupling_layout,
+            no_coupling,
             flags: Vec::new(),
             last_colors: 0,
             last_palette: 0,

@@ -87,8 +87,8 @@
 //! - [`narrow`]: the primitive narrow phase kernels standalone (tests and tools; the step
 //!   runs the same code through `contact_narrow.wgsl`);
 //! - `soft`: the deformable bodies' iterations (`vbd.wgsl`: the vertex colours' block
-//!   solves and the two-level step's correction), a second submission after the rigid
-//!   step's;
+//!   solves, the two-level step's correction, the attachments' dual update), recorded into
+//!   the step's command buffer after each primal sweep and dual update of the bodies;
 //! - [`ccd`]: the additive CCD kernel and the earliest time of impact per point,
 //!   standalone (not in the step yet).
 //!
@@ -123,6 +123,8 @@ mod readback;
 mod record;
 mod soft;
 mod step;
+
+pub use soft::{DeformableStep, VBD_SHADER};
 
 use buffers::*;
 use pipelines::Pipelines;
@@ -384,8 +386,13 @@ pub struct GpuSolver {
     /// broad phase finds more, never shrinks.
     pair_capacity: u32,
     slot_group: wgpu::BindGroup,
-    /// The deformable bodies' half of the step (made with the first deformable step).
+    /// The deformable bodies' half of the step (made with the first deformable step), and
+    /// whether the step in flight runs it.
     soft: Option<soft::SoftStep>,
+    soft_active: bool,
+    /// The primal's group 2 (`soft`: attachments) and the one of a world without them.
+    coupling_layout: wgpu::BindGroupLayout,
+    no_coupling: wgpu::BindGroup,
     flags: Vec<u32>,
     last_colors: u32,
     last_palette: u32,
@@ -420,36 +427,6 @@ fn params_size() -> u64 {
 }
 
 impl GpuSolver {
-    /// Submits the deformable bodies' iterations (`soft`), from the displacements, inertial
-    /// targets and coarse factors the host prepared in `vs`; [`Self::finish_deformables`]
-    /// reads the displacements back.
-    pub fn submit_deformables(
-        &mut self,
-        cfg: &SolverConfig,
-        set: &crate::deformable::DeformableSet,
-        vs: &crate::pipeline::vbd::VertexState,
-    ) -> Result<(), GpuError> {
-        let scopes = self.push_error_scopes();
-        let soft = self
-            .soft
-            .get_or_insert_with(|| soft::SoftStep::new(&self.device, &self.queue));
-        let submitted = soft.submit(cfg, set, vs);
-        self.pop_error_scopes(scopes)?;
-        submitted
-    }
-
-    /// Waits for the deformable step and writes its displacements and positions into `vs`.
-    pub fn finish_deformables(
-        &mut self,
-        set: &crate::deformable::DeformableSet,
-        vs: &mut crate::pipeline::vbd::VertexState,
-    ) -> Result<(), GpuError> {
-        match self.soft.as_mut() {
-            Some(soft) => soft.finish(set, vs),
-            None => Err(GpuError::Step("no deformable step in flight".into())),
-        }
-    }
-
     /// Bytes the last deformable step uploaded and read back.
     pub fn deformable_traffic(&self) -> (u64, u64) {
         self.soft

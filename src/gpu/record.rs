@@ -237,6 +237,13 @@ impl GpuSolver {
         }
         let indirect = &self.buffers[INDIRECT].buffer;
         let colors = self.color_capacity.min(palette) as u64;
+        // The deformable half (`soft`), coupled through the attachments: its passes run
+        // after each primal sweep and dual update of the bodies.
+        let soft = match self.soft_active {
+            true => self.soft.as_ref(),
+            false => None,
+        };
+        let coupling = soft.and_then(|s| s.coupling()).unwrap_or(&self.no_coupling);
         for _ in 0..iterations {
             {
                 let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
@@ -244,6 +251,7 @@ impl GpuSolver {
                     timestamp_writes: writes(),
                 });
                 pass.set_bind_group(0, self.solver_group.as_ref(), &[]);
+                pass.set_bind_group(2, coupling, &[]);
                 for c in 0..colors {
                     pass.set_bind_group(1, &self.slot_group, &[(c * COLOR_SLOT) as u32]);
                     pass.set_pipeline(&p.primal);
@@ -258,12 +266,16 @@ impl GpuSolver {
                     indirect_dispatches += 1;
                 }
             }
+            if let Some(soft) = soft {
+                dispatches += soft.record_sweep(&mut encoder);
+            }
             let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
                 label: Some("avbd dual"),
                 timestamp_writes: writes(),
             });
             pass.set_bind_group(0, self.solver_group.as_ref(), &[]);
             pass.set_bind_group(1, &self.slot_group, &[0]);
+            pass.set_bind_group(2, coupling, &[]);
             if n_contacts > 0 {
                 pass.set_pipeline(&p.dual_contacts);
                 let (x, y) = grid(groups(n_contacts), self.max_groups);
@@ -275,6 +287,10 @@ impl GpuSolver {
                 let (x, y) = grid(groups(n_joints), self.max_groups);
                 pass.dispatch_workgroups(x, y, 1);
                 dispatches += 1;
+            }
+            drop(pass);
+            if let Some(soft) = soft {
+                dispatches += soft.record_dual(&mut encoder);
             }
         }
         {
@@ -362,6 +378,9 @@ impl GpuSolver {
                 ranges_at + RANGES_BYTES,
                 ts_bytes,
             );
+        }
+        if let Some(soft) = soft {
+            soft.record_readback(&mut encoder);
         }
         self.queue.submit([encoder.finish()]);
         self.last_traffic = GpuTraffic {

@@ -1,19 +1,23 @@
 //! Vertex block descent of the deformable bodies on the device (`shaders/vbd.wgsl`): the
 //! iterations of [`crate::pipeline::vbd`] on the same flat records.
 //!
-//! Per step, in one submission: `iterations` × (the two-level step's correction — the
-//! residual at the iterate, its restriction to each body's coarse nodes, the solve with the
-//! frame's factor, the prolongation — then one dispatch per vertex colour), then the copy of
-//! the displacements into a staging buffer. The dispatches do not depend on the data: the
-//! colours are fixed by the topology, and a body whose coarse step is no descent step writes
-//! a zero correction.
+//! Recorded into the rigid step's command buffer (`record.rs`), so one submission runs
+//! both halves, coupled: each iteration is the rigid bodies' primal sweep (which takes the
+//! attachments' rows, reading the vertices), then this module's passes — the two-level
+//! step's correction (the residual at the iterate, its restriction to each body's coarse
+//! nodes, the solve with the frame's factor, the prolongation) and one dispatch per vertex
+//! colour (the vertices take the attachments' rows, reading the bodies' iterates) — then
+//! the rigid dual updates and the attachments'. At the end the displacements and the
+//! attachments' multipliers are copied into a staging buffer. The dispatches do not depend
+//! on the data: the colours are fixed by the topology, and a body whose coarse step is no
+//! descent step writes a zero correction.
 //!
 //! What stays on the host for now: the inertial targets and initial guess (O(vertices),
 //! the CPU's own `vbd::begin_step`), the coarse operator's assembly and f64 factorisation
 //! (once per frame, from the initial guess, as on the CPU; the factor goes up in f32), and
 //! the end of the step (`vbd::end_step`: velocities, the non-finite guard, the momentum of
-//! free bodies). Surface contact and attachments to rigid bodies are not on the device yet:
-//! [`crate::PhysicsWorld`] refuses them on the GPU backend with a typed error.
+//! free bodies), the attachments' warm start and fracture. Surface contact is not on the
+//! device yet: [`crate::PhysicsWorld`] refuses it on the GPU backend with a typed error.
 
 use bytemuck::{Pod, Zeroable};
 use glam::Vec3A;
@@ -21,6 +25,8 @@ use glam::Vec3A;
 use super::GpuError;
 use super::pipelines::{storage_entry, uniform_entry};
 use crate::config::SolverConfig;
+use crate::deformable::AttachmentSet;
+use crate::deformable::attachment::AttachmentRecord;
 use crate::deformable::set::DeformableSet;
 use crate::pipeline::coarse::NONE;
 use crate::pipeline::vbd::VertexState;
@@ -43,7 +49,11 @@ struct SoftParams {
     n_vertices: u32,
     n_bodies: u32,
     inv_h: f32,
-    pad: u32,
+    n_attachments: u32,
+    alpha: f32,
+    lambda_max: f32,
+    beta_linear: f32,
+    k_max: f32,
 }
 
 #[repr(C)]
@@ -93,13 +103,65 @@ const NODE_OFFSETS: usize = 12;
 const NODE_ITEMS: usize = 13;
 const RESIDUAL: usize = 14;
 const DELTA: usize = 15;
-const BUFFERS: usize = 16;
+const ATTACHMENTS: usize = 16;
+const ATT_VERTEX_OFFSETS: usize = 17;
+const ATT_VERTEX_ITEMS: usize = 18;
+/// Bound by the deformable kernels (bindings 1–19; 20 and 21 are the rigid bodies' poses
+/// and iterates).
+const GROUP_BUFFERS: usize = 19;
+/// The attachments by body: bound by the rigid primal (`avbd.wgsl`, group 2) only.
+const ATT_BODY_OFFSETS: usize = 19;
+const ATT_BODY_ITEMS: usize = 20;
+const BUFFERS: usize = 21;
 /// Written by the kernels.
-const WRITTEN: [usize; 3] = [DISP, RESIDUAL, DELTA];
+const WRITTEN: [usize; 4] = [DISP, RESIDUAL, DELTA, ATTACHMENTS];
 
-/// A step submitted and not yet read back.
+/// The bindings of the rigid primal's group 2 (`avbd.wgsl`): attachments, the attachments
+/// by body (offsets, items), the vertices and their displacements.
+const COUPLING: [usize; 5] = [ATTACHMENTS, ATT_BODY_OFFSETS, ATT_BODY_ITEMS, VERTS, DISP];
+
+/// The layout of the rigid primal's group 2.
+pub(super) fn coupling_layout(device: &wgpu::Device) -> wgpu::BindGroupLayout {
+    let entries: Vec<_> = (0..COUPLING.len() as u32)
+        .map(|b| storage_entry(b, true))
+        .collect();
+    device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
+        label: Some("avbd coupling"),
+        entries: &entries,
+    })
+}
+
+/// Group 2 of a world with no deformable body: empty lists.
+pub(super) fn empty_coupling(
+    device: &wgpu::Device,
+    layout: &wgpu::BindGroupLayout,
+) -> wgpu::BindGroup {
+    let buffer = storage_buffer(device, "no attachments", 256, wgpu::BufferUsages::STORAGE);
+    let entries: Vec<_> = (0..COUPLING.len() as u32)
+        .map(|b| wgpu::BindGroupEntry {
+            binding: b,
+            resource: buffer.as_entire_binding(),
+        })
+        .collect();
+    device.create_bind_group(&wgpu::BindGroupDescriptor {
+        label: Some("avbd no coupling"),
+        layout,
+        entries: &entries,
+    })
+}
+
+/// What the step needs of the deformable half: the bodies and the attachments (their warm
+/// start done); the vertices' state is `SolverData::vertices`.
+#[derive(Clone, Copy)]
+pub struct DeformableStep<'a> {
+    pub set: &'a DeformableSet,
+    pub attachments: &'a AttachmentSet,
+}
+
+/// A readback requested and not yet done.
 struct Pending {
     bytes: u64,
+    attachment_bytes: u64,
     mapped: std::sync::Arc<std::sync::OnceLock<Result<(), wgpu::BufferAsyncError>>>,
 }
 
@@ -113,11 +175,15 @@ pub(super) struct SoftStep {
     residual: wgpu::ComputePipeline,
     solve: wgpu::ComputePipeline,
     prolong: wgpu::ComputePipeline,
+    attachment_dual: wgpu::ComputePipeline,
     params: wgpu::Buffer,
     ranges: wgpu::Buffer,
     range_group: wgpu::BindGroup,
     buffers: Vec<wgpu::Buffer>,
-    group: wgpu::BindGroup,
+    /// The deformable kernels' group and the rigid primal's group 2 (built by
+    /// [`Self::bind`] each step: they name the rigid step's buffers too).
+    group: Option<wgpu::BindGroup>,
+    coupling: Option<wgpu::BindGroup>,
     staging: wgpu::Buffer,
     /// What the resident topology was uploaded for: the set's generation, the node budget
     /// and the time step (what the coarse spaces are built from).
@@ -126,6 +192,11 @@ pub(super) struct SoftStep {
     colors: Vec<(u32, u32)>,
     /// Bodies with a coarse space (one workgroup each).
     coarse_bodies: u32,
+    /// This step's sizes: vertices, attachments, iterations, whether the coarse step runs.
+    n_vertices: u32,
+    n_attachments: u32,
+    iterations: u32,
+    coarse_on: bool,
     pending: Option<Pending>,
     /// Bytes uploaded and read back by the last step.
     pub(super) upload_bytes: u64,
@@ -143,7 +214,12 @@ impl SoftStep {
             false,
             std::mem::size_of::<SoftParams>() as u64,
         )];
-        entries.extend((0..BUFFERS).map(|i| storage_entry(i as u32 + 1, !WRITTEN.contains(&i))));
+        entries
+            .extend((0..GROUP_BUFFERS).map(|i| storage_entry(i as u32 + 1, !WRITTEN.contains(&i))));
+        entries.extend([
+            storage_entry(GROUP_BUFFERS as u32 + 1, true),
+            storage_entry(GROUP_BUFFERS as u32 + 2, true),
+        ]);
         let layout = device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
             label: Some("avbd vbd"),
             entries: &entries,
@@ -180,25 +256,13 @@ impl SoftStep {
             wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
         );
         let range_group = range_group(device, &range_layout, &ranges);
-        let buffers: Vec<wgpu::Buffer> = (0..BUFFERS)
-            .map(|_| {
-                storage_buffer(
-                    device,
-                    "vbd",
-                    256,
-                    wgpu::BufferUsages::STORAGE
-                        | wgpu::BufferUsages::COPY_DST
-                        | wgpu::BufferUsages::COPY_SRC,
-                )
-            })
-            .collect();
-        let group = main_group(device, &layout, &params, &buffers);
-        let staging = readback_buffer(device, 256);
+        let buffers: Vec<wgpu::Buffer> = (0..BUFFERS).map(|_| resident(device, 256)).collect();
         Self {
             sweep: pipeline("vbd_sweep"),
             residual: pipeline("coarse_residual"),
             solve: pipeline("coarse_solve"),
             prolong: pipeline("coarse_prolong"),
+            attachment_dual: pipeline("attachment_dual"),
             device: device.clone(),
             queue: queue.clone(),
             layout,
@@ -207,37 +271,32 @@ impl SoftStep {
             ranges,
             range_group,
             buffers,
-            group,
-            staging,
+            group: None,
+            coupling: None,
+            staging: readback_buffer(device, 256),
             key: None,
             colors: Vec::new(),
             coarse_bodies: 0,
+            n_vertices: 0,
+            n_attachments: 0,
+            iterations: 0,
+            coarse_on: false,
             pending: None,
             upload_bytes: 0,
             download_bytes: 0,
         }
     }
 
-    /// Writes `bytes` into buffer `i`, growing it first (power of two) if needed; true
-    /// when it was reallocated (the bind group must be rebuilt).
-    fn put(&mut self, i: usize, bytes: &[u8]) -> bool {
+    /// Writes `bytes` into buffer `i`, growing it first (power of two) if needed.
+    fn put(&mut self, i: usize, bytes: &[u8]) {
         let need = (bytes.len() as u64).max(16).next_multiple_of(4);
-        let grown = need > self.buffers[i].size();
-        if grown {
-            self.buffers[i] = storage_buffer(
-                &self.device,
-                "vbd",
-                need.next_power_of_two().max(256),
-                wgpu::BufferUsages::STORAGE
-                    | wgpu::BufferUsages::COPY_DST
-                    | wgpu::BufferUsages::COPY_SRC,
-            );
+        if need > self.buffers[i].size() {
+            self.buffers[i] = resident(&self.device, need.next_power_of_two().max(256));
         }
         if !bytes.is_empty() {
             self.queue.write_buffer(&self.buffers[i], 0, bytes);
             self.upload_bytes += bytes.len() as u64;
         }
-        grown
     }
 
     /// Uploads what changes only with the topology: elements, materials, the incidence
@@ -247,22 +306,21 @@ impl SoftStep {
         cfg: &SolverConfig,
         set: &DeformableSet,
         vs: &VertexState,
-    ) -> Result<bool, GpuError> {
-        let mut grown = false;
-        grown |= self.put(
+    ) -> Result<(), GpuError> {
+        self.put(
             INCIDENT_OFFSETS,
             bytemuck::cast_slice(&set.incident_offsets),
         );
-        grown |= self.put(INCIDENT, bytemuck::cast_slice(&set.incident));
-        grown |= self.put(TETS, bytemuck::cast_slice(&set.tets));
-        grown |= self.put(TRIS, bytemuck::cast_slice(&set.tris));
-        grown |= self.put(HINGES, bytemuck::cast_slice(&set.hinges));
-        grown |= self.put(MATERIALS, bytemuck::cast_slice(&set.materials));
+        self.put(INCIDENT, bytemuck::cast_slice(&set.incident));
+        self.put(TETS, bytemuck::cast_slice(&set.tets));
+        self.put(TRIS, bytemuck::cast_slice(&set.tris));
+        self.put(HINGES, bytemuck::cast_slice(&set.hinges));
+        self.put(MATERIALS, bytemuck::cast_slice(&set.materials));
         let colors = &set.colors;
         self.colors = (0..colors.count())
             .map(|c| (colors.offsets[c], colors.group(c).len() as u32))
             .collect();
-        grown |= self.put(COLOR_LIST, bytemuck::cast_slice(&colors.members));
+        self.put(COLOR_LIST, bytemuck::cast_slice(&colors.members));
         let n = set.vertex_count();
         let mut per_vertex = vec![
             CoarseVertex {
@@ -310,22 +368,23 @@ impl SoftStep {
             items.extend_from_slice(list);
             offsets.push(items.len() as u32);
         }
-        grown |= self.put(COARSE_VERTICES, bytemuck::cast_slice(&per_vertex));
-        grown |= self.put(NODE_OFFSETS, bytemuck::cast_slice(&offsets));
-        grown |= self.put(NODE_ITEMS, bytemuck::cast_slice(&items));
-        grown |= self.put(DELTA, &vec![0u8; 3 * 4 * node_lists.len()]);
-        Ok(grown)
+        self.put(COARSE_VERTICES, bytemuck::cast_slice(&per_vertex));
+        self.put(NODE_OFFSETS, bytemuck::cast_slice(&offsets));
+        self.put(NODE_ITEMS, bytemuck::cast_slice(&items));
+        self.put(DELTA, &vec![0u8; 3 * 4 * node_lists.len()]);
+        Ok(())
     }
 
-    /// Records and submits `cfg.iterations` iterations of the deformable bodies from the
-    /// state the host prepared in `vs` (displacements, inertial targets, coarse factors),
-    /// and requests the readback of the displacements.
-    pub(super) fn submit(
+    /// Uploads the step's state: the vertices' start positions, masses, inertial targets,
+    /// flags and initial guess (`vs`, prepared by the host), the coarse factors, the
+    /// attachments (warm-started) and their lists; the topology when it changed.
+    pub(super) fn upload(
         &mut self,
         cfg: &SolverConfig,
-        set: &DeformableSet,
+        input: DeformableStep,
         vs: &VertexState,
     ) -> Result<(), GpuError> {
+        let DeformableStep { set, attachments } = input;
         if self.pending.is_some() {
             return Err(GpuError::Step(
                 "a deformable step is already in flight".into(),
@@ -333,14 +392,11 @@ impl SoftStep {
         }
         self.upload_bytes = 0;
         let n = set.vertex_count();
-        let mut grown = false;
         let key = (set.generation, cfg.coarse_nodes, cfg.dt.to_bits());
         if self.key != Some(key) {
-            grown |= self.upload_topology(cfg, set, vs)?;
+            self.upload_topology(cfg, set, vs)?;
             self.key = Some(key);
         }
-        // The frame's state: start positions and masses, inertial targets and flags, the
-        // initial guess, the coarse factors.
         let verts: Vec<SoftVertex> = (0..n)
             .map(|v| {
                 let (p, yd) = (set.positions[v], vs.yd[v]);
@@ -351,16 +407,30 @@ impl SoftStep {
                 }
             })
             .collect();
-        grown |= self.put(VERTS, bytemuck::cast_slice(&verts));
+        self.put(VERTS, bytemuck::cast_slice(&verts));
         let disp: Vec<[f32; 4]> = vs.d.iter().map(|d| d.extend(0.0).to_array()).collect();
-        grown |= self.put(DISP, bytemuck::cast_slice(&disp));
-        grown |= self.put(RESIDUAL, &vec![0u8; 16 * n]);
-        let (bodies, factor) = factors(cfg, set, vs);
-        grown |= self.put(COARSE_BODIES, bytemuck::cast_slice(&bodies));
-        grown |= self.put(FACTOR, bytemuck::cast_slice(&factor));
-        if grown {
-            self.group = main_group(&self.device, &self.layout, &self.params, &self.buffers);
+        self.put(DISP, bytemuck::cast_slice(&disp));
+        // Written whole by the residual kernel before it is read: sized, not uploaded.
+        if (16 * n as u64).max(16) > self.buffers[RESIDUAL].size() {
+            self.buffers[RESIDUAL] = resident(&self.device, (16 * n as u64).next_power_of_two());
         }
+        let (bodies, factor) = factors(cfg, set, vs);
+        self.put(COARSE_BODIES, bytemuck::cast_slice(&bodies));
+        self.put(FACTOR, bytemuck::cast_slice(&factor));
+        self.put(ATTACHMENTS, bytemuck::cast_slice(&attachments.records));
+        self.put(
+            ATT_VERTEX_OFFSETS,
+            bytemuck::cast_slice(&attachments.by_vertex.0),
+        );
+        self.put(
+            ATT_VERTEX_ITEMS,
+            bytemuck::cast_slice(&attachments.by_vertex.1),
+        );
+        self.put(
+            ATT_BODY_OFFSETS,
+            bytemuck::cast_slice(&attachments.by_body.0),
+        );
+        self.put(ATT_BODY_ITEMS, bytemuck::cast_slice(&attachments.by_body.1));
         let slots = (self.colors.len() as u64).max(1) * SLOT;
         if self.ranges.size() < slots {
             self.ranges = storage_buffer(
@@ -377,49 +447,150 @@ impl SoftStep {
             ranges[at..at + 8].copy_from_slice(bytemuck::cast_slice(&[start, count]));
         }
         self.queue.write_buffer(&self.ranges, 0, &ranges);
+        self.n_vertices = n as u32;
+        self.n_attachments = attachments.records.len() as u32;
+        self.iterations = cfg.iterations;
+        self.coarse_on = self.coarse_bodies > 0 && cfg.coarse_nodes > 0;
         let params = SoftParams {
             n_vertices: n as u32,
             n_bodies: self.coarse_bodies,
             inv_h: 1.0 / cfg.dt,
-            pad: 0,
+            n_attachments: self.n_attachments,
+            alpha: cfg.alpha,
+            lambda_max: cfg.lambda_max,
+            beta_linear: cfg.beta_linear,
+            k_max: cfg.k_max,
         };
         self.queue
             .write_buffer(&self.params, 0, bytemuck::bytes_of(&params));
         self.upload_bytes += (ranges.len() + std::mem::size_of::<SoftParams>()) as u64;
-
-        let bytes = (16 * n as u64).max(16);
+        let bytes = self.readback_bytes();
         if self.staging.size() < bytes {
             self.staging = readback_buffer(&self.device, bytes.next_power_of_two());
         }
-        let mut encoder = self
-            .device
-            .create_command_encoder(&wgpu::CommandEncoderDescriptor {
-                label: Some("avbd deformables"),
+        Ok(())
+    }
+
+    /// Displacements, then attachments.
+    fn readback_bytes(&self) -> u64 {
+        let att = self.n_attachments as u64 * std::mem::size_of::<AttachmentRecord>() as u64;
+        (16 * self.n_vertices as u64 + att).max(16)
+    }
+
+    /// Builds this step's bind groups: the deformable kernels' (with the rigid bodies'
+    /// poses and iterates) and the rigid primal's group 2.
+    pub(super) fn bind(
+        &mut self,
+        poses: &wgpu::Buffer,
+        iterate: &wgpu::Buffer,
+        coupling_layout: &wgpu::BindGroupLayout,
+    ) {
+        let mut entries = vec![wgpu::BindGroupEntry {
+            binding: 0,
+            resource: self.params.as_entire_binding(),
+        }];
+        entries.extend(
+            self.buffers[..GROUP_BUFFERS]
+                .iter()
+                .enumerate()
+                .map(|(i, b)| wgpu::BindGroupEntry {
+                    binding: i as u32 + 1,
+                    resource: b.as_entire_binding(),
+                }),
+        );
+        for (k, b) in [poses, iterate].into_iter().enumerate() {
+            entries.push(wgpu::BindGroupEntry {
+                binding: (GROUP_BUFFERS + 1 + k) as u32,
+                resource: b.as_entire_binding(),
             });
-        let vertex_groups = (n as u32).div_ceil(WG);
-        for _ in 0..cfg.iterations {
-            let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
-                label: Some("avbd vbd iteration"),
-                timestamp_writes: None,
-            });
-            pass.set_bind_group(0, &self.group, &[]);
-            pass.set_bind_group(1, &self.range_group, &[0]);
-            if self.coarse_bodies > 0 && cfg.coarse_nodes > 0 {
-                pass.set_pipeline(&self.residual);
-                pass.dispatch_workgroups(vertex_groups, 1, 1);
-                pass.set_pipeline(&self.solve);
-                pass.dispatch_workgroups(self.coarse_bodies, 1, 1);
-                pass.set_pipeline(&self.prolong);
-                pass.dispatch_workgroups(vertex_groups, 1, 1);
-            }
-            pass.set_pipeline(&self.sweep);
-            for (c, &(_, count)) in self.colors.iter().enumerate() {
-                pass.set_bind_group(1, &self.range_group, &[(c as u64 * SLOT) as u32]);
-                pass.dispatch_workgroups(count.div_ceil(WG), 1, 1);
-            }
         }
-        encoder.copy_buffer_to_buffer(&self.buffers[DISP], 0, &self.staging, 0, bytes);
-        self.queue.submit([encoder.finish()]);
+        self.group = Some(self.device.create_bind_group(&wgpu::BindGroupDescriptor {
+            label: Some("avbd vbd"),
+            layout: &self.layout,
+            entries: &entries,
+        }));
+        let entries: Vec<_> = COUPLING
+            .iter()
+            .enumerate()
+            .map(|(b, &i)| wgpu::BindGroupEntry {
+                binding: b as u32,
+                resource: self.buffers[i].as_entire_binding(),
+            })
+            .collect();
+        self.coupling = Some(self.device.create_bind_group(&wgpu::BindGroupDescriptor {
+            label: Some("avbd coupling"),
+            layout: coupling_layout,
+            entries: &entries,
+        }));
+    }
+
+    /// The rigid primal's group 2 for this step.
+    pub(super) fn coupling(&self) -> Option<&wgpu::BindGroup> {
+        self.coupling.as_ref()
+    }
+
+    /// One iteration's vertex passes (after the rigid primal sweep): the coarse
+    /// correction, then the colours. Returns the dispatches recorded.
+    pub(super) fn record_sweep(&self, encoder: &mut wgpu::CommandEncoder) -> u32 {
+        let group = self.group.as_ref().expect("bound before recording");
+        let vertex_groups = self.n_vertices.div_ceil(WG);
+        let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+            label: Some("avbd vbd sweep"),
+            timestamp_writes: None,
+        });
+        pass.set_bind_group(0, group, &[]);
+        pass.set_bind_group(1, &self.range_group, &[0]);
+        let mut dispatches = 0;
+        if self.coarse_on {
+            pass.set_pipeline(&self.residual);
+            pass.dispatch_workgroups(vertex_groups, 1, 1);
+            pass.set_pipeline(&self.solve);
+            pass.dispatch_workgroups(self.coarse_bodies, 1, 1);
+            pass.set_pipeline(&self.prolong);
+            pass.dispatch_workgroups(vertex_groups, 1, 1);
+            dispatches += 3;
+        }
+        pass.set_pipeline(&self.sweep);
+        for (c, &(_, count)) in self.colors.iter().enumerate() {
+            pass.set_bind_group(1, &self.range_group, &[(c as u64 * SLOT) as u32]);
+            pass.dispatch_workgroups(count.div_ceil(WG), 1, 1);
+            dispatches += 1;
+        }
+        dispatches
+    }
+
+    /// The attachments' dual update (after the rigid dual updates).
+    pub(super) fn record_dual(&self, encoder: &mut wgpu::CommandEncoder) -> u32 {
+        if self.n_attachments == 0 {
+            return 0;
+        }
+        let group = self.group.as_ref().expect("bound before recording");
+        let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+            label: Some("avbd attachments dual"),
+            timestamp_writes: None,
+        });
+        pass.set_bind_group(0, group, &[]);
+        pass.set_bind_group(1, &self.range_group, &[0]);
+        pass.set_pipeline(&self.attachment_dual);
+        pass.dispatch_workgroups(self.n_attachments.div_ceil(WG), 1, 1);
+        1
+    }
+
+    /// Copies the displacements and the attachments into the staging buffer.
+    pub(super) fn record_readback(&self, encoder: &mut wgpu::CommandEncoder) {
+        let disp = 16 * self.n_vertices as u64;
+        if disp > 0 {
+            encoder.copy_buffer_to_buffer(&self.buffers[DISP], 0, &self.staging, 0, disp);
+        }
+        let att = self.n_attachments as u64 * std::mem::size_of::<AttachmentRecord>() as u64;
+        if att > 0 {
+            encoder.copy_buffer_to_buffer(&self.buffers[ATTACHMENTS], 0, &self.staging, disp, att);
+        }
+    }
+
+    /// Requests the map of the staging buffer (after the submission).
+    pub(super) fn request_map(&mut self) {
+        let bytes = self.readback_bytes();
         let mapped = std::sync::Arc::new(std::sync::OnceLock::new());
         let done = mapped.clone();
         self.staging
@@ -427,8 +598,22 @@ impl SoftStep {
             .map_async(wgpu::MapMode::Read, move |r| {
                 let _ = done.set(r);
             });
-        self.pending = Some(Pending { bytes, mapped });
-        Ok(())
+        self.pending = Some(Pending {
+            bytes,
+            attachment_bytes: self.n_attachments as u64
+                * std::mem::size_of::<AttachmentRecord>() as u64,
+            mapped,
+        });
+    }
+
+    /// Drops a readback whose step is run again (the device has finished it: the caller
+    /// waited).
+    pub(super) fn discard(&mut self) {
+        if let Some(p) = self.pending.take()
+            && p.mapped.get().is_some_and(|r| r.is_ok())
+        {
+            self.staging.unmap();
+        }
     }
 }
 
@@ -482,19 +667,23 @@ fn factors(
 }
 
 impl SoftStep {
-    /// Waits for the step and writes the displacements and iterate positions into `vs`.
+    /// Reads the step back (the caller waited for the device): the displacements and
+    /// iterate positions into `vs`, the attachments' multipliers and penalties into
+    /// `attachments`.
     pub(super) fn finish(
         &mut self,
         set: &DeformableSet,
         vs: &mut VertexState,
+        attachments: &mut AttachmentSet,
     ) -> Result<(), GpuError> {
-        let Pending { bytes, mapped } = self
+        let Pending {
+            bytes,
+            attachment_bytes,
+            mapped,
+        } = self
             .pending
             .take()
             .ok_or_else(|| GpuError::Step("no deformable step in flight".into()))?;
-        self.device
-            .poll(wgpu::PollType::wait_indefinitely())
-            .map_err(|e| GpuError::Readback(e.to_string()))?;
         mapped
             .get()
             .ok_or_else(|| GpuError::Readback("the readback map did not complete".into()))?
@@ -505,12 +694,18 @@ impl SoftStep {
             let data = slice
                 .get_mapped_range()
                 .map_err(|e| GpuError::Readback(format!("{e:?}")))?;
-            let disp: &[[f32; 4]] = bytemuck::cast_slice(&data);
             let n = set.vertex_count();
+            let (disp, rest) = data.split_at(16 * n);
+            let disp: &[[f32; 4]] = bytemuck::cast_slice(disp);
             for v in 0..n {
                 let [x, y, z, _] = disp[v];
                 vs.d[v] = Vec3A::new(x, y, z);
                 vs.x[v] = set.positions[v] + vs.d[v];
+            }
+            if attachment_bytes > 0 {
+                attachments
+                    .records
+                    .copy_from_slice(bytemuck::cast_slice(&rest[..attachment_bytes as usize]));
             }
         }
         self.staging.unmap();
@@ -542,30 +737,14 @@ fn readback_buffer(device: &wgpu::Device, size: u64) -> wgpu::Buffer {
     )
 }
 
-fn main_group(
-    device: &wgpu::Device,
-    layout: &wgpu::BindGroupLayout,
-    params: &wgpu::Buffer,
-    buffers: &[wgpu::Buffer],
-) -> wgpu::BindGroup {
-    let mut entries = vec![wgpu::BindGroupEntry {
-        binding: 0,
-        resource: params.as_entire_binding(),
-    }];
-    entries.extend(
-        buffers
-            .iter()
-            .enumerate()
-            .map(|(i, b)| wgpu::BindGroupEntry {
-                binding: i as u32 + 1,
-                resource: b.as_entire_binding(),
-            }),
-    );
-    device.create_bind_group(&wgpu::BindGroupDescriptor {
-        label: Some("avbd vbd"),
-        layout,
-        entries: &entries,
-    })
+/// A resident storage buffer (written by uploads, read back by copies).
+fn resident(device: &wgpu::Device, size: u64) -> wgpu::Buffer {
+    storage_buffer(
+        device,
+        "vbd",
+        size,
+        wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST | wgpu::BufferUsages::COPY_SRC,
+    )
 }
 
 fn range_group(

@@ -80,7 +80,8 @@ impl GpuSolver {
     /// the results into a staging buffer whose map is requested. Returns without waiting
     /// for the device; [`Self::finish`] reads the results back. The contacts come from
     /// `s.points`, or, when `pairs` is active, from the device's narrow phase over its
-    /// pairs.
+    /// pairs. With deformable bodies (`soft`), their iterations run in the same
+    /// submission from the state the host prepared in `s.vertices` (`gpu::soft`).
     pub fn submit(
         &mut self,
         cfg: &SolverConfig,
@@ -88,6 +89,7 @@ impl GpuSolver {
         joints: &JointSet,
         s: &mut SolverData,
         pairs: &DevicePairs,
+        soft: Option<DeformableStep>,
     ) -> Result<(), GpuError> {
         if self.pending.is_some() {
             return Err(GpuError::Step("a step is already in flight".into()));
@@ -108,7 +110,7 @@ impl GpuSolver {
         self.last_traffic = GpuTraffic::default();
 
         self.flags = flags;
-        self.size_and_launch(cfg, bodies, joints, s, pairs, host, t_start)
+        self.size_and_launch(cfg, bodies, joints, s, pairs, soft, host, t_start)
     }
 
     /// Sizes the buffers for the step (growing what must grow), then launches it.
@@ -120,6 +122,7 @@ impl GpuSolver {
         joints: &JointSet,
         s: &SolverData,
         pairs: &DevicePairs,
+        soft: Option<DeformableStep>,
         mut host: GpuHostTimes,
         t_start: std::time::Instant,
     ) -> Result<(), GpuError> {
@@ -261,7 +264,7 @@ impl GpuSolver {
                 narrow_only(n * 4),
             ],
         };
-        self.launch(cfg, bodies, joints, s, pairs, shape, host)
+        self.launch(cfg, bodies, joints, s, pairs, soft, shape, host)
     }
 
     /// Uploads the step's data, records and submits it, and requests the readback map.
@@ -273,6 +276,7 @@ impl GpuSolver {
         joints: &JointSet,
         s: &SolverData,
         pairs: &DevicePairs,
+        soft: Option<DeformableStep>,
         shape: StepShape,
         mut host: GpuHostTimes,
     ) -> Result<(), GpuError> {
@@ -280,6 +284,7 @@ impl GpuSolver {
         let scopes = self.push_error_scopes();
         let launched = self
             .upload_step(cfg, bodies, joints, s, pairs, &shape)
+            .and_then(|()| self.upload_soft(cfg, s, soft))
             .map(|()| self.record_and_submit(&shape));
         self.pop_error_scopes(scopes)?;
         let (k, read_bytes, ts_bytes) = launched?;
@@ -291,6 +296,9 @@ impl GpuSolver {
             .map_async(wgpu::MapMode::Read, move |r| {
                 let _ = done.set(r);
             });
+        if self.soft_active {
+            self.soft.as_mut().expect("uploaded").request_map();
+        }
         host.upload_ms += elapsed_ms(t_upload);
         self.pending = Some(InFlight {
             shape,
@@ -312,9 +320,12 @@ impl GpuSolver {
     /// joint states back into `bodies` and `joints` (and, when the device found the
     /// contacts, each pair's point count and the narrow phase's status into `pairs`, and
     /// the constraint ends of the islands into `s.adjacency`); bodies whose result was not
-    /// finite are frozen and listed in `report`. `cfg`, `bodies`, `joints`, `s` and `pairs`
-    /// must be those the step was submitted with: a step whose colouring needs more
-    /// dispatches than were recorded is submitted again from them.
+    /// finite are frozen and listed in `report`; with deformable bodies (`soft`), their
+    /// displacements into `s.vertices` and their attachments' multipliers. `cfg`, `bodies`,
+    /// `joints`, `s`, `pairs` and `soft` must be those the step was submitted with: a step
+    /// whose colouring needs more dispatches than were recorded is submitted again from
+    /// them.
+    #[allow(clippy::too_many_arguments)]
     pub fn finish(
         &mut self,
         cfg: &SolverConfig,
@@ -323,6 +334,10 @@ impl GpuSolver {
         s: &mut SolverData,
         pairs: &mut DevicePairs,
         report: &mut StepReport,
+        mut soft: Option<(
+            &crate::deformable::DeformableSet,
+            &mut crate::deformable::AttachmentSet,
+        )>,
     ) -> Result<(), GpuError> {
         loop {
             let Some(flight) = self.pending.take() else {
@@ -449,8 +464,18 @@ impl GpuSolver {
                 // What this step's contacts carry is now the state the next step reads.
                 self.carried_side = 1 - self.carried_side;
                 self.last_timings.host = host;
+                if let (true, Some((set, attachments))) = (self.soft_active, soft.as_mut()) {
+                    let step = self.soft.as_mut().expect("uploaded");
+                    step.finish(set, &mut s.vertices, attachments)?;
+                }
                 return Ok(());
             }
+            if self.soft_active {
+                self.soft.as_mut().expect("uploaded").discard();
+            }
+            let soft_in = soft
+                .as_ref()
+                .map(|(set, attachments)| DeformableStep { set, attachments });
             // The end-of-step kernel overwrote the start state: upload it again.
             for slot in DEVICE_WRITTEN {
                 self.shadow[slot].clear();
@@ -464,11 +489,35 @@ impl GpuSolver {
             }
             if resize {
                 let t = std::time::Instant::now();
-                self.size_and_launch(cfg, bodies, joints, s, pairs, host, t)?;
+                self.size_and_launch(cfg, bodies, joints, s, pairs, soft_in, host, t)?;
             } else {
-                self.launch(cfg, bodies, joints, s, pairs, shape, host)?;
+                self.launch(cfg, bodies, joints, s, pairs, soft_in, shape, host)?;
             }
         }
+    }
+
+    /// The deformable half's upload and bind groups (`soft`), when the world has deformable
+    /// bodies.
+    fn upload_soft(
+        &mut self,
+        cfg: &SolverConfig,
+        s: &SolverData,
+        soft: Option<DeformableStep>,
+    ) -> Result<(), GpuError> {
+        self.soft_active = soft.is_some();
+        let Some(input) = soft else {
+            return Ok(());
+        };
+        let step = self
+            .soft
+            .get_or_insert_with(|| super::soft::SoftStep::new(&self.device, &self.queue));
+        step.upload(cfg, input, &s.vertices)?;
+        step.bind(
+            &self.buffers[POSES].buffer,
+            &self.buffers[ITERATE].buffer,
+            &self.coupling_layout,
+        );
+        Ok(())
     }
 
     /// wgpu reports validation and out-of-memory errors to these scopes (instead of the

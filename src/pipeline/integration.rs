@@ -261,13 +261,26 @@ impl IslandMomentum {
     /// components, `shaders/islands.wgsl`): per body its island's root, bit 31 set if the
     /// body is anchored, `u32::MAX` if it is not solved. The root is the island's lowest
     /// body, as [`Self::project`]'s union–find makes it, so both give the same islands.
+    /// Bodies held by deformable vertices (`attachments`) exchange momentum with them: their
+    /// islands are anchored, as in [`Self::project`].
     pub(crate) fn project_roots(
         &mut self,
         bodies: &mut BodySet,
         roots: &[u32],
+        attachments: &AttachmentSet,
         max_angular_speed: f32,
     ) {
-        self.correct(bodies, roots, max_angular_speed);
+        if attachments.is_empty() {
+            self.correct(bodies, roots, max_angular_speed);
+            return;
+        }
+        let mut anchored = roots.to_vec();
+        for (b, r) in anchored.iter_mut().enumerate() {
+            if *r != u32::MAX && !attachments.of_body(b).is_empty() {
+                *r |= ANCHORED;
+            }
+        }
+        self.correct(bodies, &anchored, max_angular_speed);
     }
 
     /// The correction of every isolated island, islands given by `roots`.

@@ -9,9 +9,9 @@
 //! 2. [`dual::warm_start_joints`]: joint rows' start error, k and λ decay (Eq. 19);
 //!    [`attachments::warm_start`]: the same for the vertex–body attachments;
 //! 3. on the CPU backend (the GPU backend submits 3a–3d of the rigid bodies as one command
-//!    buffer, `crate::gpu`, and the vertices' iterations as a second, `gpu::soft`, after
-//!    the host's 3a for them; `finish_step` waits for the readbacks and runs the vertices'
-//!    3d on the host):
+//!    buffer, `crate::gpu`, with the vertices' iterations in it, `gpu::soft`, after the
+//!    host's 3a for them; `finish_step` waits for the readback and runs the vertices' 3d
+//!    on the host):
 //!    a. [`warm_start::contacts`]: contact records carrying the previous step's λ, k and
 //!    sticking anchors (Eq. 19); [`integration::begin_step`]: the bodies' inertial targets
 //!    and adaptive initial guess; [`vbd::begin_step`]: the vertices' (pinned vertices at

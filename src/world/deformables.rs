@@ -134,8 +134,8 @@ impl PhysicsWorld {
     /// Adds a deformable body (a tet solid or a cloth). The mesh, material, placement and
     /// pinned vertices are validated first and nothing changes on error. On the GPU
     /// backend, in this version, deformable bodies need
-    /// [`crate::SolverConfig::deformable_contact`] off and no attachments
-    /// ([`PhysicsError::Unsupported`] otherwise).
+    /// [`crate::SolverConfig::deformable_contact`] off ([`PhysicsError::Unsupported`]
+    /// otherwise).
     pub fn add_deformable(
         &mut self,
         desc: DeformableDesc,
@@ -152,7 +152,7 @@ impl PhysicsWorld {
     }
 
     /// What the GPU backend cannot run of the deformable bodies yet, as a typed error:
-    /// surface contact and attachments (the elastic step, pins and the two-level step run
+    /// surface contact (the elastic step, pins, the two-level step and the attachments run
     /// on the device, `gpu::soft`).
     pub(super) fn gpu_runs_deformables(
         &self,
@@ -166,11 +166,6 @@ impl PhysicsWorld {
                 "deformable bodies on the GPU backend need deformable_contact off in this \
                  version (surface contact runs on the CPU backend only)"
                     .into(),
-            ));
-        }
-        if !self.attachments.is_empty() {
-            return Err(PhysicsError::Unsupported(
-                "attachments run on the CPU backend only in this version".into(),
             ));
         }
         Ok(())
@@ -358,11 +353,6 @@ impl PhysicsWorld {
         desc: AttachmentDesc,
     ) -> Result<AttachmentHandle, PhysicsError> {
         self.idle()?;
-        if self.gpu.is_some() {
-            return Err(PhysicsError::Unsupported(
-                "attachments run on the CPU backend only in this version".into(),
-            ));
-        }
         let v = self.vertex_of(desc.deformable, desc.vertex)?;
         let b = self
             .bodies

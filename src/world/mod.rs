@@ -235,24 +235,36 @@ impl PhysicsWorld {
             s.islands.record_targets(cfg, &self.bodies);
         }
         if let Some(gpu) = self.gpu.as_mut() {
+            // The vertices' targets, initial guess and coarse factors on the host; their
+            // iterations on the device, coupled to the bodies' (`gpu::soft`).
+            let soft = match self.deformables.is_empty() {
+                true => None,
+                false => {
+                    vbd::begin_step(cfg, &self.deformables, &mut s.vertices);
+                    vbd::begin_contact_and_coarse(
+                        cfg,
+                        &self.deformables,
+                        &self.attachments,
+                        &self.bodies,
+                        &s.iterate,
+                        &mut s.vertices,
+                    );
+                    Some(crate::gpu::DeformableStep {
+                        set: &self.deformables,
+                        attachments: &self.attachments,
+                    })
+                }
+            };
             // On the device, in one submission; read back by `finish_step`.
-            gpu.submit(cfg, &self.bodies, &self.joints, s, &self.collision.device)
-                .map_err(|e| PhysicsError::Gpu(e.to_string()))?;
-            if !self.deformables.is_empty() {
-                // The vertices' targets, initial guess and coarse factors on the host, the
-                // iterations on the device (`gpu::soft`).
-                vbd::begin_step(cfg, &self.deformables, &mut s.vertices);
-                vbd::begin_contact_and_coarse(
-                    cfg,
-                    &self.deformables,
-                    &self.attachments,
-                    &self.bodies,
-                    &s.iterate,
-                    &mut s.vertices,
-                );
-                gpu.submit_deformables(cfg, &self.deformables, &s.vertices)
-                    .map_err(|e| PhysicsError::Gpu(e.to_string()))?;
-            }
+            gpu.submit(
+                cfg,
+                &self.bodies,
+                &self.joints,
+                s,
+                &self.collision.device,
+                soft,
+            )
+            .map_err(|e| PhysicsError::Gpu(e.to_string()))?;
         } else {
             warm_start::contacts(cfg, &self.bodies, s);
             integration::begin_step(cfg, &self.bodies, s);
@@ -318,6 +330,8 @@ impl PhysicsWorld {
         let s = &mut self.solver;
         if let Some(gpu) = self.gpu.as_mut() {
             let pairs = &mut self.collision.device;
+            let soft = (!self.deformables.is_empty())
+                .then_some((&self.deformables, &mut self.attachments));
             gpu.finish(
                 &cfg,
                 &mut self.bodies,
@@ -325,14 +339,13 @@ impl PhysicsWorld {
                 s,
                 pairs,
                 &mut report,
+                soft,
             )
             .map_err(|e| PhysicsError::Gpu(e.to_string()))?;
             if pairs.active() {
                 self.collision.device_finished();
             }
             if !self.deformables.is_empty() {
-                gpu.finish_deformables(&self.deformables, &mut s.vertices)
-                    .map_err(|e| PhysicsError::Gpu(e.to_string()))?;
                 vbd::end_step(
                     &cfg,
                     &mut self.deformables,
@@ -349,6 +362,7 @@ impl PhysicsWorld {
             s.islands.project_roots(
                 &mut self.bodies,
                 &self.collision.device.islands,
+                &self.attachments,
                 cfg.max_angular_speed,
             );
         } else if cfg.conserve_momentum {
