@@ -97,11 +97,15 @@ impl<'a> DeformableView<'a> {
     pub fn mass(&self) -> f32 {
         self.masses().iter().sum()
     }
-    /// Centre of mass (m).
+    /// Centre of mass (m). Summed in f64: an f32 sum of 15,625 vertices 10 m from the
+    /// origin was off by 1.5 mm.
     pub fn center_of_mass(&self) -> Vec3 {
         let m = self.masses();
-        let sum: Vec3A = self.positions().iter().zip(m).map(|(x, &mi)| *x * mi).sum();
-        Vec3::from(sum / self.mass())
+        let (sum, total) = self.positions().iter().zip(m).fold(
+            (glam::DVec3::ZERO, 0.0f64),
+            |(s, t), (x, &mi)| (s + Vec3::from(*x).as_dvec3() * mi as f64, t + mi as f64),
+        );
+        (sum / total).as_vec3()
     }
     /// Current volume of a solid (m³; sum of signed tet volumes).
     pub fn volume(&self) -> f32 {
