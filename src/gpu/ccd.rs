@@ -27,7 +27,10 @@ use crate::ccd::{self, AccdParams, AccdResult, AccdStop};
 pub use crate::ccd::AccdMargins as CcdMargins;
 
 /// The WGSL source of the CCD kernels (`ccd`, `earliest`).
-pub const CCD_SHADER: &str = include_str!("../../shaders/ccd.wgsl");
+pub const CCD_SHADER: &str = concat!(
+    include_str!("../../shaders/ccd_core.wgsl"),
+    include_str!("../../shaders/ccd.wgsl")
+);
 
 /// One CCD query: four points moving linearly from `start` (t = 0) to `end` (t = 1), with
 /// the minimum separation ξ. Point–triangle: `[p, a, b, c]`; edge–edge:
