@@ -316,9 +316,9 @@ fn hinge_block(e: u32, a: u32) -> Block {
     let la2 = dot(na, na);
     let lb2 = dot(nb, nb);
     let le2 = dot(ed, ed);
-    var out = Block(vec3<f32>(0.0), mat3x3<f32>());
+    var blk = Block(vec3<f32>(0.0), mat3x3<f32>());
     if (la2 <= 0.0 || lb2 <= 0.0 || le2 <= 0.0) {
-        return out;
+        return blk;
     }
     let le = sqrt(le2);
     let theta = atan2_poly(dot(cross(na, nb), ed) / le, dot(na, nb));
@@ -340,9 +340,9 @@ fn hinge_block(e: u32, a: u32) -> Block {
         diff += 2.0 * PI;
     }
     let k = mat.bending * t.weight;
-    out.f = g * (-k * diff);
-    out.h = outer(g, g * k);
-    return out;
+    blk.f = g * (-k * diff);
+    blk.h = outer(g, g * k);
+    return blk;
 }
 
 fn element_block(item: u32) -> Block {
@@ -380,8 +380,10 @@ fn is_solved(v: u32) -> bool {
     return (bitcast<u32>(verts[v].yd.w) & SOLVED) != 0u;
 }
 
-// The inertia block's force and every incident element's, at the iterate.
-fn vertex_block(v: u32) -> Block {
+// The inertia block's force and every incident element's, at the iterate; then the
+// attachments' and the contact rows' (surface_contact.wgsl; with `coarse_rows`, only the rows
+// the frame's coarse operator holds, as the coarse residual takes them).
+fn vertex_block(v: u32, coarse_rows: bool) -> Block {
     let m_h2 = verts[v].p.w * params.inv_h * params.inv_h;
     var acc = Block((verts[v].yd.xyz - disp[v].xyz) * m_h2, diag(m_h2));
     for (var k = incident_offsets[v]; k < incident_offsets[v + 1u]; k++) {
@@ -400,18 +402,24 @@ fn vertex_block(v: u32) -> Block {
                 vec3<f32>(a.k.x, 0.0, 0.0), vec3<f32>(0.0, a.k.y, 0.0), vec3<f32>(0.0, 0.0, a.k.z));
         }
     }
+    let c = contact_block(v, coarse_rows);
+    acc.f += c.f;
+    acc.h += c.h;
     return acc;
 }
 
-// One colour of the sweep: each vertex's block solve, in place (vertices of one colour
-// share no element, so none reads another's new position: the CPU's double buffer).
+// One colour of the sweep: each vertex's block solve, into `residual` (free during the
+// sweeps), then `vbd_commit` copies the colour's new displacements into place. Vertices of
+// one colour share no element, but a contact row can join two of them: the double buffer
+// keeps every read of the colour at the positions before it, as the CPU's does.
 @compute @workgroup_size(64)
 fn vbd_sweep(@builtin(global_invocation_id) gid: vec3<u32>) {
     if (gid.x >= range.count) {
         return;
     }
     let v = color_list[range.start + gid.x];
-    let acc = vertex_block(v);
+    residual[v] = disp[v];
+    let acc = vertex_block(v, false);
     // glam's Mat3::determinant and inverse, in their order of operations.
     let c0 = cross(acc.h[1], acc.h[2]);
     let c1 = cross(acc.h[2], acc.h[0]);
@@ -423,7 +431,16 @@ fn vbd_sweep(@builtin(global_invocation_id) gid: vec3<u32>) {
     }
     let inv_det = 1.0 / det;
     let step = transpose(mat3x3<f32>(c0 * inv_det, c1 * inv_det, c2 * inv_det)) * acc.f;
-    disp[v] = vec4<f32>(disp[v].xyz + step, 0.0);
+    residual[v] = vec4<f32>(disp[v].xyz + step, 0.0);
+}
+
+@compute @workgroup_size(64)
+fn vbd_commit(@builtin(global_invocation_id) gid: vec3<u32>) {
+    if (gid.x >= range.count) {
+        return;
+    }
+    let v = color_list[range.start + gid.x];
+    disp[v] = residual[v];
 }
 
 // The two-level step, 1: every solved vertex's force at the iterate (coarse.rs `residual`;
@@ -436,7 +453,7 @@ fn coarse_residual(@builtin(global_invocation_id) gid: vec3<u32>) {
     }
     var f = vec3<f32>(0.0);
     if (is_solved(v)) {
-        f = vertex_block(v).f;
+        f = vertex_block(v, true).f;
     }
     residual[v] = vec4<f32>(f, 0.0);
 }

@@ -15,12 +15,15 @@ fn run_gpu(name: &str, params: &[(&str, f64)], config: SolverConfig, frames: u32
     Some(s)
 }
 
-/// Surface contact of deformable bodies is not on the GPU backend yet (on by default):
-/// adding a deformable with it on is a typed error that changes nothing, not a silent CPU
-/// fallback (`tests/gpu_deformable.rs` runs them with it off).
+/// Contact between deformables and rigid bodies that move is not on the GPU backend yet:
+/// adding a deformable (surface contact on, the default) to a world with a dynamic
+/// collider is a typed error that changes nothing, not a silent CPU fallback
+/// (`tests/gpu_surface_contact.rs` runs contact with static colliders).
 #[test]
 fn gpu_backend_refuses_deformables_with_a_typed_error() {
-    use bevy_avbd::{DeformableDesc, PhysicsError, PhysicsWorld, SolidMaterial, TetMesh};
+    use bevy_avbd::{
+        BodyDesc, Collider, DeformableDesc, PhysicsError, PhysicsWorld, SolidMaterial, TetMesh,
+    };
     let mut w = match PhysicsWorld::with_backend(SolverConfig::default(), Backend::Gpu) {
         Ok(w) => w,
         Err(e) => {
@@ -31,6 +34,12 @@ fn gpu_backend_refuses_deformables_with_a_typed_error() {
             return;
         }
     };
+    w.add_body(
+        BodyDesc::dynamic()
+            .with_collider(Collider::ball(0.1).unwrap())
+            .at(bevy_avbd::glam::Vec3::new(0.0, 3.0, 0.0)),
+    )
+    .unwrap();
     let mesh = TetMesh::rod(1.0, 0.1, 4);
     let err = w
         .add_deformable(DeformableDesc::solid(mesh, SolidMaterial::default()))
@@ -85,6 +94,7 @@ fn shader_validates() {
             bevy_avbd::gpu::VBD_SHADER,
             &[
                 "vbd_sweep",
+                "vbd_commit",
                 "coarse_residual",
                 "coarse_solve",
                 "coarse_prolong",

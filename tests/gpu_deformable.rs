@@ -2,9 +2,9 @@
 //! checks of `tests/deformable.rs` run on the device (the attachments to rigid bodies too,
 //! coupled in the rigid step's submission), the same scenes against the CPU backend,
 //! repeated runs, and the typed error for what the device does not run yet.
-//! Surface contact is off in every scene here (`deformable_contact`: the device has no
-//! contact stage yet); without contact these scenes are the same problems the CPU tests
-//! solve (nothing in them touches).
+//! Surface contact is off in every scene here (`deformable_contact`; contact on the device
+//! is `tests/gpu_surface_contact.rs`): nothing in these scenes touches, so they are the
+//! same problems the CPU tests solve.
 //!
 //! Tolerances against the CPU: both backends run the same formulas in f32, but the device
 //! restricts, solves and prolongs the coarse step in f32 where the CPU does it in f64; the
@@ -254,14 +254,20 @@ fn heavy_box_hangs_from_a_soft_rod_on_the_gpu() {
 }
 
 /// What the device does not run yet is a typed error, and nothing is lost: a deformable
-/// with surface contact on, and contact switched on after adding one (refused at the step,
-/// the world unchanged).
+/// with surface contact on next to a dynamic collider, and contact switched on after
+/// adding one (refused at the step, the world unchanged).
 #[test]
-fn gpu_refuses_deformable_contact_with_a_typed_error() {
+fn gpu_refuses_contact_with_moving_bodies_with_a_typed_error() {
     let Ok(mut w) = PhysicsWorld::with_backend(SolverConfig::default(), Backend::Gpu) else {
         assert!(!common::require_gpu(), "no GPU adapter");
         return;
     };
+    w.add_body(
+        bevy_avbd::BodyDesc::dynamic()
+            .with_collider(bevy_avbd::Collider::ball(0.1).unwrap())
+            .at(Vec3::new(3.0, 0.0, 0.0)),
+    )
+    .unwrap();
     let mesh = TetMesh::box_grid(Vec3::splat(0.2), [2, 2, 2], TetPattern::Six);
     let desc = DeformableDesc::solid(mesh, SolidMaterial::default()).at(Vec3::new(0.0, 1.0, 0.0));
     assert!(matches!(

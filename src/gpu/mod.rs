@@ -122,6 +122,7 @@ mod pipelines;
 mod readback;
 mod record;
 mod soft;
+mod soft_contact;
 mod step;
 
 pub use soft::{DeformableStep, VBD_SHADER};

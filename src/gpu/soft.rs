@@ -29,10 +29,15 @@ use crate::deformable::AttachmentSet;
 use crate::deformable::attachment::AttachmentRecord;
 use crate::deformable::set::DeformableSet;
 use crate::pipeline::coarse::NONE;
+use crate::pipeline::surface_contact::rows::Pair;
 use crate::pipeline::vbd::VertexState;
 
 /// The WGSL source of the deformable kernels.
-pub const VBD_SHADER: &str = include_str!("../../shaders/vbd.wgsl");
+pub const VBD_SHADER: &str = concat!(
+    include_str!("../../shaders/vbd.wgsl"),
+    include_str!("../../shaders/ccd_core.wgsl"),
+    include_str!("../../shaders/surface_contact.wgsl")
+);
 
 /// Unknowns of one body's coarse system the device's solve holds (`rhs` in vbd.wgsl):
 /// 1,024 nodes.
@@ -151,11 +156,21 @@ pub(super) fn empty_coupling(
 }
 
 /// What the step needs of the deformable half: the bodies and the attachments (their warm
-/// start done); the vertices' state is `SolverData::vertices`.
+/// start done); the vertices' state (and the frame's contact set-up) is
+/// `SolverData::vertices`.
 #[derive(Clone, Copy)]
 pub struct DeformableStep<'a> {
     pub set: &'a DeformableSet,
     pub attachments: &'a AttachmentSet,
+}
+
+/// What a step's contact stage asks of a run again (`SoftStep::contact_outcome`).
+#[derive(Default)]
+pub(super) struct ContactOutcome {
+    /// The pairs of the rows the step made.
+    pub(super) made: Vec<Pair>,
+    /// The rows ran out of room.
+    pub(super) overflow: bool,
 }
 
 /// A readback requested and not yet done.
@@ -172,10 +187,15 @@ pub(super) struct SoftStep {
     layout: wgpu::BindGroupLayout,
     range_layout: wgpu::BindGroupLayout,
     sweep: wgpu::ComputePipeline,
+    commit: wgpu::ComputePipeline,
     residual: wgpu::ComputePipeline,
     solve: wgpu::ComputePipeline,
     prolong: wgpu::ComputePipeline,
     attachment_dual: wgpu::ComputePipeline,
+    /// The contact stage (`soft_contact`; group 2 of every deformable kernel).
+    contact: super::soft_contact::ContactStep,
+    max_groups: u32,
+    adapter: String,
     params: wgpu::Buffer,
     ranges: wgpu::Buffer,
     range_group: wgpu::BindGroup,
@@ -204,7 +224,7 @@ pub(super) struct SoftStep {
 }
 
 impl SoftStep {
-    pub(super) fn new(device: &wgpu::Device, queue: &wgpu::Queue) -> Self {
+    pub(super) fn new(device: &wgpu::Device, queue: &wgpu::Queue, adapter: &str) -> Self {
         let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
             label: Some("vbd.wgsl"),
             source: wgpu::ShaderSource::Wgsl(VBD_SHADER.into()),
@@ -228,9 +248,10 @@ impl SoftStep {
             label: Some("avbd vbd colour"),
             entries: &[uniform_entry(0, true, 8)],
         });
+        let contact_layout = super::soft_contact::layout(device);
         let pipeline_layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
             label: Some("avbd vbd"),
-            bind_group_layouts: &[Some(&layout), Some(&range_layout)],
+            bind_group_layouts: &[Some(&layout), Some(&range_layout), Some(&contact_layout)],
             immediate_size: 0,
         });
         let pipeline = |entry: &str| {
@@ -257,8 +278,19 @@ impl SoftStep {
         );
         let range_group = range_group(device, &range_layout, &ranges);
         let buffers: Vec<wgpu::Buffer> = (0..BUFFERS).map(|_| resident(device, 256)).collect();
+        let contact = super::soft_contact::ContactStep::new(
+            device,
+            queue,
+            &module,
+            &pipeline_layout,
+            contact_layout,
+        );
         Self {
+            contact,
+            max_groups: device.limits().max_compute_workgroups_per_dimension,
+            adapter: adapter.to_string(),
             sweep: pipeline("vbd_sweep"),
+            commit: pipeline("vbd_commit"),
             residual: pipeline("coarse_residual"),
             solve: pipeline("coarse_solve"),
             prolong: pipeline("coarse_prolong"),
@@ -383,6 +415,7 @@ impl SoftStep {
         cfg: &SolverConfig,
         input: DeformableStep,
         vs: &VertexState,
+        rigid: &crate::rigid::BodySet,
     ) -> Result<(), GpuError> {
         let DeformableStep { set, attachments } = input;
         if self.pending.is_some() {
@@ -464,6 +497,13 @@ impl SoftStep {
         self.queue
             .write_buffer(&self.params, 0, bytemuck::bytes_of(&params));
         self.upload_bytes += (ranges.len() + std::mem::size_of::<SoftParams>()) as u64;
+        if vs.contact_on {
+            self.contact
+                .upload(cfg, set, rigid, &vs.contact, &self.adapter)?;
+            self.upload_bytes += self.contact.upload_bytes;
+        } else {
+            self.contact.off();
+        }
         let bytes = self.readback_bytes();
         if self.staging.size() < bytes {
             self.staging = readback_buffer(&self.device, bytes.next_power_of_two());
@@ -471,10 +511,14 @@ impl SoftStep {
         Ok(())
     }
 
-    /// Displacements, then attachments.
+    /// Displacements, then attachments, then the contact stage's state.
     fn readback_bytes(&self) -> u64 {
+        (self.contact_offset() + self.contact.readback_bytes()).max(16)
+    }
+
+    fn contact_offset(&self) -> u64 {
         let att = self.n_attachments as u64 * std::mem::size_of::<AttachmentRecord>() as u64;
-        (16 * self.n_vertices as u64 + att).max(16)
+        16 * self.n_vertices as u64 + att
     }
 
     /// Builds this step's bind groups: the deformable kernels' (with the rigid bodies'
@@ -540,6 +584,7 @@ impl SoftStep {
         });
         pass.set_bind_group(0, group, &[]);
         pass.set_bind_group(1, &self.range_group, &[0]);
+        pass.set_bind_group(2, self.contact.group(), &[]);
         let mut dispatches = 0;
         if self.coarse_on {
             pass.set_pipeline(&self.residual);
@@ -550,30 +595,38 @@ impl SoftStep {
             pass.dispatch_workgroups(vertex_groups, 1, 1);
             dispatches += 3;
         }
-        pass.set_pipeline(&self.sweep);
         for (c, &(_, count)) in self.colors.iter().enumerate() {
             pass.set_bind_group(1, &self.range_group, &[(c as u64 * SLOT) as u32]);
-            pass.dispatch_workgroups(count.div_ceil(WG), 1, 1);
-            dispatches += 1;
+            for p in [&self.sweep, &self.commit] {
+                pass.set_pipeline(p);
+                pass.dispatch_workgroups(count.div_ceil(WG), 1, 1);
+                dispatches += 1;
+            }
         }
         dispatches
     }
 
-    /// The attachments' dual update (after the rigid dual updates).
+    /// The attachments' dual update (after the rigid dual updates), then the contact
+    /// rows' and the advance of the certified configuration.
     pub(super) fn record_dual(&self, encoder: &mut wgpu::CommandEncoder) -> u32 {
-        if self.n_attachments == 0 {
+        if self.n_attachments == 0 && !self.contact.on() {
             return 0;
         }
         let group = self.group.as_ref().expect("bound before recording");
         let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
-            label: Some("avbd attachments dual"),
+            label: Some("avbd vbd dual and advance"),
             timestamp_writes: None,
         });
         pass.set_bind_group(0, group, &[]);
         pass.set_bind_group(1, &self.range_group, &[0]);
-        pass.set_pipeline(&self.attachment_dual);
-        pass.dispatch_workgroups(self.n_attachments.div_ceil(WG), 1, 1);
-        1
+        pass.set_bind_group(2, self.contact.group(), &[]);
+        let mut dispatches = 0;
+        if self.n_attachments > 0 {
+            pass.set_pipeline(&self.attachment_dual);
+            pass.dispatch_workgroups(self.n_attachments.div_ceil(WG), 1, 1);
+            dispatches += 1;
+        }
+        dispatches + self.contact.record_advance(&mut pass, self.max_groups)
     }
 
     /// Copies the displacements and the attachments into the staging buffer.
@@ -586,6 +639,8 @@ impl SoftStep {
         if att > 0 {
             encoder.copy_buffer_to_buffer(&self.buffers[ATTACHMENTS], 0, &self.staging, disp, att);
         }
+        self.contact
+            .record_readback(encoder, &self.staging, self.contact_offset());
     }
 
     /// Requests the map of the staging buffer (after the submission).
@@ -604,6 +659,32 @@ impl SoftStep {
                 * std::mem::size_of::<AttachmentRecord>() as u64,
             mapped,
         });
+    }
+
+    /// What the contact stage of the step just read asks of a run again (the staging
+    /// buffer is mapped: the caller waited for the device): the pairs of the rows it made,
+    /// and whether the rows ran out of room.
+    pub(super) fn contact_outcome(&self) -> Result<ContactOutcome, GpuError> {
+        if self.pending.is_none() || !self.contact.on() {
+            return Ok(ContactOutcome::default());
+        }
+        let at = self.contact_offset();
+        let bytes = self.contact.readback_bytes();
+        let slice = self.staging.slice(at..at + bytes);
+        let data = slice
+            .get_mapped_range()
+            .map_err(|e| GpuError::Readback(format!("{e:?}")))?;
+        let status_at = self.contact.status_offset() as usize;
+        let status: [u32; 4] = bytemuck::pod_read_unaligned(&data[status_at..status_at + 16]);
+        Ok(ContactOutcome {
+            made: self.contact.new_pairs(&data),
+            overflow: status[3] != 0,
+        })
+    }
+
+    /// More room for the rows of the next run.
+    pub(super) fn grow_rows(&mut self) {
+        self.contact.row_room = self.contact.row_room.saturating_mul(4);
     }
 
     /// Drops a readback whose step is run again (the device has finished it: the caller
@@ -702,10 +783,14 @@ impl SoftStep {
                 vs.d[v] = Vec3A::new(x, y, z);
                 vs.x[v] = set.positions[v] + vs.d[v];
             }
+            let (att, rest) = rest.split_at(attachment_bytes as usize);
             if attachment_bytes > 0 {
                 attachments
                     .records
-                    .copy_from_slice(bytemuck::cast_slice(&rest[..attachment_bytes as usize]));
+                    .copy_from_slice(bytemuck::cast_slice(att));
+            }
+            if self.contact.on() {
+                self.contact.finish(rest, &mut vs.contact)?;
             }
         }
         self.staging.unmap();

@@ -284,7 +284,7 @@ impl GpuSolver {
         let scopes = self.push_error_scopes();
         let launched = self
             .upload_step(cfg, bodies, joints, s, pairs, &shape)
-            .and_then(|()| self.upload_soft(cfg, s, soft))
+            .and_then(|()| self.upload_soft(cfg, bodies, s, soft))
             .map(|()| self.record_and_submit(&shape));
         self.pop_error_scopes(scopes)?;
         let (k, read_bytes, ts_bytes) = launched?;
@@ -376,6 +376,19 @@ impl GpuSolver {
             host.wait_ms += elapsed_ms(t_wait);
             let t_unpack = std::time::Instant::now();
             let mut resize = false;
+            // The deformables' contact stage asks for a run again, once a frame, when it
+            // made rows (the CPU assembles the coarse operators again to hold them; here
+            // they join the active set at the frame's start), and when its rows ran out of
+            // room.
+            let outcome = match (self.soft_active, self.soft.as_ref()) {
+                (true, Some(step)) => step.contact_outcome()?,
+                _ => Default::default(),
+            };
+            let made = outcome.made;
+            let seed = !made.is_empty() && !s.vertices.contact.seeded;
+            if outcome.overflow {
+                self.soft.as_mut().expect("uploaded").grow_rows();
+            }
             let rerun = {
                 let data = slice
                     .get_mapped_range()
@@ -400,6 +413,8 @@ impl GpuSolver {
                     // The broad phase found more pairs than the list holds: grow it.
                     self.pair_capacity = (found + found / 4 + 64) as u32;
                     resize = true;
+                    true
+                } else if seed || outcome.overflow {
                     true
                 } else if colors > self.color_capacity || serial > self.serial_capacity {
                     self.color_capacity = self.color_capacity.max(colors);
@@ -467,8 +482,23 @@ impl GpuSolver {
                 if let (true, Some((set, attachments))) = (self.soft_active, soft.as_mut()) {
                     let step = self.soft.as_mut().expect("uploaded");
                     step.finish(set, &mut s.vertices, attachments)?;
+                    s.vertices.contact.seeded = false;
                 }
                 return Ok(());
+            }
+            if seed && let Some((set, attachments)) = soft.as_ref() {
+                // The frame's contact set-up again, with the rows made in.
+                let contact = &mut s.vertices.contact;
+                contact.seeded = true;
+                contact.seed_rows(cfg, set, bodies, &made);
+                crate::pipeline::vbd::begin_contact_and_coarse(
+                    cfg,
+                    set,
+                    attachments,
+                    bodies,
+                    &s.iterate,
+                    &mut s.vertices,
+                );
             }
             if self.soft_active {
                 self.soft.as_mut().expect("uploaded").discard();
@@ -501,6 +531,7 @@ impl GpuSolver {
     fn upload_soft(
         &mut self,
         cfg: &SolverConfig,
+        bodies: &BodySet,
         s: &SolverData,
         soft: Option<DeformableStep>,
     ) -> Result<(), GpuError> {
@@ -508,10 +539,10 @@ impl GpuSolver {
         let Some(input) = soft else {
             return Ok(());
         };
-        let step = self
-            .soft
-            .get_or_insert_with(|| super::soft::SoftStep::new(&self.device, &self.queue));
-        step.upload(cfg, input, &s.vertices)?;
+        let step = self.soft.get_or_insert_with(|| {
+            super::soft::SoftStep::new(&self.device, &self.queue, &self.info.name)
+        });
+        step.upload(cfg, input, &s.vertices, bodies)?;
         step.bind(
             &self.buffers[POSES].buffer,
             &self.buffers[ITERATE].buffer,

@@ -101,10 +101,13 @@ impl<'a> DeformableView<'a> {
     /// origin was off by 1.5 mm.
     pub fn center_of_mass(&self) -> Vec3 {
         let m = self.masses();
-        let (sum, total) = self.positions().iter().zip(m).fold(
-            (glam::DVec3::ZERO, 0.0f64),
-            |(s, t), (x, &mi)| (s + Vec3::from(*x).as_dvec3() * mi as f64, t + mi as f64),
-        );
+        let (sum, total) = self
+            .positions()
+            .iter()
+            .zip(m)
+            .fold((glam::DVec3::ZERO, 0.0f64), |(s, t), (x, &mi)| {
+                (s + Vec3::from(*x).as_dvec3() * mi as f64, t + mi as f64)
+            });
         (sum / total).as_vec3()
     }
     /// Current volume of a solid (m³; sum of signed tet volumes).
@@ -137,9 +140,9 @@ impl<'a> DeformableView<'a> {
 impl PhysicsWorld {
     /// Adds a deformable body (a tet solid or a cloth). The mesh, material, placement and
     /// pinned vertices are validated first and nothing changes on error. On the GPU
-    /// backend, in this version, deformable bodies need
-    /// [`crate::SolverConfig::deformable_contact`] off ([`PhysicsError::Unsupported`]
-    /// otherwise).
+    /// backend, in this version, a deformable with surface contact on
+    /// ([`crate::SolverConfig::deformable_contact`]) cannot share the world with rigid
+    /// bodies that move and have a collider ([`PhysicsError::Unsupported`]).
     pub fn add_deformable(
         &mut self,
         desc: DeformableDesc,
@@ -156,21 +159,32 @@ impl PhysicsWorld {
     }
 
     /// What the GPU backend cannot run of the deformable bodies yet, as a typed error:
-    /// surface contact (the elastic step, pins, the two-level step and the attachments run
-    /// on the device, `gpu::soft`).
+    /// surface contact with rigid bodies that move (dynamic or kinematic ones with a
+    /// collider), and the log-barrier baseline. The elastic step, pins, the two-level step,
+    /// the attachments and contact among deformables and with static colliders run on the
+    /// device (`gpu::soft`, `gpu::soft_contact`).
     pub(super) fn gpu_runs_deformables(
         &self,
         cfg: &crate::config::SolverConfig,
     ) -> Result<(), PhysicsError> {
-        if self.gpu.is_none() {
+        if self.gpu.is_none() || !cfg.deformable_contact {
             return Ok(());
         }
-        if cfg.deformable_contact {
+        if cfg.contact_model == crate::config::ContactModel::Barrier {
             return Err(PhysicsError::Unsupported(
-                "deformable bodies on the GPU backend need deformable_contact off in this \
-                 version (surface contact runs on the CPU backend only)"
-                    .into(),
+                "the log-barrier contact model runs on the CPU backend only".into(),
             ));
+        }
+        let b = &self.bodies;
+        let moving = (0..b.len()).find(|&i| {
+            b.colliders[i].is_some() && crate::pipeline::surface_contact::geometry::moves(b, i)
+        });
+        if let Some(i) = moving {
+            return Err(PhysicsError::Unsupported(format!(
+                "deformable contact with a moving rigid body ({:?}) runs on the CPU backend \
+                 only in this version: make it static, or turn deformable_contact off",
+                b.handles[i]
+            )));
         }
         Ok(())
     }

@@ -240,6 +240,16 @@ impl PhysicsWorld {
             let soft = match self.deformables.is_empty() {
                 true => None,
                 false => {
+                    // The contact set-up reads the bodies' iterate for those that move (none
+                    // on this backend with contact on): their start poses.
+                    if s.iterate.len() != self.bodies.len() {
+                        s.iterate = (0..self.bodies.len())
+                            .map(|i| {
+                                let q = self.bodies.poses[i].q();
+                                crate::pipeline::IterateRecord::new(glam::Vec3::ZERO, q, q)
+                            })
+                            .collect();
+                    }
                     vbd::begin_step(cfg, &self.deformables, &mut s.vertices);
                     vbd::begin_contact_and_coarse(
                         cfg,
@@ -346,6 +356,14 @@ impl PhysicsWorld {
                 self.collision.device_finished();
             }
             if !self.deformables.is_empty() {
+                // X, the certified configuration, is the step's result.
+                vbd::end_contact(
+                    &cfg,
+                    &self.deformables,
+                    &self.bodies,
+                    &mut s.iterate,
+                    &mut s.vertices,
+                );
                 vbd::end_step(
                     &cfg,
                     &mut self.deformables,

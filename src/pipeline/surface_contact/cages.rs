@@ -73,7 +73,7 @@ pub struct Cages {
     /// Per deformable vertex: its comoving cage (a box of displacements).
     pub comoving: Vec<Box3>,
     /// Per deformable: the reference its mean displacement is taken from.
-    body_reference: Vec<Vec3A>,
+    pub(crate) body_reference: Vec<Vec3A>,
 }
 
 impl Cages {

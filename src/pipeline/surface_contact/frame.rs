@@ -83,6 +83,24 @@ impl SurfaceContact {
         }
     }
 
+    /// Adds a fresh row (λ = 0, γ = 1) for each of `pairs` not in the active set yet, before
+    /// [`Self::begin_frame`] (the GPU backend's run again of a step that made rows).
+    pub(crate) fn seed_rows(
+        &mut self,
+        cfg: &SolverConfig,
+        set: &DeformableSet,
+        bodies: &BodySet,
+        pairs: &[Pair],
+    ) {
+        for &pair in pairs {
+            if !self.row_of.contains_key(&pair) {
+                let row = new_row(cfg, set, bodies, self, pair);
+                self.row_of.insert(pair, self.rows.len() as u32);
+                self.rows.push(row);
+            }
+        }
+    }
+
     /// Cages at X around the iterate, candidates, islands, and the active set restricted
     /// to the candidates (at the frame's start, and again when an iterate leaves its cage).
     pub(crate) fn build_candidates(

@@ -92,6 +92,9 @@ pub struct SurfaceContact {
     pub(crate) barrier: barrier::Barrier,
     /// The broad phase's BVHs, kept from frame to frame.
     pub(crate) tree_cache: broad_phase::TreeCache,
+    /// GPU backend: whether this frame's step was run again with the rows its first run
+    /// made already in the active set (`gpu::soft_contact`).
+    pub(crate) seeded: bool,
 }
 
 /// A contact term of the coarse operator: `k_n w_k w_l n nᵀ` between the pair's points k

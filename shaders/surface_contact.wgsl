@@ -1,0 +1,946 @@
+// Penetration-free contact of deformable surfaces on the device (src/gpu/surface_contact.rs):
+// the per-iteration half of src/pipeline/surface_contact — the rows' terms in the vertex
+// solves and the coarse residual, their dual update, and the advance (CCD of every
+// candidate pair from the certified configuration X to the iterate, each island's largest
+// certified step, the element-volume floor, the active set's growth with the earliest-TOI
+// filter, X moved, the rows linearised again at X). The frame's set-up (cages, candidates,
+// islands, the carried rows) and its end stay on the host, as on the CPU backend.
+// Prepended with vbd.wgsl and ccd_core.wgsl (one module). Rigid colliders take part as
+// static surfaces and half-spaces only (the host refuses moving ones).
+//
+// Determinism: a row's place in the rows array depends on the order its grow invocation ran,
+// but nothing sums over that order: each point lists its rows sorted by candidate index
+// (`contact_sort_slots`), and the rows read back are put in order by the host.
+
+struct ContactParams {
+    ccd: CcdParams,
+    gap: f32,
+    xi: f32,
+    decay: f32,
+    drop_below: f32,
+    lambda_max: f32,
+    n_candidates: u32,
+    n_points: u32,
+    soft_points: u32,
+    n_objects: u32,
+    n_soft_bodies: u32,
+    n_tets: u32,
+    on: u32, // 0: no contact this step (the kernels return at once)
+    // Region offsets (see the buffers below).
+    o_cand_row: u32,
+    o_slot_items: u32,
+    o_slot_count: u32,
+    o_alpha: u32,
+    o_earliest_t: u32,
+    o_earliest_k: u32,
+    o_toi: u32,
+    o_certified: u32,
+    o_tau: u32,
+    o_beta: u32,
+    o_cands: u32,
+    o_rigid: u32,
+    o_planes: u32,
+    o_cage_abs: u32,
+    o_cage_com: u32,
+    o_cage_ref: u32,
+    o_slot_offsets: u32,
+    o_island: u32,
+    o_owner: u32,
+    o_cand_misc: u32,
+    o_rigid_body: u32,
+    o_plane_body: u32,
+    o_ranges: u32,
+    o_body_ref: u32,
+    row_capacity: u32,
+    o_reach: u32,
+    pad2: u32,
+};
+
+// A candidate pair: its points (NONE unused), kind, primitive b (triangle, edge or plane),
+// its row (NONE if not in the active set), its island; a lower bound on its distance at the
+// cages' reference R, the penalty and friction of a row made from it.
+struct Candidate {
+    points: vec4<u32>,
+    info: vec4<u32>, // kind, b, row, island
+    misc: vec4<f32>, // lower, mu, friction static, friction dynamic
+};
+
+// One contact row (pipeline::surface_contact::rows::Row).
+struct Row {
+    points: vec4<u32>,
+    weights: vec4<f32>,
+    normal: vec4<f32>,         // xyz, w: distance at X
+    lagged_normal: vec4<f32>,  // xyz, w: penalty μ
+    lagged_weights: vec4<f32>,
+    lambda_t: vec4<f32>,       // xyz, w: λ
+    info: vec4<u32>,           // kind | flags, plane (b), candidate, advance it was made in
+    fr: vec4<f32>,             // γ, static and dynamic friction
+};
+
+const KIND_PT: u32 = 0u;
+const KIND_EE: u32 = 1u;
+const KIND_PLANE: u32 = 2u;
+const ROW_ALIVE: u32 = 0x100u;
+const ROW_COARSE: u32 = 0x200u;
+const ROW_FRESH: u32 = 0x400u;
+// status: rows, advances, cage escapes, overflow.
+const ST_ROWS: u32 = 0u;
+const ST_ADVANCE: u32 = 1u;
+const ST_ESCAPES: u32 = 2u;
+const ST_OVERFLOW: u32 = 3u;
+// A candidate's row that left the set: the index is kept (with this bit), and a return of
+// the pair takes the same row (it is already in its points' lists).
+const DEAD: u32 = 0x80000000u;
+
+@group(2) @binding(0) var<uniform> cparams: ContactParams;
+// Everything the contact stage writes, in four buffers (the deformable kernels' bindings
+// are near the 32 storage buffers per stage a device may cap at), each a set of regions
+// at the offsets in ContactParams:
+// `ca` (atomics): the status words, per candidate its row (NONE, or DEAD | row once it
+//   left the set), per soft point its rows (the list, and its length), per object its
+//   island's step (bits), per point the earliest new pair (toi bits, candidate);
+// `cf`: per candidate its times of impact (x: at δ, y: at ξ), per soft point X, per soft
+//   body this advance's translation, per object β;
+// `sf` (read only): per candidate its misc, the rigid points (local), the half-spaces
+//   (normal, point; local), the cages (per point lo and hi, per soft point the co-moving lo
+//   and hi, per point the reference R), per soft body its reference mean;
+// `su` (read only): the soft points' list offsets, per object its island, per soft vertex
+//   its body, per candidate its points and info, per rigid point and half-space its body,
+//   per soft body its vertex range. (Integers never travel as float bits: a device may
+//   flush the subnormal floats small integers are.)
+@group(2) @binding(1) var<storage, read_write> rows: array<Row>;
+@group(2) @binding(2) var<storage, read_write> ca: array<atomic<u32>>;
+@group(2) @binding(3) var<storage, read_write> cf: array<vec4<f32>>;
+@group(2) @binding(4) var<storage, read> sf: array<vec4<f32>>;
+@group(2) @binding(5) var<storage, read> su: array<u32>;
+
+fn cand(k: u32) -> Candidate {
+    let b = cparams.o_cands + 8u * k;
+    return Candidate(
+        vec4<u32>(su[b], su[b + 1u], su[b + 2u], su[b + 3u]),
+        vec4<u32>(su[b + 4u], su[b + 5u], su[b + 6u], su[b + 7u]),
+        sf[cparams.o_cand_misc + k],
+    );
+}
+
+var<private> cp: CcdParams;
+
+// ------------------------------------------------------------------ points
+
+fn rigid_at(p: u32) -> vec3<f32> {
+    let r = sf[cparams.o_rigid + p - cparams.soft_points];
+    let b = su[cparams.o_rigid_body + p - cparams.soft_points];
+    return body_poses[b].p.xyz + qrot(body_poses[b].q, r.xyz);
+}
+
+// Point p at the iterate, at X and at the step's start.
+fn point_now(p: u32) -> vec3<f32> {
+    if (p < cparams.soft_points) {
+        return x_at(p);
+    }
+    return rigid_at(p);
+}
+
+fn point_then(p: u32) -> vec3<f32> {
+    if (p < cparams.soft_points) {
+        return cf[cparams.o_certified + p].xyz;
+    }
+    return rigid_at(p);
+}
+
+fn point_start(p: u32) -> vec3<f32> {
+    if (p < cparams.soft_points) {
+        return verts[p].p.xyz;
+    }
+    return rigid_at(p);
+}
+
+// Half-space `i` in the world: normal and point.
+fn plane_n(i: u32) -> vec3<f32> {
+    let b = su[cparams.o_plane_body + i];
+    return qrot(body_poses[b].q, sf[cparams.o_planes + 2u * i].xyz);
+}
+
+fn plane_p(i: u32) -> vec3<f32> {
+    let b = su[cparams.o_plane_body + i];
+    return body_poses[b].p.xyz + qrot(body_poses[b].q, sf[cparams.o_planes + 2u * i + 1u].xyz);
+}
+
+// ------------------------------------------------------------------ rows
+
+fn row_mu(r: Row) -> f32 {
+    return r.lagged_normal.w;
+}
+
+fn has_friction(r: Row) -> bool {
+    return r.fr.y > 0.0 || r.fr.z > 0.0;
+}
+
+// Row::value: d(X) − δ + Σ w_k n·(now_k − X_k).
+fn row_value(r: Row) -> f32 {
+    var c = r.normal.w - cparams.gap;
+    for (var k = 0u; k < 4u; k++) {
+        let p = r.points[k];
+        if (p != NONE && r.weights[k] != 0.0) {
+            c += r.weights[k] * dot(r.normal.xyz, point_now(p) - point_then(p));
+        }
+    }
+    return c;
+}
+
+// Row::slip: Σ w'_k (now_k − start_k).
+fn row_slip(r: Row) -> vec3<f32> {
+    var rel = vec3<f32>(0.0);
+    for (var k = 0u; k < 4u; k++) {
+        let p = r.points[k];
+        if (p != NONE && r.lagged_weights[k] != 0.0) {
+            rel += (point_now(p) - point_start(p)) * r.lagged_weights[k];
+        }
+    }
+    return rel;
+}
+
+fn row_force(r: Row, c: f32) -> f32 {
+    return r.fr.x * max(r.lambda_t.w - row_mu(r) * c, 0.0);
+}
+
+// Row::friction_force: λ_t − μ P rel within the cone μ_s F_n, else μ_d F_n along it.
+fn friction_force(r: Row, rel: vec3<f32>, normal_force: f32) -> vec3<f32> {
+    let n = r.lagged_normal.xyz;
+    let u = rel - n * dot(n, rel);
+    let f = r.lambda_t.xyz - u * row_mu(r);
+    let len = length(f);
+    if (len > r.fr.y * normal_force) {
+        if (len > 0.0) {
+            return f * (r.fr.z * normal_force / len);
+        }
+        return vec3<f32>(0.0);
+    }
+    return f;
+}
+
+// The contact terms of vertex v at the iterate (SurfaceContact::vertex_terms_of): its rows
+// (those the coarse operator holds, with `coarse_only`), normal and friction.
+fn contact_block(v: u32, coarse_only: bool) -> Block {
+    var acc = Block(vec3<f32>(0.0), mat3x3<f32>());
+    if (cparams.on == 0u || v >= cparams.soft_points) {
+        return acc;
+    }
+    let first = su[cparams.o_slot_offsets + v];
+    let count = atomicLoad(&ca[cparams.o_slot_count + v]);
+    for (var s = 0u; s < count; s++) {
+        let r = rows[atomicLoad(&ca[cparams.o_slot_items + first + s])];
+        let flags = r.info.x;
+        if ((flags & ROW_ALIVE) == 0u || (coarse_only && (flags & ROW_COARSE) == 0u)) {
+            continue;
+        }
+        let f = row_force(r, row_value(r));
+        var k = 0u;
+        for (var j = 0u; j < 4u; j++) {
+            if (r.points[j] == v) {
+                k = j;
+                break;
+            }
+        }
+        let w = r.weights[k];
+        let n = r.normal.xyz;
+        acc.f += n * (f * w);
+        acc.h += outer(n, n) * (r.fr.x * row_mu(r) * w * w);
+        let wt = r.lagged_weights[k];
+        if (f > 0.0 && wt != 0.0 && has_friction(r)) {
+            let t = r.lagged_normal.xyz;
+            acc.f += friction_force(r, row_slip(r), f) * wt;
+            acc.h += (diag(1.0) - outer(t, t)) * (r.fr.x * row_mu(r) * wt * wt);
+        }
+    }
+    return acc;
+}
+
+// The rows' dual update at the iterate (Row::update, update_friction); rows whose weight
+// decayed below the threshold leave the set.
+@compute @workgroup_size(64)
+fn contact_dual(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let i = gid.x;
+    if (cparams.on == 0u || i >= min(atomicLoad(&ca[ST_ROWS]), cparams.row_capacity)) {
+        return;
+    }
+    var r = rows[i];
+    if ((r.info.x & ROW_ALIVE) == 0u) {
+        return;
+    }
+    let c = row_value(r);
+    let slip = row_slip(r);
+    let mu = row_mu(r);
+    if (c - r.lambda_t.w / mu <= 0.0) {
+        r.lambda_t.w = min(r.lambda_t.w - mu * c, cparams.lambda_max);
+        r.fr.x = 1.0;
+    } else {
+        r.lambda_t.w = 0.0;
+        r.fr.x *= cparams.decay;
+    }
+    if (has_friction(r)) {
+        r.lambda_t = vec4<f32>(friction_force(r, slip, r.fr.x * r.lambda_t.w), r.lambda_t.w);
+    }
+    if (r.fr.x < cparams.drop_below) {
+        r.info.x &= ~ROW_ALIVE;
+        atomicStore(&ca[cparams.o_cand_row + r.info.z], i | DEAD);
+    }
+    rows[i] = r;
+}
+
+// ------------------------------------------------------------------ the advance
+
+// Each soft body's translation τ = mean(x) − its reference mean (the co-moving cages).
+var<workgroup> tau_part: array<vec3<f32>, 64>;
+var<workgroup> tau_part_x: array<vec3<f32>, 64>;
+
+@compute @workgroup_size(64)
+fn contact_body_tau(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lane: u32) {
+    let b = wid.x;
+    if (cparams.on == 0u || b >= cparams.n_soft_bodies) {
+        return;
+    }
+    let first = su[cparams.o_ranges + 2u * b];
+    let last = su[cparams.o_ranges + 2u * b + 1u];
+    var s = vec3<f32>(0.0);
+    var sx = vec3<f32>(0.0);
+    for (var v = first + lane; v < last; v += 64u) {
+        s += x_at(v);
+        sx += cf[cparams.o_certified + v].xyz;
+    }
+    tau_part[lane] = s;
+    tau_part_x[lane] = sx;
+    workgroupBarrier();
+    if (lane == 0u) {
+        var total = vec3<f32>(0.0);
+        var total_x = vec3<f32>(0.0);
+        for (var l = 0u; l < 64u; l++) {
+            total += tau_part[l];
+            total_x += tau_part_x[l];
+        }
+        let n = f32(max(last - first, 1u));
+        let r = sf[cparams.o_body_ref + b].xyz;
+        cf[cparams.o_tau + b] = vec4<f32>(total / n - r, 0.0);
+        cf[cparams.o_tau + cparams.n_soft_bodies + b] = vec4<f32>(total_x / n - r, 0.0);
+    }
+}
+
+fn inside(lo: vec3<f32>, hi: vec3<f32>, p: vec3<f32>) -> bool {
+    return all(p >= lo) && all(p <= hi);
+}
+
+fn island_of_point(p: u32) -> u32 {
+    return su[cparams.o_island + su[cparams.o_owner + p]];
+}
+
+const ONE: u32 = 0x3f800000u;
+
+// The largest s in [0, 1] with a + s·d inside [lo, hi] on every axis, for a inside.
+fn reach_in(lo: vec3<f32>, hi: vec3<f32>, a: vec3<f32>, d: vec3<f32>) -> f32 {
+    var s = 1.0;
+    for (var k = 0u; k < 3u; k++) {
+        if (d[k] > 0.0) {
+            s = min(s, (hi[k] - a[k]) / d[k]);
+        } else if (d[k] < 0.0) {
+            s = min(s, (lo[k] - a[k]) / d[k]);
+        }
+    }
+    return max(s, 0.0);
+}
+
+// Per soft point: how far along X → iterate it stays in its cages (absolute and
+// co-moving; the co-moving offset is linear along the segment too). Pairs that are not
+// candidates cannot meet while every point is in its cages, so an island whose iterate left
+// one advances only as far as the cages reach, straight towards the iterate (the CPU runs
+// the broad phase again instead and advances all the way). Also resets the point's growth
+// filter.
+@compute @workgroup_size(64)
+fn contact_reach(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let p = gid.x;
+    if (cparams.on == 0u || p >= cparams.n_points) {
+        return;
+    }
+    atomicStore(&ca[cparams.o_earliest_t + p], ONE);
+    atomicStore(&ca[cparams.o_earliest_k + p], NONE);
+    if (p >= cparams.soft_points) {
+        return;
+    }
+    let b = su[cparams.o_owner + p];
+    let x0 = cf[cparams.o_certified + p].xyz;
+    let dx = x_at(p) - x0;
+    let tau_x = cf[cparams.o_tau + b].xyz;
+    let tau_0 = cf[cparams.o_tau + cparams.n_soft_bodies + b].xyz;
+    let e0 = x0 - sf[cparams.o_cage_ref + p].xyz - tau_0;
+    let de = dx - (tau_x - tau_0);
+    let s = min(
+        reach_in(sf[cparams.o_cage_abs + 2u * p].xyz, sf[cparams.o_cage_abs + 2u * p + 1u].xyz, x0, dx),
+        reach_in(sf[cparams.o_cage_com + 2u * p].xyz, sf[cparams.o_cage_com + 2u * p + 1u].xyz, e0, de),
+    );
+    if (s < 1.0) {
+        // Shrunk by a relative margin for the rounding of the quotients.
+        atomicMin(&ca[cparams.o_reach + island_of_point(p)], key_of(s * (1.0 - 1e-4)));
+        atomicAdd(&ca[ST_ESCAPES], 1u);
+    }
+}
+
+// Point p where this advance takes it: X + s (iterate − X), s its island's reach.
+fn point_target(p: u32) -> vec3<f32> {
+    if (p < cparams.soft_points) {
+        let s = bitcast<f32>(atomicLoad(&ca[cparams.o_reach + island_of_point(p)]));
+        let x0 = cf[cparams.o_certified + p].xyz;
+        if (s >= 1.0) {
+            return x_at(p);
+        }
+        return x0 + (x_at(p) - x0) * s;
+    }
+    return rigid_at(p);
+}
+
+fn bits3(v: vec3<f32>) -> vec3<u32> {
+    return bitcast<vec3<u32>>(v);
+}
+
+// ACCD of candidate c's points from X to the iterate at separation `sep`.
+fn run_ccd(kind: u32, pts: vec4<u32>, sep: f32) -> CcdOut {
+    var x: array<u32, 24>;
+    for (var k = 0u; k < 4u; k++) {
+        let a = bits3(point_then(pts[k]));
+        let b = bits3(point_target(pts[k]));
+        x[3u * k] = a.x;
+        x[3u * k + 1u] = a.y;
+        x[3u * k + 2u] = a.z;
+        x[12u + 3u * k] = b.x;
+        x[13u + 3u * k] = b.y;
+        x[14u + 3u * k] = b.z;
+    }
+    return accd_points(kind, x, bitcast<u32>(sep));
+}
+
+// A certified lower bound on a pair's distance at X.
+fn lower_bound_at_x(kind: u32, pts: vec4<u32>) -> f32 {
+    var x0: array<vec3<f32>, 4>;
+    for (var k = 0u; k < 4u; k++) {
+        x0[k] = point_then(pts[k]);
+    }
+    let f = frame_new(kind, x0, x0);
+    return certify(f, kind, 0.0, 0.0).d;
+}
+
+fn toi_of(ccd: CcdOut) -> f32 {
+    return select(1.0, ccd.toi, ccd.hit != 0u);
+}
+
+// How far a point is from its cage reference at either end of X → iterate.
+fn moved(p: u32) -> f32 {
+    let r = sf[cparams.o_cage_ref + p].xyz;
+    return max(length(point_then(p) - r), length(point_target(p) - r));
+}
+
+// SurfaceContact::toi: the times of impact at the gap δ (when a pair outside the set joins
+// it) and at the minimum separation ξ (how far X may go).
+fn pair_toi(c: Candidate, is_row: bool) -> vec2<f32> {
+    let kind = c.info.x;
+    let pts = c.points;
+    let gap = cparams.gap;
+    let xi = cparams.xi;
+    if (kind == KIND_PLANE) {
+        let n = plane_n(c.info.y);
+        let at = plane_p(c.info.y);
+        let d0 = dot(n, point_then(pts.x) - at);
+        let d1 = dot(n, point_target(pts.x) - at);
+        var add = 1.0;
+        if (!(is_row || d1 > gap)) {
+            if (d0 <= gap) {
+                add = plane_reach(d0, d1, 0.9 * d0);
+            } else {
+                add = plane_reach(d0, d1, gap);
+            }
+        }
+        let xi_here = select(0.5 * d0, xi, d0 > xi);
+        let clear_at_start = d0 > xi_here && xi_here > 0.0;
+        return vec2<f32>(add, select(0.0, plane_reach(d0, d1, xi_here), clear_at_start));
+    }
+    // The motion filter: far enough apart at R, less the points' motion, needs no CCD.
+    var a: f32;
+    var b: f32;
+    if (kind == KIND_PT) {
+        a = moved(pts.x);
+        b = max(moved(pts.y), max(moved(pts.z), moved(pts.w)));
+    } else {
+        a = max(moved(pts.x), moved(pts.y));
+        b = max(moved(pts.z), moved(pts.w));
+    }
+    let clear = c.misc.x - (a + b) * (1.0 + 1e-5);
+    if (clear > select(gap, xi, is_row)) {
+        return vec2<f32>(1.0, 1.0);
+    }
+    var add = 1.0;
+    var inside_gap = false;
+    if (!is_row) {
+        let r = run_ccd(kind, pts, gap);
+        if (r.stop == STOP_START_INSIDE) {
+            inside_gap = true;
+        } else if (r.hit != 0u) {
+            add = r.toi;
+        } else {
+            return vec2<f32>(1.0, 1.0);
+        }
+    }
+    if (inside_gap) {
+        let closer = 0.9 * lower_bound_at_x(kind, pts);
+        add = select(0.0, toi_of(run_ccd(kind, pts, closer)), closer > xi);
+    }
+    let r = run_ccd(kind, pts, xi);
+    if (r.stop == STOP_START_INSIDE) {
+        let d0 = lower_bound_at_x(kind, pts);
+        if (d0 > 0.0) {
+            return vec2<f32>(add, toi_of(run_ccd(kind, pts, 0.5 * d0)));
+        }
+    }
+    return vec2<f32>(add, toi_of(r));
+}
+
+fn plane_reach(d0: f32, d1: f32, sep: f32) -> f32 {
+    if (d1 > sep) {
+        return 1.0;
+    }
+    return clamp((d0 - sep) / (d0 - d1) * (1.0 - 1e-5), 0.0, 1.0);
+}
+
+fn key_of(t: f32) -> u32 {
+    return min(bitcast<u32>(t) & 0x7fffffffu, ONE);
+}
+
+// Per candidate: its times of impact; the island's step; each point's earliest new pair.
+@compute @workgroup_size(64)
+fn contact_ccd(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+    cp = cparams.ccd;
+    let k = (wid.y * nwg.x + wid.x) * 64u + lid;
+    if (cparams.on == 0u || k >= cparams.n_candidates) {
+        return;
+    }
+    let c = cand(k);
+    let row = atomicLoad(&ca[cparams.o_cand_row + k]);
+    let t = pair_toi(c, row != NONE && (row & DEAD) == 0u);
+    cf[cparams.o_toi + k] = vec4<f32>(t, 0.0, 0.0);
+    if (t.y < 1.0) {
+        atomicMin(&ca[cparams.o_alpha + c.info.w], key_of(t.y));
+    }
+    if (t.x < 1.0) {
+        for (var j = 0u; j < 4u; j++) {
+            if (c.points[j] != NONE) {
+                atomicMin(&ca[cparams.o_earliest_t + c.points[j]], key_of(t.x));
+            }
+        }
+    }
+}
+
+// Per candidate that reaches δ first at one of its points: the lowest such candidate
+// index per point (ties go to the first candidate, as on the CPU).
+@compute @workgroup_size(64)
+fn contact_earliest(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+    let k = (wid.y * nwg.x + wid.x) * 64u + lid;
+    if (cparams.on == 0u || k >= cparams.n_candidates) {
+        return;
+    }
+    let t = cf[cparams.o_toi + k].x;
+    if (!(t < 1.0)) {
+        return;
+    }
+    let c = cand(k);
+    for (var j = 0u; j < 4u; j++) {
+        let p = c.points[j];
+        if (p != NONE && atomicLoad(&ca[cparams.o_earliest_t + p]) == key_of(t)) {
+            atomicMin(&ca[cparams.o_earliest_k + p], k);
+        }
+    }
+}
+
+// The active set's growth: a candidate that is the earliest of one of its points becomes a
+// row (λ = 0, γ = 1; linearised and lagged by contact_linearise) and joins its soft points'
+// lists. Each row's pair is a candidate, so the rows never outnumber the candidates.
+@compute @workgroup_size(64)
+fn contact_grow(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+    let k = (wid.y * nwg.x + wid.x) * 64u + lid;
+    if (cparams.on == 0u || k >= cparams.n_candidates) {
+        return;
+    }
+    let t = cf[cparams.o_toi + k].x;
+    if (!(t < 1.0)) {
+        return;
+    }
+    let c = cand(k);
+    var first = false;
+    for (var j = 0u; j < 4u; j++) {
+        let p = c.points[j];
+        if (p != NONE && atomicLoad(&ca[cparams.o_earliest_t + p]) == key_of(t) && atomicLoad(&ca[cparams.o_earliest_k + p]) == k) {
+            first = true;
+        }
+    }
+    let old = atomicLoad(&ca[cparams.o_cand_row + k]);
+    if (!first || (old != NONE && (old & DEAD) == 0u)) {
+        return;
+    }
+    var i = old & ~DEAD;
+    if (old == NONE) {
+        i = atomicAdd(&ca[ST_ROWS], 1u);
+        if (i >= cparams.row_capacity) {
+            // The host runs the step again with more room.
+            atomicOr(&ca[ST_OVERFLOW], 1u);
+            return;
+        }
+    }
+    atomicStore(&ca[cparams.o_cand_row + k], i);
+    var r: Row;
+    r.points = c.points;
+    r.weights = vec4<f32>(0.0);
+    r.normal = vec4<f32>(0.0, 1.0, 0.0, 0.0);
+    r.lagged_normal = vec4<f32>(0.0, 1.0, 0.0, c.misc.y);
+    r.lagged_weights = vec4<f32>(0.0);
+    r.lambda_t = vec4<f32>(0.0);
+    r.info = vec4<u32>(c.info.x | ROW_ALIVE | ROW_FRESH, c.info.y, k, atomicLoad(&ca[ST_ADVANCE]));
+    r.fr = vec4<f32>(1.0, c.misc.z, c.misc.w, 0.0);
+    rows[i] = r;
+    for (var j = 0u; j < 4u; j++) {
+        let p = c.points[j];
+        if (old == NONE && p < cparams.soft_points) {
+            let s = atomicAdd(&ca[cparams.o_slot_count + p], 1u);
+            atomicStore(&ca[cparams.o_slot_items + su[cparams.o_slot_offsets + p] + s], i);
+        }
+    }
+}
+
+// X moves α of the way to the iterate, island by island.
+@compute @workgroup_size(64)
+fn contact_advance_x(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let v = gid.x;
+    if (cparams.on == 0u || v >= cparams.soft_points) {
+        return;
+    }
+    let a = bitcast<f32>(atomicLoad(&ca[cparams.o_alpha + island_of_point(v)]));
+    if (a <= 0.0) {
+        return;
+    }
+    let target_x = point_target(v);
+    let start_x = cf[cparams.o_certified + v].xyz;
+    cf[cparams.o_certified + v] = vec4<f32>(select(start_x + (target_x - start_x) * a, target_x, a >= 1.0), 0.0);
+}
+
+// Per object: β of each island root, and the steps reset for the next advance.
+@compute @workgroup_size(64)
+fn contact_islands(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let i = gid.x;
+    if (cparams.on == 0u || i >= cparams.n_objects) {
+        return;
+    }
+    if (su[cparams.o_island + i] == i) {
+        // The share of the way to the iterate X went: α of the reach.
+        let a = bitcast<f32>(atomicLoad(&ca[cparams.o_alpha + i]));
+        let reach = bitcast<f32>(atomicLoad(&ca[cparams.o_reach + i]));
+        cf[cparams.o_beta + i].x *= 1.0 - a * reach;
+    }
+    if (i == 0u) {
+        atomicAdd(&ca[ST_ADVANCE], 1u);
+    }
+}
+
+@compute @workgroup_size(64)
+fn contact_reset_alpha(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let i = gid.x;
+    if (cparams.on == 0u || i >= cparams.n_objects) {
+        return;
+    }
+    atomicStore(&ca[cparams.o_alpha + i], ONE);
+    atomicStore(&ca[cparams.o_reach + i], ONE);
+}
+
+// The volume floor of X (surface_contact::inversion, in f32): the largest step along X →
+// iterate before a tet's volume falls to 1% of its rest volume; the island's step is cut
+// there.
+@compute @workgroup_size(64)
+fn contact_inversion(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+    let e = (wid.y * nwg.x + wid.x) * 64u + lid;
+    if (cparams.on == 0u || e >= cparams.n_tets) {
+        return;
+    }
+    let t = tets[e];
+    var x: array<vec3<f32>, 4>;
+    var d: array<vec3<f32>, 4>;
+    for (var k = 0u; k < 4u; k++) {
+        let v = t.v[k];
+        x[k] = cf[cparams.o_certified + v].xyz;
+        d[k] = point_target(v) - x[k];
+    }
+    let s = tet_step(x, d, 0.01 * t.volume);
+    if (s < 1.0) {
+        atomicMin(&ca[cparams.o_alpha + island_of_point(t.v.x)], key_of(s));
+    }
+}
+
+fn det3(a: vec3<f32>, b: vec3<f32>, c: vec3<f32>) -> f32 {
+    return dot(a, cross(b, c));
+}
+
+fn cubic(c0: f32, c1: f32, c2: f32, c3: f32, t: f32) -> f32 {
+    return c0 + t * (c1 + t * (c2 + t * c3));
+}
+
+// inversion::tet_step: the first t in [0, 1] where 6·volume(x + t d) reaches the floor.
+fn tet_step(x: array<vec3<f32>, 4>, d: array<vec3<f32>, 4>, floor_volume: f32) -> f32 {
+    let e0 = x[1] - x[0];
+    let e1 = x[2] - x[0];
+    let e2 = x[3] - x[0];
+    let f0 = d[1] - d[0];
+    let f1 = d[2] - d[0];
+    let f2 = d[3] - d[0];
+    let c0 = det3(e0, e1, e2);
+    let c1 = det3(f0, e1, e2) + det3(e0, f1, e2) + det3(e0, e1, f2);
+    let c2 = det3(e0, f1, f2) + det3(f0, e1, f2) + det3(f0, f1, e2);
+    let c3 = det3(f0, f1, f2);
+    let fl = min(6.0 * floor_volume, 0.5 * c0);
+    if (!(c0 > fl)) {
+        return 1.0;
+    }
+    var stops = array<f32, 3>(2.0, 2.0, 1.0);
+    let qa = 3.0 * c3;
+    let qb = 2.0 * c2;
+    let qc = c1;
+    if (abs(qa) > 1e-30) {
+        let disc = qb * qb - 4.0 * qa * qc;
+        if (disc >= 0.0) {
+            let sq = sqrt(disc);
+            let r0 = (-qb - sq) / (2.0 * qa);
+            let r1 = (-qb + sq) / (2.0 * qa);
+            stops[0] = min(r0, r1);
+            stops[1] = max(r0, r1);
+        }
+    } else if (abs(qb) > 1e-30) {
+        stops[0] = -qc / qb;
+    }
+    var lo = 0.0;
+    for (var s = 0u; s < 3u; s++) {
+        let hi = stops[s];
+        if (!(hi > lo && hi <= 1.0)) {
+            continue;
+        }
+        if (cubic(c0, c1, c2, c3, hi) <= fl) {
+            var l = lo;
+            var h = hi;
+            for (var it = 0u; it < 40u; it++) {
+                let m = 0.5 * (l + h);
+                if (cubic(c0, c1, c2, c3, m) > fl) {
+                    l = m;
+                } else {
+                    h = m;
+                }
+            }
+            return l;
+        }
+        lo = hi;
+    }
+    return 1.0;
+}
+
+// ------------------------------------------------------------------ linearisation
+
+struct Closest {
+    diff: vec3<f32>,
+    weights: vec4<f32>,
+};
+
+struct Seg {
+    end: u32, // 0 start, 1 end, 2 interior
+    s: f32,
+    diff: vec3<f32>,
+};
+
+fn seg_closest(p: vec3<f32>, a: vec3<f32>, b: vec3<f32>) -> Seg {
+    let e = b - a;
+    let ap = p - a;
+    let ee = dot(e, e);
+    if (!(ee > 0.0)) {
+        return Seg(0u, 0.0, ap);
+    }
+    let s = dot(ap, e) / ee;
+    if (!(s > 0.0)) {
+        return Seg(0u, 0.0, ap);
+    } else if (s >= 1.0) {
+        return Seg(1u, 1.0, p - b);
+    }
+    return Seg(2u, s, reject(ap - e * s, e, ee));
+}
+
+// ccd::point_triangle_closest.
+fn pt_closest(p: vec3<f32>, a: vec3<f32>, b: vec3<f32>, c: vec3<f32>) -> Closest {
+    let ab = b - a;
+    let ac = c - a;
+    let bc = c - b;
+    let n = cross(ab, ac);
+    let nn = dot(n, n);
+    let l2 = max(dot(ab, ab), max(dot(ac, ac), dot(bc, bc)));
+    if (nn > DEGENERATE_FACE * l2 * l2) {
+        let pa = a - p;
+        let pb = b - p;
+        let pc = c - p;
+        let wa = dot(cross(pb, pc), n);
+        let wb = dot(cross(pc, pa), n);
+        let wc = dot(cross(pa, pb), n);
+        if (wa >= 0.0 && wb >= 0.0 && wc >= 0.0) {
+            let be = wb / nn;
+            let ga = wc / nn;
+            let al = 1.0 - be - ga;
+            let diff = reject_plane(-pa - ab * be - ac * ga, ab, ac);
+            return Closest(diff, vec4<f32>(1.0, -al, -be, -ga));
+        }
+    }
+    let e0 = seg_closest(p, a, b);
+    let e1 = seg_closest(p, b, c);
+    let e2 = seg_closest(p, c, a);
+    var best = e0;
+    var which = 0u;
+    if (dot(e1.diff, e1.diff) < dot(best.diff, best.diff)) {
+        best = e1;
+        which = 1u;
+    }
+    if (dot(e2.diff, e2.diff) < dot(best.diff, best.diff)) {
+        best = e2;
+        which = 2u;
+    }
+    let s = best.s;
+    var w: vec4<f32>;
+    if ((which == 0u && best.end == 0u) || (which == 2u && best.end == 1u)) {
+        w = vec4<f32>(1.0, -1.0, 0.0, 0.0);
+    } else if ((which == 0u && best.end == 1u) || (which == 1u && best.end == 0u)) {
+        w = vec4<f32>(1.0, 0.0, -1.0, 0.0);
+    } else if ((which == 1u && best.end == 1u) || (which == 2u && best.end == 0u)) {
+        w = vec4<f32>(1.0, 0.0, 0.0, -1.0);
+    } else if (which == 0u) {
+        w = vec4<f32>(1.0, s - 1.0, -s, 0.0);
+    } else if (which == 1u) {
+        w = vec4<f32>(1.0, 0.0, s - 1.0, -s);
+    } else {
+        w = vec4<f32>(1.0, -s, 0.0, s - 1.0);
+    }
+    return Closest(best.diff, w);
+}
+
+// ccd::edge_edge_closest.
+fn ee_closest(ea0: vec3<f32>, ea1: vec3<f32>, eb0: vec3<f32>, eb1: vec3<f32>) -> Closest {
+    let da = ea1 - ea0;
+    let db = eb1 - eb0;
+    let n = cross(da, db);
+    let nn = dot(n, n);
+    if (nn > PARALLEL * dot(da, da) * dot(db, db)) {
+        let q = eb0 - ea0;
+        let s = dot(cross(q, db), n) / nn;
+        let t = dot(cross(q, da), n) / nn;
+        if (s > 0.0 && s < 1.0 && t > 0.0 && t < 1.0) {
+            let diff = reject_plane(da * s - db * t - q, da, db);
+            return Closest(diff, vec4<f32>(1.0 - s, s, t - 1.0, -t));
+        }
+    }
+    var cands = array<Seg, 4>(
+        seg_closest(ea0, eb0, eb1),
+        seg_closest(ea1, eb0, eb1),
+        seg_closest(eb0, ea0, ea1),
+        seg_closest(eb1, ea0, ea1),
+    );
+    var best = 0u;
+    var best_d2 = dot(cands[0].diff, cands[0].diff);
+    for (var k = 1u; k < 4u; k++) {
+        let d2 = dot(cands[k].diff, cands[k].diff);
+        if (d2 < best_d2) {
+            best = k;
+            best_d2 = d2;
+        }
+    }
+    let c = cands[best];
+    let diff = select(-c.diff, c.diff, best < 2u);
+    let s = c.s;
+    var w: vec4<f32>;
+    if ((best == 0u && c.end == 0u) || (best == 2u && c.end == 0u)) {
+        w = vec4<f32>(1.0, 0.0, -1.0, 0.0);
+    } else if ((best == 0u && c.end == 1u) || (best == 3u && c.end == 0u)) {
+        w = vec4<f32>(1.0, 0.0, 0.0, -1.0);
+    } else if ((best == 1u && c.end == 0u) || (best == 2u && c.end == 1u)) {
+        w = vec4<f32>(0.0, 1.0, -1.0, 0.0);
+    } else if ((best == 1u && c.end == 1u) || (best == 3u && c.end == 1u)) {
+        w = vec4<f32>(0.0, 1.0, 0.0, -1.0);
+    } else if (best == 0u) {
+        w = vec4<f32>(1.0, 0.0, s - 1.0, -s);
+    } else if (best == 1u) {
+        w = vec4<f32>(0.0, 1.0, s - 1.0, -s);
+    } else if (best == 2u) {
+        w = vec4<f32>(1.0 - s, s, -1.0, 0.0);
+    } else {
+        w = vec4<f32>(1.0 - s, s, 0.0, -1.0);
+    }
+    return Closest(diff, w);
+}
+
+// Every live row linearised again at X (Row::linearise); rows made in this advance take
+// their tangent plane here (Row::lag).
+@compute @workgroup_size(64)
+fn contact_linearise(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let i = gid.x;
+    if (cparams.on == 0u || i >= min(atomicLoad(&ca[ST_ROWS]), cparams.row_capacity)) {
+        return;
+    }
+    var r = rows[i];
+    if ((r.info.x & ROW_ALIVE) == 0u) {
+        return;
+    }
+    let kind = r.info.x & 0xffu;
+    var x: array<vec3<f32>, 4>;
+    for (var k = 0u; k < 4u; k++) {
+        x[k] = select(vec3<f32>(0.0), point_then(r.points[k]), r.points[k] != NONE);
+    }
+    if (kind == KIND_PLANE) {
+        let n = plane_n(r.info.y);
+        r.normal = vec4<f32>(n, dot(n, x[0] - plane_p(r.info.y)));
+        r.weights = vec4<f32>(1.0, 0.0, 0.0, 0.0);
+    } else {
+        var c: Closest;
+        if (kind == KIND_PT) {
+            c = pt_closest(x[0], x[1], x[2], x[3]);
+        } else {
+            c = ee_closest(x[0], x[1], x[2], x[3]);
+        }
+        let d = length(c.diff);
+        var n = r.normal.xyz;
+        if (d > 0.0 && d <= F32_MAX) {
+            n = c.diff / d;
+        }
+        r.normal = vec4<f32>(n, d);
+        r.weights = c.weights;
+    }
+    if ((r.info.x & ROW_FRESH) != 0u) {
+        r.lagged_normal = vec4<f32>(r.normal.xyz, r.lagged_normal.w);
+        r.lagged_weights = r.weights;
+        let n = r.normal.xyz;
+        r.lambda_t = vec4<f32>(r.lambda_t.xyz - n * dot(n, r.lambda_t.xyz), r.lambda_t.w);
+        r.info.x &= ~ROW_FRESH;
+    }
+    rows[i] = r;
+}
+
+// Each soft point's rows in candidate order (what the sums over them follow).
+@compute @workgroup_size(64)
+fn contact_sort_slots(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let p = gid.x;
+    if (cparams.on == 0u || p >= cparams.soft_points) {
+        return;
+    }
+    let first = su[cparams.o_slot_offsets + p];
+    let count = atomicLoad(&ca[cparams.o_slot_count + p]);
+    for (var i = 1u; i < count; i++) {
+        let item = atomicLoad(&ca[cparams.o_slot_items + first + i]);
+        let key = rows[item].info.z;
+        var j = i;
+        while (j > 0u && rows[atomicLoad(&ca[cparams.o_slot_items + first + j - 1u])].info.z > key) {
+            atomicStore(&ca[cparams.o_slot_items + first + j], atomicLoad(&ca[cparams.o_slot_items + first + j - 1u]));
+            j--;
+        }
+        atomicStore(&ca[cparams.o_slot_items + first + j], item);
+    }
+}
