@@ -36,6 +36,7 @@ use crate::pipeline::vbd::VertexState;
 pub const VBD_SHADER: &str = concat!(
     include_str!("../../shaders/vbd.wgsl"),
     include_str!("../../shaders/ccd_core.wgsl"),
+    include_str!("../../shaders/contact_geometry.wgsl"),
     include_str!("../../shaders/surface_contact.wgsl")
 );
 
