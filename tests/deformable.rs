@@ -6,7 +6,7 @@ mod common;
 use bevy_avbd::deformable::elastic::TetRecord;
 use bevy_avbd::glam::{DVec3, Quat, Vec3, Vec3A};
 use bevy_avbd::reference::NewtonProblem;
-use bevy_avbd::{DeformableDesc, PhysicsWorld, SolidMaterial, SolverConfig, TetMesh, TetPattern};
+use bevy_avbd::{PhysicsWorld, SolidMaterial, SolverConfig, TetMesh, TetPattern};
 use common::{metric, run, with_iterations};
 
 /// A small deterministic generator.
@@ -207,53 +207,10 @@ fn cantilever_matches_newton_at_every_budget_and_euler_bernoulli_when_fine() {
 /// deflection at every frame (0.02% measured), and from 3 iterations per frame up.
 #[test]
 fn cantilever_trajectory_follows_the_newton_implicit_euler_steps() {
-    let mesh = TetMesh::box_grid(Vec3::new(1.0, 0.1, 0.1), [20, 2, 2], TetPattern::Six);
-    let pinned: Vec<u32> = (0..mesh.vertices.len() as u32)
-        .filter(|&i| mesh.vertices[i as usize].x < -0.4999)
-        .collect();
-    let tip: Vec<usize> = (0..mesh.vertices.len())
-        .filter(|&i| mesh.vertices[i].x > 0.4999)
-        .collect();
-    let material = SolidMaterial {
-        youngs: 1e8,
-        ..Default::default()
-    };
-    let place = (Vec3::new(0.5, 1.0, 0.0), Quat::IDENTITY);
-    let g = Vec3::new(0.0, -9.81, 0.0);
-    let frames = 90;
-    let mut p = NewtonProblem::statics(&mesh, &material, place, &pinned, g).unwrap();
-    let tip_y = |x: &[DVec3]| tip.iter().map(|&i| x[i].y).sum::<f64>() / tip.len() as f64;
-    let rest_tip = tip_y(&p.rest);
-    let statics = rest_tip - tip_y(&p.solve_static().unwrap().x);
-    let h = 1.0 / 60.0f64;
-    let (mut x, mut v) = (p.rest.clone(), vec![DVec3::ZERO; p.rest.len()]);
-    let mut newton = Vec::new();
-    for _ in 0..frames {
-        let y: Vec<DVec3> = x.iter().zip(&v).map(|(a, b)| *a + *b * h).collect();
-        p.inertia = Some((h, y));
-        let s = p.solve(&x, 1e-9, 50).unwrap();
-        for i in 0..x.len() {
-            v[i] = (s.x[i] - x[i]) / h;
-        }
-        x = s.x;
-        newton.push(rest_tip - tip_y(&x));
-    }
+    let reference = common::cantilever_trajectory(90);
     for (iterations, bound) in [(3, 0.01), (10, 0.01)] {
         let mut w = PhysicsWorld::new(with_iterations(iterations)).unwrap();
-        let body = w
-            .add_deformable(
-                DeformableDesc::solid(mesh.clone(), material)
-                    .at(place.0)
-                    .pinned(pinned.clone()),
-            )
-            .unwrap();
-        let mut worst = 0.0f64;
-        for reference in &newton {
-            w.step().unwrap();
-            let d = w.deformable(body).unwrap();
-            let y = tip.iter().map(|&i| d.positions()[i].y as f64).sum::<f64>() / tip.len() as f64;
-            worst = worst.max(((rest_tip - y) - reference).abs() / statics);
-        }
+        let worst = reference.largest_deviation(&mut w);
         println!(
             "cantilever trajectory, {iterations} iterations: largest deviation {:.3}% of the static deflection",
             100.0 * worst

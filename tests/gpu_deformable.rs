@@ -13,8 +13,7 @@
 
 mod common;
 
-use bevy_avbd::glam::{DVec3, Quat, Vec3};
-use bevy_avbd::reference::NewtonProblem;
+use bevy_avbd::glam::Vec3;
 use bevy_avbd::scenes::Scene;
 use bevy_avbd::{
     Backend, DeformableDesc, PhysicsError, PhysicsWorld, SolidMaterial, SolverConfig, TetMesh,
@@ -99,56 +98,13 @@ fn cantilever_on_the_gpu_matches_newton_at_every_budget() {
 /// device, at 3 and 10 iterations (as `tests/deformable.rs` asks of the CPU).
 #[test]
 fn cantilever_trajectory_on_the_gpu_follows_newton() {
-    let mesh = TetMesh::box_grid(Vec3::new(1.0, 0.1, 0.1), [20, 2, 2], TetPattern::Six);
-    let pinned: Vec<u32> = (0..mesh.vertices.len() as u32)
-        .filter(|&i| mesh.vertices[i as usize].x < -0.4999)
-        .collect();
-    let tip: Vec<usize> = (0..mesh.vertices.len())
-        .filter(|&i| mesh.vertices[i].x > 0.4999)
-        .collect();
-    let material = SolidMaterial {
-        youngs: 1e8,
-        ..Default::default()
-    };
-    let place = (Vec3::new(0.5, 1.0, 0.0), Quat::IDENTITY);
-    let g = Vec3::new(0.0, -9.81, 0.0);
-    let frames = 90;
-    let mut p = NewtonProblem::statics(&mesh, &material, place, &pinned, g).unwrap();
-    let tip_y = |x: &[DVec3]| tip.iter().map(|&i| x[i].y).sum::<f64>() / tip.len() as f64;
-    let rest_tip = tip_y(&p.rest);
-    let statics = rest_tip - tip_y(&p.solve_static().unwrap().x);
-    let h = 1.0 / 60.0f64;
-    let (mut x, mut v) = (p.rest.clone(), vec![DVec3::ZERO; p.rest.len()]);
-    let mut newton = Vec::new();
-    for _ in 0..frames {
-        let y: Vec<DVec3> = x.iter().zip(&v).map(|(a, b)| *a + *b * h).collect();
-        p.inertia = Some((h, y));
-        let s = p.solve(&x, 1e-9, 50).unwrap();
-        for i in 0..x.len() {
-            v[i] = (s.x[i] - x[i]) / h;
-        }
-        x = s.x;
-        newton.push(rest_tip - tip_y(&x));
-    }
+    let reference = common::cantilever_trajectory(90);
     for iterations in [3, 10] {
         let Ok(mut w) = PhysicsWorld::with_backend(no_contact(iterations), Backend::Gpu) else {
             assert!(!common::require_gpu(), "no GPU adapter");
             return;
         };
-        let body = w
-            .add_deformable(
-                DeformableDesc::solid(mesh.clone(), material)
-                    .at(place.0)
-                    .pinned(pinned.clone()),
-            )
-            .unwrap();
-        let mut worst = 0.0f64;
-        for reference in &newton {
-            w.step().unwrap();
-            let d = w.deformable(body).unwrap();
-            let y = tip.iter().map(|&i| d.positions()[i].y as f64).sum::<f64>() / tip.len() as f64;
-            worst = worst.max(((rest_tip - y) - reference).abs() / statics);
-        }
+        let worst = reference.largest_deviation(&mut w);
         println!(
             "GPU cantilever trajectory, {iterations} iterations: largest deviation {:.4}% of the static deflection",
             100.0 * worst
@@ -200,20 +156,7 @@ fn free_fall_twist_and_cloth_on_the_gpu_match_the_cpu() {
 fn gpu_deformables_are_deterministic() {
     let positions = |name: &str| -> Option<Vec<[f32; 3]>> {
         let s = run_gpu(name, &[], no_contact(10), 40)?;
-        let w = &s.world;
-        Some(
-            w.deformable_handles()
-                .iter()
-                .flat_map(|&h| {
-                    w.deformable(h)
-                        .unwrap()
-                        .positions()
-                        .iter()
-                        .map(|p| p.to_array())
-                        .collect::<Vec<_>>()
-                })
-                .collect(),
-        )
+        Some(common::all_positions(&s.world))
     };
     for name in ["cloth_hang", "cantilever"] {
         let Some(a) = positions(name) else {

@@ -139,20 +139,7 @@ fn dropped_cube_rests_like_the_cpu() {
 fn gpu_contact_is_deterministic() {
     let positions = || -> Option<Vec<[f32; 3]>> {
         let s = run_gpu("soft_stack", &[], 60)?;
-        let w = &s.world;
-        Some(
-            w.deformable_handles()
-                .iter()
-                .flat_map(|&h| {
-                    w.deformable(h)
-                        .unwrap()
-                        .positions()
-                        .iter()
-                        .map(|p| p.to_array())
-                        .collect::<Vec<_>>()
-                })
-                .collect(),
-        )
+        Some(common::all_positions(&s.world))
     };
     let Some(a) = positions() else {
         return;

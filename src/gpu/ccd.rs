@@ -168,10 +168,11 @@ impl CcdMargins {
     };
 }
 
-/// `CcdParams` in ccd.wgsl.
+/// `CcdParams` in ccd_core.wgsl (the standalone kernels' uniform, and part of the step's
+/// contact parameters, `soft_contact`).
 #[repr(C)]
 #[derive(Clone, Copy, Pod, Zeroable)]
-struct Params {
+pub(super) struct CcdParams {
     count: u32,
     max_iters: u32,
     eta: f32,
@@ -183,6 +184,37 @@ struct Params {
     rate_floor: f32,
     point_count: u32,
     pad: [u32; 2],
+}
+
+impl CcdParams {
+    /// The parameters of `count` queries, with `accd`'s sanitising of η on the host (the
+    /// kernel reads it as it is).
+    pub(super) fn new(
+        count: u32,
+        max_iters: u32,
+        eta: f32,
+        margins: &CcdMargins,
+        point_count: u32,
+    ) -> Self {
+        let eta = if eta.is_nan() {
+            1.0
+        } else {
+            eta.clamp(1e-6, 1.0)
+        };
+        Self {
+            count,
+            max_iters,
+            eta,
+            zero: 0,
+            rel: margins.rel,
+            slack_per_extent: margins.slack_per_extent,
+            rate_slack_per_extent: margins.rate_slack_per_extent,
+            slack_floor: margins.slack_floor,
+            rate_floor: margins.rate_floor,
+            point_count,
+            pad: [0; 2],
+        }
+    }
 }
 
 const WORKGROUP: u32 = 64;
@@ -212,7 +244,7 @@ impl GpuCcd {
         let layout = device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
             label: Some("avbd ccd"),
             entries: &[
-                super::pipelines::uniform_entry(0, false, std::mem::size_of::<Params>() as u64),
+                super::pipelines::uniform_entry(0, false, std::mem::size_of::<CcdParams>() as u64),
                 super::pipelines::storage_entry(1, true),
                 super::pipelines::storage_entry(2, false),
                 super::pipelines::storage_entry(3, true),
@@ -311,12 +343,6 @@ impl GpuCcd {
         use wgpu::util::DeviceExt;
         let d = &self.device;
         let point_count = ids.map_or(0, |(_, n)| n);
-        // `accd`'s sanitising of η, on the host (the kernel reads it as it is).
-        let eta = if params.eta.is_nan() {
-            1.0
-        } else {
-            params.eta.clamp(1e-6, 1.0)
-        };
         let storage = |label: &str, contents: &[u8]| {
             d.create_buffer_init(&wgpu::util::BufferInitDescriptor {
                 label: Some(label),
@@ -345,19 +371,13 @@ impl GpuCcd {
             d.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("ccd") });
         for (c, chunk) in queries.chunks(self.chunk).enumerate() {
             let first = c * self.chunk;
-            let p = Params {
-                count: chunk.len() as u32,
-                max_iters: params.max_iters,
-                eta,
-                zero: 0,
-                rel: margins.rel,
-                slack_per_extent: margins.slack_per_extent,
-                rate_slack_per_extent: margins.rate_slack_per_extent,
-                slack_floor: margins.slack_floor,
-                rate_floor: margins.rate_floor,
+            let p = CcdParams::new(
+                chunk.len() as u32,
+                params.max_iters,
+                params.eta,
+                margins,
                 point_count,
-                pad: [0; 2],
-            };
+            );
             let params = d.create_buffer_init(&wgpu::util::BufferInitDescriptor {
                 label: Some("ccd params"),
                 contents: bytemuck::bytes_of(&p),

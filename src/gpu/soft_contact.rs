@@ -26,6 +26,7 @@ use bytemuck::{Pod, Zeroable};
 use glam::Vec3A;
 
 use super::GpuError;
+use super::ccd::{CcdMargins, CcdParams};
 use super::pipelines::{storage_entry, uniform_entry};
 use crate::config::SolverConfig;
 use crate::deformable::set::DeformableSet;
@@ -33,23 +34,6 @@ use crate::pipeline::surface_contact::SurfaceContact;
 use crate::pipeline::surface_contact::frame::{pair_friction, row_stiffness};
 use crate::pipeline::surface_contact::rows::{NO_POINT, Pair, PairKind, Row};
 use crate::rigid::BodySet;
-
-/// `CcdParams` of ccd_core.wgsl (the standalone kernel's `Params`).
-#[repr(C)]
-#[derive(Clone, Copy, Pod, Zeroable)]
-struct CcdParams {
-    count: u32,
-    max_iters: u32,
-    eta: f32,
-    zero: u32,
-    rel: f32,
-    slack_per_extent: f32,
-    rate_slack_per_extent: f32,
-    slack_floor: f32,
-    rate_floor: f32,
-    point_count: u32,
-    pad: [u32; 2],
-}
 
 #[repr(C)]
 #[derive(Clone, Copy, Pod, Zeroable)]
@@ -537,26 +521,14 @@ impl ContactStep {
         }
         o.row_capacity = capacity as u32;
         self.offsets = o;
-        let margins = super::ccd::CcdMargins::WGSL;
-        let eta = if cfg.ccd_eta.is_nan() {
-            1.0
-        } else {
-            cfg.ccd_eta.clamp(1e-6, 1.0)
-        };
         let params = ContactParams {
-            ccd: CcdParams {
-                count: 0,
-                max_iters: crate::ccd::DEFAULT_MAX_ITERS,
-                eta,
-                zero: 0,
-                rel: margins.rel,
-                slack_per_extent: margins.slack_per_extent,
-                rate_slack_per_extent: margins.rate_slack_per_extent,
-                slack_floor: margins.slack_floor,
-                rate_floor: margins.rate_floor,
-                point_count: 0,
-                pad: [0; 2],
-            },
+            ccd: CcdParams::new(
+                0,
+                crate::ccd::DEFAULT_MAX_ITERS,
+                cfg.ccd_eta,
+                &CcdMargins::WGSL,
+                0,
+            ),
             gap: cfg.contact_gap,
             xi: cfg.contact_min_separation,
             decay: cfg.contact_decay,

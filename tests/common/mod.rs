@@ -80,3 +80,96 @@ pub fn gpu_world() -> Option<bevy_avbd::PhysicsWorld> {
         }
     }
 }
+
+/// Every deformable vertex of a world, body after body (bit-for-bit comparisons of runs).
+pub fn all_positions(w: &bevy_avbd::PhysicsWorld) -> Vec<[f32; 3]> {
+    w.deformable_handles()
+        .iter()
+        .flat_map(|&h| {
+            w.deformable(h)
+                .unwrap()
+                .positions()
+                .iter()
+                .map(|p| p.to_array())
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+/// The cantilever of the trajectory tests (1 m × 0.1 m × 0.1 m, 20×2×2 cells, E = 1e8,
+/// clamped at its left face, placed at (0.5, 1, 0)) and the f64 Newton solve of `frames`
+/// implicit-Euler steps of 1/60 s from rest: its tip's deflection after each step.
+pub struct CantileverTrajectory {
+    pub desc: bevy_avbd::DeformableDesc,
+    pub tip: Vec<usize>,
+    pub rest_tip: f64,
+    /// The static deflection (the scale of the deviations).
+    pub statics: f64,
+    pub newton: Vec<f64>,
+}
+
+pub fn cantilever_trajectory(frames: usize) -> CantileverTrajectory {
+    use bevy_avbd::glam::{DVec3, Quat, Vec3};
+    use bevy_avbd::{DeformableDesc, SolidMaterial, TetMesh, TetPattern};
+    let mesh = TetMesh::box_grid(Vec3::new(1.0, 0.1, 0.1), [20, 2, 2], TetPattern::Six);
+    let pinned: Vec<u32> = (0..mesh.vertices.len() as u32)
+        .filter(|&i| mesh.vertices[i as usize].x < -0.4999)
+        .collect();
+    let tip: Vec<usize> = (0..mesh.vertices.len())
+        .filter(|&i| mesh.vertices[i].x > 0.4999)
+        .collect();
+    let material = SolidMaterial {
+        youngs: 1e8,
+        ..Default::default()
+    };
+    let place = (Vec3::new(0.5, 1.0, 0.0), Quat::IDENTITY);
+    let g = Vec3::new(0.0, -9.81, 0.0);
+    let mut p =
+        bevy_avbd::reference::NewtonProblem::statics(&mesh, &material, place, &pinned, g).unwrap();
+    let tip_y = |x: &[DVec3]| tip.iter().map(|&i| x[i].y).sum::<f64>() / tip.len() as f64;
+    let rest_tip = tip_y(&p.rest);
+    let statics = rest_tip - tip_y(&p.solve_static().unwrap().x);
+    let h = 1.0 / 60.0f64;
+    let (mut x, mut v) = (p.rest.clone(), vec![DVec3::ZERO; p.rest.len()]);
+    let mut newton = Vec::new();
+    for _ in 0..frames {
+        let y: Vec<DVec3> = x.iter().zip(&v).map(|(a, b)| *a + *b * h).collect();
+        p.inertia = Some((h, y));
+        let s = p.solve(&x, 1e-9, 50).unwrap();
+        for i in 0..x.len() {
+            v[i] = (s.x[i] - x[i]) / h;
+        }
+        x = s.x;
+        newton.push(rest_tip - tip_y(&x));
+    }
+    CantileverTrajectory {
+        desc: DeformableDesc::solid(mesh, material)
+            .at(place.0)
+            .pinned(pinned),
+        tip,
+        rest_tip,
+        statics,
+        newton,
+    }
+}
+
+impl CantileverTrajectory {
+    /// Adds the cantilever to `w`, steps it through the reference's frames and returns the
+    /// largest deviation of its tip from the Newton steps, as a share of `statics`.
+    pub fn largest_deviation(&self, w: &mut bevy_avbd::PhysicsWorld) -> f64 {
+        let body = w.add_deformable(self.desc.clone()).unwrap();
+        let mut worst = 0.0f64;
+        for reference in &self.newton {
+            w.step().unwrap();
+            let d = w.deformable(body).unwrap();
+            let y = self
+                .tip
+                .iter()
+                .map(|&i| d.positions()[i].y as f64)
+                .sum::<f64>()
+                / self.tip.len() as f64;
+            worst = worst.max(((self.rest_tip - y) - reference).abs() / self.statics);
+        }
+        worst
+    }
+}
