@@ -81,6 +81,10 @@ struct SoftVertex {
 @group(2) @binding(2) var<storage, read> att_body_items: array<u32>;
 @group(2) @binding(3) var<storage, read> soft_verts: array<SoftVertex>;
 @group(2) @binding(4) var<storage, read> soft_disp: array<vec4<f32>>;
+// The deformables' contact rows' terms of each body's system (`contact_body_terms` of
+// surface_contact.wgsl, 12 vec4s a body: Hll, Hal, Haa by column, Fl, Fa); zeros, or
+// shorter than the bodies, when no contact row touches a moving body.
+@group(2) @binding(5) var<storage, read> soft_contact_terms: array<vec4<f32>>;
 
 fn load_contact(i: u32) -> Contact {
     let j = i & ((1u << params.contact_shift) - 1u);
@@ -658,9 +662,23 @@ fn add_attachments(i: u32) {
     }
 }
 
+// The terms the deformables' contact rows put on body i (gathered before the sweep).
+fn add_soft_contact(i: u32) {
+    let o = 12u * i;
+    if (o + 11u > arrayLength(&soft_contact_terms)) {
+        return;
+    }
+    Hll += mat3x3<f32>(soft_contact_terms[o].xyz, soft_contact_terms[o + 1u].xyz, soft_contact_terms[o + 2u].xyz);
+    Hal += mat3x3<f32>(soft_contact_terms[o + 3u].xyz, soft_contact_terms[o + 4u].xyz, soft_contact_terms[o + 5u].xyz);
+    Haa += mat3x3<f32>(soft_contact_terms[o + 6u].xyz, soft_contact_terms[o + 7u].xyz, soft_contact_terms[o + 8u].xyz);
+    Fl += soft_contact_terms[o + 9u].xyz;
+    Fa += soft_contact_terms[o + 10u].xyz;
+}
+
 fn solve_body(i: u32) -> Iterate {
     begin_body(i);
     add_items(i, 0u, 1u);
+    add_soft_contact(i);
     add_attachments(i);
     return finish_body(i);
 }
@@ -733,6 +751,7 @@ fn primal(@builtin(local_invocation_index) li: u32, @builtin(workgroup_id) wid: 
         Haa += mat3x3<f32>(vec3<f32>(t[18], t[19], t[20]), vec3<f32>(t[21], t[22], t[23]), vec3<f32>(t[24], t[25], t[26]));
         Fl += vec3<f32>(t[27], t[28], t[29]);
         Fa += vec3<f32>(t[30], t[31], t[32]);
+        add_soft_contact(i);
         add_attachments(i);
         iterate[i] = finish_body(i);
     }

@@ -6,8 +6,9 @@
 // filter, X moved, the rows linearised again at X). The frame's set-up (cages, candidates,
 // islands, the carried rows) and its end stay on the host, as on the CPU backend.
 // Prepended with vbd.wgsl, ccd_core.wgsl and contact_geometry.wgsl (one module). Rigid
-// colliders take part as static surfaces and half-spaces only (the host refuses moving
-// ones).
+// colliders take part through their tessellated surfaces and half-spaces; a body that moves
+// has a certified pose beside X, advanced with its island, and takes the rows' terms into
+// its 6×6 system (`contact_body_terms`, read by the rigid primal of avbd.wgsl).
 //
 // Determinism: a row's place in the rows array depends on the order its grow invocation ran,
 // but nothing sums over that order: each point lists its rows sorted by candidate index
@@ -54,7 +55,15 @@ struct ContactParams {
     o_body_ref: u32,
     row_capacity: u32,
     o_reach: u32,
-    pad2: u32,
+    o_body_x: u32,
+    o_body_flags: u32,
+    o_bslot_offsets: u32,
+    o_bslot_items: u32,
+    o_bslot_count: u32,
+    n_bodies: u32,
+    pad_a: u32,
+    pad_b: u32,
+    pad_c: u32,
 };
 
 // A candidate pair: its points (NONE unused), kind, primitive b (triangle, edge or plane),
@@ -98,22 +107,30 @@ const DEAD: u32 = 0x80000000u;
 // are near the 32 storage buffers per stage a device may cap at), each a set of regions
 // at the offsets in ContactParams:
 // `ca` (atomics): the status words, per candidate its row (NONE, or DEAD | row once it
-//   left the set), per soft point its rows (the list, and its length), per object its
-//   island's step (bits), per point the earliest new pair (toi bits, candidate);
+//   left the set), per soft point and per moving rigid body its rows (the list, and its
+//   length), per object its island's step (bits), per point the earliest new pair (toi
+//   bits, candidate);
 // `cf`: per candidate its times of impact (x: at δ, y: at ξ), per soft point X, per soft
-//   body this advance's translation, per object β;
+//   body this advance's translation, per object β, per rigid body its certified pose;
 // `sf` (read only): per candidate its misc, the rigid points (local), the half-spaces
 //   (normal, point; local), the cages (per point lo and hi, per soft point the co-moving lo
 //   and hi, per point the reference R), per soft body its reference mean;
 // `su` (read only): the soft points' list offsets, per object its island, per soft vertex
 //   its body, per candidate its points and info, per rigid point and half-space its body,
-//   per soft body its vertex range. (Integers never travel as float bits: a device may
+//   per soft body its vertex range, per rigid body its flags and its list's offset. (Integers never travel as float bits: a device may
 //   flush the subnormal floats small integers are.)
 @group(2) @binding(1) var<storage, read_write> rows: array<Row>;
 @group(2) @binding(2) var<storage, read_write> ca: array<atomic<u32>>;
 @group(2) @binding(3) var<storage, read_write> cf: array<vec4<f32>>;
 @group(2) @binding(4) var<storage, read> sf: array<vec4<f32>>;
 @group(2) @binding(5) var<storage, read> su: array<u32>;
+// Per rigid body, the contact rows' terms of its 6×6 system at the iterate (BODY_TERMS
+// vec4s: Hll, Hal, Haa by column, Fl, Fa), read by the rigid primal (its group 2).
+@group(2) @binding(6) var<storage, read_write> body_terms: array<vec4<f32>>;
+
+const BODY_TERMS: u32 = 12u;
+const BODY_MOVES: u32 = 1u;
+const BODY_COUPLED: u32 = 2u;
 
 fn cand(k: u32) -> Candidate {
     let b = cparams.o_cands + 8u * k;
@@ -128,10 +145,43 @@ var<private> cp: CcdParams;
 
 // ------------------------------------------------------------------ points
 
-fn rigid_at(p: u32) -> vec3<f32> {
-    let r = sf[cparams.o_rigid + p - cparams.soft_points];
-    let b = su[cparams.o_rigid_body + p - cparams.soft_points];
-    return body_poses[b].p.xyz + qrot(body_poses[b].q, r.xyz);
+// A rigid body's pose: at the step's start, at the iterate (bodies that move) and
+// certified (X of the bodies: the start pose for those that do not move).
+struct RigidPose {
+    p: vec3<f32>,
+    q: vec4<f32>,
+};
+
+fn body_moves(b: u32) -> bool {
+    return (su[cparams.o_body_flags + b] & BODY_MOVES) != 0u;
+}
+
+fn pose_start(b: u32) -> RigidPose {
+    return RigidPose(body_poses[b].p.xyz, body_poses[b].q);
+}
+
+fn pose_now(b: u32) -> RigidPose {
+    if (!body_moves(b)) {
+        return pose_start(b);
+    }
+    let it = body_iterate[b];
+    return RigidPose(body_poses[b].p.xyz + it.dp.xyz, it.q);
+}
+
+fn pose_then(b: u32) -> RigidPose {
+    return RigidPose(cf[cparams.o_body_x + 2u * b].xyz, cf[cparams.o_body_x + 2u * b + 1u]);
+}
+
+fn apply(pose: RigidPose, r: vec3<f32>) -> vec3<f32> {
+    return pose.p + qrot(pose.q, r);
+}
+
+fn rigid_body(p: u32) -> u32 {
+    return su[cparams.o_rigid_body + p - cparams.soft_points];
+}
+
+fn rigid_local(p: u32) -> vec3<f32> {
+    return sf[cparams.o_rigid + p - cparams.soft_points].xyz;
 }
 
 // Point p at the iterate, at X and at the step's start.
@@ -139,32 +189,32 @@ fn point_now(p: u32) -> vec3<f32> {
     if (p < cparams.soft_points) {
         return x_at(p);
     }
-    return rigid_at(p);
+    return apply(pose_now(rigid_body(p)), rigid_local(p));
 }
 
 fn point_then(p: u32) -> vec3<f32> {
     if (p < cparams.soft_points) {
         return cf[cparams.o_certified + p].xyz;
     }
-    return rigid_at(p);
+    return apply(pose_then(rigid_body(p)), rigid_local(p));
 }
 
 fn point_start(p: u32) -> vec3<f32> {
     if (p < cparams.soft_points) {
         return verts[p].p.xyz;
     }
-    return rigid_at(p);
+    return apply(pose_start(rigid_body(p)), rigid_local(p));
 }
 
-// Half-space `i` in the world: normal and point.
+// Half-space `i` in the world at its body's certified pose: normal and point.
 fn plane_n(i: u32) -> vec3<f32> {
     let b = su[cparams.o_plane_body + i];
-    return qrot(body_poses[b].q, sf[cparams.o_planes + 2u * i].xyz);
+    return qrot(pose_then(b).q, sf[cparams.o_planes + 2u * i].xyz);
 }
 
 fn plane_p(i: u32) -> vec3<f32> {
     let b = su[cparams.o_plane_body + i];
-    return body_poses[b].p.xyz + qrot(body_poses[b].q, sf[cparams.o_planes + 2u * i + 1u].xyz);
+    return apply(pose_then(b), sf[cparams.o_planes + 2u * i + 1u].xyz);
 }
 
 // ------------------------------------------------------------------ rows
@@ -330,8 +380,12 @@ fn inside(lo: vec3<f32>, hi: vec3<f32>, p: vec3<f32>) -> bool {
     return all(p >= lo) && all(p <= hi);
 }
 
+// Objects: soft body b is object b, rigid body i object n_soft_bodies + i.
 fn island_of_point(p: u32) -> u32 {
-    return su[cparams.o_island + su[cparams.o_owner + p]];
+    if (p < cparams.soft_points) {
+        return su[cparams.o_island + su[cparams.o_owner + p]];
+    }
+    return su[cparams.o_island + cparams.n_soft_bodies + rigid_body(p)];
 }
 
 const ONE: u32 = 0x3f800000u;
@@ -349,12 +403,12 @@ fn reach_in(lo: vec3<f32>, hi: vec3<f32>, a: vec3<f32>, d: vec3<f32>) -> f32 {
     return max(s, 0.0);
 }
 
-// Per soft point: how far along X → iterate it stays in its cages (absolute and
-// co-moving; the co-moving offset is linear along the segment too). Pairs that are not
-// candidates cannot meet while every point is in its cages, so an island whose iterate left
-// one advances only as far as the cages reach, straight towards the iterate (the CPU runs
-// the broad phase again instead and advances all the way). Also resets the point's growth
-// filter.
+// Per point: how far along X → iterate it stays in its cages (absolute and co-moving; the
+// co-moving offset is linear along the segment too; the points of a moving rigid body have
+// an absolute cage only). Pairs that are not candidates cannot meet while every point is
+// in its cages, so an island whose iterate left one advances only as far as the cages
+// reach, straight towards the iterate (the CPU runs the broad phase again instead and
+// advances all the way). Also resets the point's growth filter.
 @compute @workgroup_size(64)
 fn contact_reach(@builtin(global_invocation_id) gid: vec3<u32>) {
     let p = gid.x;
@@ -364,6 +418,15 @@ fn contact_reach(@builtin(global_invocation_id) gid: vec3<u32>) {
     atomicStore(&ca[cparams.o_earliest_t + p], ONE);
     atomicStore(&ca[cparams.o_earliest_k + p], NONE);
     if (p >= cparams.soft_points) {
+        if (!body_moves(rigid_body(p))) {
+            return;
+        }
+        let x0 = point_then(p);
+        let s = reach_in(sf[cparams.o_cage_abs + 2u * p].xyz, sf[cparams.o_cage_abs + 2u * p + 1u].xyz, x0, point_now(p) - x0);
+        if (s < 1.0) {
+            atomicMin(&ca[cparams.o_reach + island_of_point(p)], key_of(s * (1.0 - 1e-4)));
+            atomicAdd(&ca[ST_ESCAPES], 1u);
+        }
         return;
     }
     let b = su[cparams.o_owner + p];
@@ -386,15 +449,16 @@ fn contact_reach(@builtin(global_invocation_id) gid: vec3<u32>) {
 
 // Point p where this advance takes it: X + s (iterate − X), s its island's reach.
 fn point_target(p: u32) -> vec3<f32> {
-    if (p < cparams.soft_points) {
-        let s = bitcast<f32>(atomicLoad(&ca[cparams.o_reach + island_of_point(p)]));
-        let x0 = cf[cparams.o_certified + p].xyz;
-        if (s >= 1.0) {
-            return x_at(p);
-        }
-        return x0 + (x_at(p) - x0) * s;
+    if (p >= cparams.soft_points && !body_moves(rigid_body(p))) {
+        return point_then(p);
     }
-    return rigid_at(p);
+    let s = bitcast<f32>(atomicLoad(&ca[cparams.o_reach + island_of_point(p)]));
+    let now = point_now(p);
+    if (s >= 1.0) {
+        return now;
+    }
+    let x0 = point_then(p);
+    return x0 + (now - x0) * s;
 }
 
 fn bits3(v: vec3<f32>) -> vec3<u32> {
@@ -602,11 +666,28 @@ fn contact_grow(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) 
     r.info = vec4<u32>(c.info.x | ROW_ALIVE | ROW_FRESH, c.info.y, k, atomicLoad(&ca[ST_ADVANCE]));
     r.fr = vec4<f32>(1.0, c.misc.z, c.misc.w, 0.0);
     rows[i] = r;
+    if (old != NONE) {
+        return;
+    }
     for (var j = 0u; j < 4u; j++) {
         let p = c.points[j];
-        if (old == NONE && p < cparams.soft_points) {
+        if (p == NONE) {
+            continue;
+        }
+        if (p < cparams.soft_points) {
             let s = atomicAdd(&ca[cparams.o_slot_count + p], 1u);
             atomicStore(&ca[cparams.o_slot_items + su[cparams.o_slot_offsets + p] + s], i);
+            continue;
+        }
+        // Once per moving body of the pair.
+        let b = rigid_body(p);
+        var seen = !body_moves(b);
+        for (var k = 0u; k < j; k++) {
+            seen = seen || (c.points[k] != NONE && c.points[k] >= cparams.soft_points && rigid_body(c.points[k]) == b);
+        }
+        if (!seen) {
+            let s = atomicAdd(&ca[cparams.o_bslot_count + b], 1u);
+            atomicStore(&ca[cparams.o_bslot_items + su[cparams.o_bslot_offsets + b] + s], i);
         }
     }
 }
@@ -625,6 +706,51 @@ fn contact_advance_x(@builtin(global_invocation_id) gid: vec3<u32>) {
     let target_x = point_target(v);
     let start_x = cf[cparams.o_certified + v].xyz;
     cf[cparams.o_certified + v] = vec4<f32>(select(start_x + (target_x - start_x) * a, target_x, a >= 1.0), 0.0);
+}
+
+// The certified pose of each moving rigid body goes α of the way to where the advance took
+// it (the iterate, or as far as its island's cages reach), as the CPU's
+// `certified_pose.lerp`: the position linearly, the rotation by slerp.
+@compute @workgroup_size(64)
+fn contact_advance_bodies(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let b = gid.x;
+    if (cparams.on == 0u || b >= cparams.n_bodies || !body_moves(b)) {
+        return;
+    }
+    let island = su[cparams.o_island + cparams.n_soft_bodies + b];
+    let a = bitcast<f32>(atomicLoad(&ca[cparams.o_alpha + island]));
+    if (a <= 0.0) {
+        return;
+    }
+    let s = bitcast<f32>(atomicLoad(&ca[cparams.o_reach + island]));
+    let was = pose_then(b);
+    var to = pose_now(b);
+    if (s < 1.0) {
+        to = pose_lerp(was, to, s);
+    }
+    if (a < 1.0) {
+        to = pose_lerp(was, to, a);
+    }
+    cf[cparams.o_body_x + 2u * b] = vec4<f32>(to.p, 0.0);
+    cf[cparams.o_body_x + 2u * b + 1u] = to.q;
+}
+
+// Pose::lerp: the position linearly, the rotation by glam's `Quat::slerp`, normalised.
+fn pose_lerp(a: RigidPose, b: RigidPose, t: f32) -> RigidPose {
+    var end = b.q;
+    var d = dot(a.q, end);
+    if (d < 0.0) {
+        end = -end;
+        d = -d;
+    }
+    var q: vec4<f32>;
+    if (d > 1.0 - 1.1920929e-7) {
+        q = normalize(a.q * (1.0 - t) + end * t);
+    } else {
+        let theta = acos(d);
+        q = (a.q * sin(theta * (1.0 - t)) + end * sin(theta * t)) * (1.0 / sin(theta));
+    }
+    return RigidPose(a.p + (b.p - a.p) * t, normalize(q));
 }
 
 // Per object: β of each island root, and the steps reset for the next advance.
@@ -726,23 +852,165 @@ fn contact_linearise(@builtin(global_invocation_id) gid: vec3<u32>) {
     rows[i] = r;
 }
 
-// Each soft point's rows in candidate order (what the sums over them follow).
+// Each soft point's and each moving rigid body's rows in candidate order (what the sums
+// over them follow): invocation p < soft_points sorts point p's list, the others body
+// p − soft_points's.
 @compute @workgroup_size(64)
 fn contact_sort_slots(@builtin(global_invocation_id) gid: vec3<u32>) {
     let p = gid.x;
-    if (cparams.on == 0u || p >= cparams.soft_points) {
+    if (cparams.on == 0u || p >= cparams.soft_points + cparams.n_bodies) {
         return;
     }
-    let first = su[cparams.o_slot_offsets + p];
-    let count = atomicLoad(&ca[cparams.o_slot_count + p]);
+    var first: u32;
+    var count: u32;
+    if (p < cparams.soft_points) {
+        first = cparams.o_slot_items + su[cparams.o_slot_offsets + p];
+        count = atomicLoad(&ca[cparams.o_slot_count + p]);
+    } else {
+        let b = p - cparams.soft_points;
+        first = cparams.o_bslot_items + su[cparams.o_bslot_offsets + b];
+        count = atomicLoad(&ca[cparams.o_bslot_count + b]);
+    }
     for (var i = 1u; i < count; i++) {
-        let item = atomicLoad(&ca[cparams.o_slot_items + first + i]);
+        let item = atomicLoad(&ca[first + i]);
         let key = rows[item].info.z;
         var j = i;
-        while (j > 0u && rows[atomicLoad(&ca[cparams.o_slot_items + first + j - 1u])].info.z > key) {
-            atomicStore(&ca[cparams.o_slot_items + first + j], atomicLoad(&ca[cparams.o_slot_items + first + j - 1u]));
+        while (j > 0u && rows[atomicLoad(&ca[first + j - 1u])].info.z > key) {
+            atomicStore(&ca[first + j], atomicLoad(&ca[first + j - 1u]));
             j--;
         }
-        atomicStore(&ca[cparams.o_slot_items + first + j], item);
+        atomicStore(&ca[first + j], item);
     }
+}
+
+// ------------------------------------------------------------------ moving rigid bodies
+
+var<private> t_ll: mat3x3<f32>;
+var<private> t_al: mat3x3<f32>;
+var<private> t_aa: mat3x3<f32>;
+var<private> t_fl: vec3<f32>;
+var<private> t_fa: vec3<f32>;
+
+// k J Jᵀ of a 6-vector J = (l, a), into the body's blocks (avbd.wgsl's add_outer).
+fn terms_outer(l: vec3<f32>, a: vec3<f32>, k: f32) {
+    t_ll += outer(k * l, l);
+    t_al += outer(k * a, l);
+    t_aa += outer(k * a, a);
+}
+
+// Geometry::body_jacobian: the 6-vector of direction d at the row's points of body b
+// (weights w), the body at rotation q.
+struct Jacobian {
+    l: vec3<f32>,
+    a: vec3<f32>,
+};
+
+fn body_jacobian(b: u32, q: vec4<f32>, pts: vec4<u32>, w: vec4<f32>, d: vec3<f32>) -> Jacobian {
+    var j = Jacobian(vec3<f32>(0.0), vec3<f32>(0.0));
+    for (var k = 0u; k < 4u; k++) {
+        let p = pts[k];
+        if (p == NONE || p < cparams.soft_points || rigid_body(p) != b) {
+            continue;
+        }
+        let lin = d * w[k];
+        j.l += lin;
+        j.a += cross(qrot(q, rigid_local(p)), lin);
+    }
+    return j;
+}
+
+// glam's Vec3::any_orthonormal_pair (Frisvad, as revised by Pixar).
+fn orthonormal_pair(n: vec3<f32>) -> array<vec3<f32>, 2> {
+    let sign = select(-1.0, 1.0, n.z >= 0.0);
+    let a = -1.0 / (sign + n.z);
+    let b = n.x * n.y * a;
+    return array<vec3<f32>, 2>(
+        vec3<f32>(1.0 + sign * n.x * n.x * a, sign * b, -sign * n.x),
+        vec3<f32>(b, sign + n.y * n.y * a, -n.y),
+    );
+}
+
+// Per rigid body, before each rigid primal sweep: its rows' terms at the iterate
+// (SurfaceContact::add_body_terms), normal and friction. Each row joins deformable points
+// (which the rigid sweep does not move) and points of this one body (solved once per
+// sweep), so the terms are those the body's own solve would gather.
+@compute @workgroup_size(64)
+fn contact_body_terms(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let b = gid.x;
+    if (cparams.on == 0u || b >= cparams.n_bodies) {
+        return;
+    }
+    let z = mat3x3<f32>();
+    t_ll = z;
+    t_al = z;
+    t_aa = z;
+    t_fl = vec3<f32>(0.0);
+    t_fa = vec3<f32>(0.0);
+    let first = su[cparams.o_bslot_offsets + b];
+    let count = atomicLoad(&ca[cparams.o_bslot_count + b]);
+    let q = pose_now(b).q;
+    for (var s = 0u; s < count; s++) {
+        let r = rows[atomicLoad(&ca[cparams.o_bslot_items + first + s])];
+        if ((r.info.x & ROW_ALIVE) == 0u) {
+            continue;
+        }
+        let force = row_force(r, row_value(r));
+        let j = body_jacobian(b, q, r.points, r.weights, r.normal.xyz);
+        t_fl += force * j.l;
+        t_fa += force * j.a;
+        let k = r.fr.x * row_mu(r);
+        terms_outer(j.l, j.a, k);
+        if (force > 0.0 && has_friction(r)) {
+            // Force along the slip, stiffness over the tangent plane (two directions).
+            let jf = body_jacobian(b, q, r.points, r.lagged_weights, friction_force(r, row_slip(r), force));
+            t_fl += jf.l;
+            t_fa += jf.a;
+            let t = orthonormal_pair(r.lagged_normal.xyz);
+            for (var d = 0u; d < 2u; d++) {
+                let jt = body_jacobian(b, q, r.points, r.lagged_weights, t[d]);
+                terms_outer(jt.l, jt.a, k);
+            }
+        }
+    }
+    let o = BODY_TERMS * b;
+    body_terms[o] = vec4<f32>(t_ll[0], 0.0);
+    body_terms[o + 1u] = vec4<f32>(t_ll[1], 0.0);
+    body_terms[o + 2u] = vec4<f32>(t_ll[2], 0.0);
+    body_terms[o + 3u] = vec4<f32>(t_al[0], 0.0);
+    body_terms[o + 4u] = vec4<f32>(t_al[1], 0.0);
+    body_terms[o + 5u] = vec4<f32>(t_al[2], 0.0);
+    body_terms[o + 6u] = vec4<f32>(t_aa[0], 0.0);
+    body_terms[o + 7u] = vec4<f32>(t_aa[1], 0.0);
+    body_terms[o + 8u] = vec4<f32>(t_aa[2], 0.0);
+    body_terms[o + 9u] = vec4<f32>(t_fl, 0.0);
+    body_terms[o + 10u] = vec4<f32>(t_fa, 0.0);
+}
+
+// Hamilton product a b.
+fn qmul(a: vec4<f32>, b: vec4<f32>) -> vec4<f32> {
+    return vec4<f32>(
+        a.w * b.xyz + b.w * a.xyz + cross(a.xyz, b.xyz),
+        a.w * b.w - dot(a.xyz, b.xyz),
+    );
+}
+
+// The end of the frame for the rigid bodies (SurfaceContact::end_frame): each moving body
+// that shares a candidate with a deformable ends at its certified pose, so the velocities
+// and poses the integration writes are the certified ones. The iterate's rotation
+// difference as IterateRecord::new (math::quat_sub).
+@compute @workgroup_size(64)
+fn contact_end_bodies(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let b = gid.x;
+    if (cparams.on == 0u || b >= cparams.n_bodies) {
+        return;
+    }
+    let flags = su[cparams.o_body_flags + b];
+    if ((flags & (BODY_MOVES | BODY_COUPLED)) != (BODY_MOVES | BODY_COUPLED)) {
+        return;
+    }
+    let c = pose_then(b);
+    let q0 = body_poses[b].q;
+    let d = qmul(c.q, vec4<f32>(-q0.xyz, q0.w));
+    let dtheta = select(2.0 * d.xyz, -2.0 * d.xyz, d.w < 0.0);
+    body_iterate[b] = BodyIterate(vec4<f32>(c.p - body_poses[b].p.xyz, 0.0), vec4<f32>(dtheta, 0.0), c.q);
 }

@@ -107,7 +107,8 @@ struct Attachment {
 };
 
 // The rigid bodies' start poses and iterates (the rigid step's buffers, PoseRecord and
-// IterateRecord).
+// IterateRecord); the iterates are written only by the contact stage's frame end
+// (`contact_end_bodies`, surface_contact.wgsl).
 struct BodyPose {
     p: vec4<f32>,
     q: vec4<f32>,
@@ -140,7 +141,7 @@ struct BodyIterate {
 @group(0) @binding(18) var<storage, read> att_vertex_offsets: array<u32>;
 @group(0) @binding(19) var<storage, read> att_vertex_items: array<u32>;
 @group(0) @binding(20) var<storage, read> body_poses: array<BodyPose>;
-@group(0) @binding(21) var<storage, read> body_iterate: array<BodyIterate>;
+@group(0) @binding(21) var<storage, read_write> body_iterate: array<BodyIterate>;
 @group(1) @binding(0) var<uniform> range: ColorRange;
 
 const WG: u32 = 64u;

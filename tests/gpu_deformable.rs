@@ -16,8 +16,8 @@ mod common;
 use bevy_avbd::glam::Vec3;
 use bevy_avbd::scenes::Scene;
 use bevy_avbd::{
-    Backend, DeformableDesc, PhysicsError, PhysicsWorld, SolidMaterial, SolverConfig, TetMesh,
-    TetPattern,
+    Backend, ContactModel, DeformableDesc, PhysicsError, PhysicsWorld, SolidMaterial, SolverConfig,
+    TetMesh, TetPattern,
 };
 use common::{gpu_scene, metric, run};
 
@@ -196,11 +196,11 @@ fn heavy_box_hangs_from_a_soft_rod_on_the_gpu() {
     assert!(close(rod, cpu, 1e-3), "GPU {rod} vs CPU {cpu}");
 }
 
-/// What the device does not run yet is a typed error, and nothing is lost: a deformable
-/// with surface contact on next to a dynamic collider, and contact switched on after
-/// adding one (refused at the step, the world unchanged).
+/// What the device does not run yet (the log-barrier baseline) is a typed error, and
+/// nothing is lost: refused when a deformable is added, and at the step when the model is
+/// switched after adding one (the world unchanged). Contact next to a dynamic collider runs.
 #[test]
-fn gpu_refuses_contact_with_moving_bodies_with_a_typed_error() {
+fn gpu_refuses_the_barrier_baseline_with_a_typed_error() {
     let Ok(mut w) = PhysicsWorld::with_backend(SolverConfig::default(), Backend::Gpu) else {
         assert!(!common::require_gpu(), "no GPU adapter");
         return;
@@ -213,19 +213,20 @@ fn gpu_refuses_contact_with_moving_bodies_with_a_typed_error() {
     .unwrap();
     let mesh = TetMesh::box_grid(Vec3::splat(0.2), [2, 2, 2], TetPattern::Six);
     let desc = DeformableDesc::solid(mesh, SolidMaterial::default()).at(Vec3::new(0.0, 1.0, 0.0));
+    w.config.contact_model = ContactModel::Barrier;
     assert!(matches!(
         w.add_deformable(desc.clone()),
         Err(PhysicsError::Unsupported(_))
     ));
     assert!(w.deformable_handles().is_empty());
-    w.config.deformable_contact = false;
+    w.config.contact_model = ContactModel::AugmentedLagrangian;
     let h = w.add_deformable(desc).unwrap();
     w.step().unwrap();
     let before: Vec<_> = w.deformable(h).unwrap().positions().to_vec();
-    w.config.deformable_contact = true;
+    w.config.contact_model = ContactModel::Barrier;
     assert!(matches!(w.step(), Err(PhysicsError::Unsupported(_))));
     assert_eq!(w.deformable(h).unwrap().positions(), &before[..]);
-    w.config.deformable_contact = false;
+    w.config.contact_model = ContactModel::AugmentedLagrangian;
     w.step().unwrap();
     assert_ne!(w.deformable(h).unwrap().positions(), &before[..]);
 }

@@ -245,6 +245,10 @@ impl GpuSolver {
         };
         let coupling = soft.and_then(|s| s.coupling()).unwrap_or(&self.no_coupling);
         for _ in 0..iterations {
+            if let Some(soft) = soft {
+                // The deformables' contact rows on the moving bodies, for their solves.
+                dispatches += soft.record_body_terms(&mut encoder);
+            }
             {
                 let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
                     label: Some("avbd primal"),
@@ -292,6 +296,10 @@ impl GpuSolver {
             if let Some(soft) = soft {
                 dispatches += soft.record_dual(&mut encoder);
             }
+        }
+        if let Some(soft) = soft {
+            // Bodies coupled to deformables end the frame at their certified poses.
+            dispatches += soft.record_end(&mut encoder);
         }
         {
             let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {

@@ -123,12 +123,13 @@ const BUFFERS: usize = 21;
 const WRITTEN: [usize; 4] = [DISP, RESIDUAL, DELTA, ATTACHMENTS];
 
 /// The bindings of the rigid primal's group 2 (`avbd.wgsl`): attachments, the attachments
-/// by body (offsets, items), the vertices and their displacements.
+/// by body (offsets, items), the vertices and their displacements; then (binding 5) the
+/// contact rows' terms of each body's system (`soft_contact`).
 const COUPLING: [usize; 5] = [ATTACHMENTS, ATT_BODY_OFFSETS, ATT_BODY_ITEMS, VERTS, DISP];
 
 /// The layout of the rigid primal's group 2.
 pub(super) fn coupling_layout(device: &wgpu::Device) -> wgpu::BindGroupLayout {
-    let entries: Vec<_> = (0..COUPLING.len() as u32)
+    let entries: Vec<_> = (0..=COUPLING.len() as u32)
         .map(|b| storage_entry(b, true))
         .collect();
     device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
@@ -143,7 +144,7 @@ pub(super) fn empty_coupling(
     layout: &wgpu::BindGroupLayout,
 ) -> wgpu::BindGroup {
     let buffer = storage_buffer(device, "no attachments", 256, wgpu::BufferUsages::STORAGE);
-    let entries: Vec<_> = (0..COUPLING.len() as u32)
+    let entries: Vec<_> = (0..=COUPLING.len() as u32)
         .map(|b| wgpu::BindGroupEntry {
             binding: b,
             resource: buffer.as_entire_binding(),
@@ -237,9 +238,10 @@ impl SoftStep {
         )];
         entries
             .extend((0..GROUP_BUFFERS).map(|i| storage_entry(i as u32 + 1, !WRITTEN.contains(&i))));
+        // The bodies' iterates are written by the contact stage's frame end.
         entries.extend([
             storage_entry(GROUP_BUFFERS as u32 + 1, true),
-            storage_entry(GROUP_BUFFERS as u32 + 2, true),
+            storage_entry(GROUP_BUFFERS as u32 + 2, false),
         ]);
         let layout = device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
             label: Some("avbd vbd"),
@@ -554,7 +556,7 @@ impl SoftStep {
             layout: &self.layout,
             entries: &entries,
         }));
-        let entries: Vec<_> = COUPLING
+        let mut entries: Vec<_> = COUPLING
             .iter()
             .enumerate()
             .map(|(b, &i)| wgpu::BindGroupEntry {
@@ -562,6 +564,10 @@ impl SoftStep {
                 resource: self.buffers[i].as_entire_binding(),
             })
             .collect();
+        entries.push(wgpu::BindGroupEntry {
+            binding: COUPLING.len() as u32,
+            resource: self.contact.terms().as_entire_binding(),
+        });
         self.coupling = Some(self.device.create_bind_group(&wgpu::BindGroupDescriptor {
             label: Some("avbd coupling"),
             layout: coupling_layout,
@@ -605,6 +611,42 @@ impl SoftStep {
             }
         }
         dispatches
+    }
+
+    /// Before a rigid primal sweep: the contact rows' terms of the moving bodies' systems.
+    pub(super) fn record_body_terms(&self, encoder: &mut wgpu::CommandEncoder) -> u32 {
+        self.record_bodies(encoder, "avbd contact terms of the bodies", |c, pass| {
+            c.record_body_terms(pass)
+        })
+    }
+
+    /// After the last iteration, before the integration: the coupled bodies' iterates at
+    /// their certified poses.
+    pub(super) fn record_end(&self, encoder: &mut wgpu::CommandEncoder) -> u32 {
+        self.record_bodies(
+            encoder,
+            "avbd contact frame end of the bodies",
+            |c, pass| c.record_end(pass),
+        )
+    }
+
+    fn record_bodies(
+        &self,
+        encoder: &mut wgpu::CommandEncoder,
+        label: &str,
+        record: impl FnOnce(&super::soft_contact::ContactStep, &mut wgpu::ComputePass) -> u32,
+    ) -> u32 {
+        if !self.contact.moving() {
+            return 0;
+        }
+        let group = self.group.as_ref().expect("bound before recording");
+        let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+            label: Some(label),
+            timestamp_writes: None,
+        });
+        pass.set_bind_group(0, group, &[]);
+        pass.set_bind_group(1, &self.range_group, &[0]);
+        record(&self.contact, &mut pass)
     }
 
     /// The attachments' dual update (after the rigid dual updates), then the contact
@@ -791,7 +833,7 @@ impl SoftStep {
                     .copy_from_slice(bytemuck::cast_slice(att));
             }
             if self.contact.on() {
-                self.contact.finish(rest, &mut vs.contact)?;
+                self.contact.finish(rest, set, &mut vs.contact)?;
             }
         }
         self.staging.unmap();

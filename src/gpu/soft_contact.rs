@@ -17,8 +17,14 @@
 //! rows and the islands' lost motion, and finishes the frame as the CPU does
 //! (`SurfaceContact::end_frame`).
 //!
-//! Not on the device yet: rigid bodies that move (the host refuses contact with them on the
-//! GPU backend), the coarse operator's refresh for rows made during the frame (they act
+//! Rigid bodies that move (dynamic or kinematic) take part as on the CPU: each has a
+//! certified pose beside X, which its island's advance moves (`contact_advance_bodies`);
+//! before every rigid primal sweep, `contact_body_terms` gathers the terms its rows put on
+//! its 6×6 system, which the rigid primal (`avbd.wgsl`, group 2) adds; at the frame's end,
+//! `contact_end_bodies` puts each coupled body's iterate at its certified pose, before the
+//! integration kernel writes velocities and poses from it.
+//!
+//! Not on the device yet: the coarse operator's refresh for rows made during the frame (they act
 //! through the vertex solves only, as on the CPU before its once-a-frame refresh), the
 //! coarse step's line search, and the barrier baseline.
 
@@ -30,9 +36,9 @@ use super::ccd::{CcdMargins, CcdParams};
 use super::pipelines::{storage_entry, uniform_entry};
 use crate::config::SolverConfig;
 use crate::deformable::set::DeformableSet;
-use crate::pipeline::surface_contact::SurfaceContact;
 use crate::pipeline::surface_contact::frame::{pair_friction, row_stiffness};
 use crate::pipeline::surface_contact::rows::{NO_POINT, Pair, PairKind, Row};
+use crate::pipeline::surface_contact::{SurfaceContact, geometry};
 use crate::rigid::BodySet;
 
 #[repr(C)]
@@ -52,6 +58,8 @@ struct ContactParams {
     n_tets: u32,
     on: u32,
     offsets: Offsets,
+    n_bodies: u32,
+    pad: [u32; 3],
 }
 
 /// The regions of the packed buffers (`ContactParams` in surface_contact.wgsl).
@@ -84,7 +92,11 @@ struct Offsets {
     body_ref: u32,
     row_capacity: u32,
     reach: u32,
-    pad: u32,
+    body_x: u32,
+    body_flags: u32,
+    bslot_offsets: u32,
+    bslot_items: u32,
+    bslot_count: u32,
 }
 
 #[repr(C)]
@@ -115,6 +127,10 @@ const NONE: u32 = u32::MAX;
 const ONE_BITS: u32 = 0x3f80_0000;
 const ROW_ALIVE: u32 = 0x100;
 const ROW_COARSE: u32 = 0x200;
+const BODY_MOVES: u32 = 1;
+const BODY_COUPLED: u32 = 2;
+/// vec4s of a body's record in the terms buffer (`BODY_TERMS`).
+const BODY_TERMS: u64 = 12;
 
 fn kind_code(k: PairKind) -> u32 {
     match k {
@@ -133,7 +149,9 @@ const ATOMICS: usize = 1;
 const STATE: usize = 2;
 const STATIC_F: usize = 3;
 const STATIC_U: usize = 4;
-const BUFFERS: usize = 5;
+/// The rows' terms of each rigid body's system (also the rigid primal's group 2).
+const BODY_TERMS_BUFFER: usize = 5;
+const BUFFERS: usize = 6;
 const READ_ONLY: [usize; 2] = [STATIC_F, STATIC_U];
 
 /// Appends `items` to `out` and returns where they start (in items of `out`).
@@ -153,9 +171,12 @@ enum Over {
     Tets,
     SoftPoints,
     Objects,
+    Bodies,
+    /// The soft points' row lists, then the rigid bodies'.
+    Lists,
 }
 
-const ADVANCE: [(&str, Over); 12] = [
+const ADVANCE: [(&str, Over); 13] = [
     ("contact_dual", Over::Rows),
     ("contact_body_tau", Over::SoftBodies),
     ("contact_reach", Over::Points),
@@ -164,10 +185,11 @@ const ADVANCE: [(&str, Over); 12] = [
     ("contact_earliest", Over::Candidates),
     ("contact_grow", Over::Candidates),
     ("contact_advance_x", Over::SoftPoints),
+    ("contact_advance_bodies", Over::Bodies),
     ("contact_islands", Over::Objects),
     ("contact_reset_alpha", Over::Objects),
     ("contact_linearise", Over::Rows),
-    ("contact_sort_slots", Over::SoftPoints),
+    ("contact_sort_slots", Over::Lists),
 ];
 
 /// The layout of the deformable kernels' group 2.
@@ -194,6 +216,7 @@ struct Sizes {
     objects: u32,
     soft_bodies: u32,
     tets: u32,
+    bodies: u32,
 }
 
 /// The device's contact stage: buffers, pipelines, this frame's sizes.
@@ -205,6 +228,13 @@ pub(super) struct ContactStep {
     buffers: Vec<wgpu::Buffer>,
     group: wgpu::BindGroup,
     pipelines: Vec<(wgpu::ComputePipeline, Over)>,
+    body_terms: wgpu::ComputePipeline,
+    end_bodies: wgpu::ComputePipeline,
+    /// Bound as the rigid primal's terms when no contact row can touch a moving body.
+    no_terms: wgpu::Buffer,
+    /// Whether a rigid body with a surface moves this frame (the terms and the frame's end
+    /// run).
+    moving: bool,
     sizes: Sizes,
     offsets: Offsets,
     on: bool,
@@ -245,21 +275,25 @@ impl ContactStep {
         queue.write_buffer(&params, 0, bytemuck::bytes_of(&ContactParams::zeroed()));
         let buffers: Vec<wgpu::Buffer> = (0..BUFFERS).map(|_| resident(device, 256)).collect();
         let group = Self::make_group(device, &layout, &params, &buffers);
+        let pipeline = |entry: &str| {
+            device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+                label: Some(entry),
+                layout: Some(pipeline_layout),
+                module,
+                entry_point: Some(entry),
+                compilation_options: Default::default(),
+                cache: None,
+            })
+        };
         let pipelines = ADVANCE
             .iter()
-            .map(|&(entry, over)| {
-                let p = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
-                    label: Some(entry),
-                    layout: Some(pipeline_layout),
-                    module,
-                    entry_point: Some(entry),
-                    compilation_options: Default::default(),
-                    cache: None,
-                });
-                (p, over)
-            })
+            .map(|&(entry, over)| (pipeline(entry), over))
             .collect();
         Self {
+            body_terms: pipeline("contact_body_terms"),
+            end_bodies: pipeline("contact_end_bodies"),
+            no_terms: resident(device, 256),
+            moving: false,
             device: device.clone(),
             queue: queue.clone(),
             layout,
@@ -328,6 +362,7 @@ impl ContactStep {
     /// Turns contact off for this frame (the kernels return at once).
     pub(super) fn off(&mut self) {
         self.on = false;
+        self.moving = false;
         self.queue.write_buffer(
             &self.params,
             0,
@@ -403,7 +438,7 @@ impl ContactStep {
         let mut count = vec![0u32; soft_points];
         let mut order: Vec<usize> = (0..rows.len()).collect();
         order.sort_by_key(|&i| row_cand[i]);
-        for i in order {
+        for &i in &order {
             for &p in rows[i]
                 .points
                 .iter()
@@ -413,6 +448,54 @@ impl ContactStep {
                 count[p as usize] += 1;
             }
         }
+        // Each moving rigid body's list the same way: room for every candidate with a point
+        // of it, the carried rows first.
+        let n_bodies = bodies.len();
+        let flags: Vec<u32> = (0..n_bodies)
+            .map(|i| {
+                let moves = geometry::moves(bodies, i);
+                let coupled = contact.coupled.get(i).copied().unwrap_or(false);
+                (moves as u32 * BODY_MOVES) | (coupled as u32 * BODY_COUPLED)
+            })
+            .collect();
+        let bodies_of = |pts: &[u32; 4]| {
+            let mut out = [NONE; 4];
+            for (k, &p) in pts.iter().enumerate() {
+                if p == NO_POINT || p < g.soft_points {
+                    continue;
+                }
+                let b = g.rigid_points[(p - g.soft_points) as usize].0;
+                if flags[b as usize] & BODY_MOVES != 0 && !out.contains(&b) {
+                    out[k] = b;
+                }
+            }
+            out
+        };
+        let mut body_offsets = vec![0u32; n_bodies + 1];
+        for c in &candidates {
+            for b in bodies_of(&c.points).into_iter().filter(|&b| b != NONE) {
+                body_offsets[b as usize + 1] += 1;
+            }
+        }
+        for b in 0..n_bodies {
+            body_offsets[b + 1] += body_offsets[b];
+        }
+        let mut body_items = vec![0u32; body_offsets[n_bodies] as usize];
+        let mut body_count = vec![0u32; n_bodies];
+        for &i in &order {
+            for b in bodies_of(&rows[i].points)
+                .into_iter()
+                .filter(|&b| b != NONE)
+            {
+                let b = b as usize;
+                body_items[(body_offsets[b] + body_count[b]) as usize] = i as u32;
+                body_count[b] += 1;
+            }
+        }
+        let moving = g
+            .rigid_bodies
+            .iter()
+            .any(|&(b, _)| flags[b as usize] & BODY_MOVES != 0);
         let v4 = |v: Vec3A, w: f32| [v.x, v.y, v.z, w];
         let certified: Vec<[f32; 4]> = contact.certified.iter().map(|&x| v4(x, 0.0)).collect();
         let rigid_points: Vec<[f32; 4]> = g
@@ -458,6 +541,8 @@ impl ContactStep {
         };
         o.slot_items = region(&mut atomics, items.iter().copied());
         o.slot_count = region(&mut atomics, count.iter().copied());
+        o.bslot_items = region(&mut atomics, body_items.iter().copied());
+        o.bslot_count = region(&mut atomics, body_count.iter().copied());
         o.alpha = region(&mut atomics, std::iter::repeat_n(ONE_BITS, objects));
         o.reach = region(&mut atomics, std::iter::repeat_n(ONE_BITS, objects));
         o.earliest_t = region(&mut atomics, std::iter::repeat_n(ONE_BITS, n_points));
@@ -467,6 +552,13 @@ impl ContactStep {
         o.certified = region(&mut state, certified.iter().copied());
         o.tau = region(&mut state, std::iter::repeat_n([0.0; 4], 2 * n_soft));
         o.beta = region(&mut state, contact.beta.iter().map(|&b| [b, 0.0, 0.0, 0.0]));
+        o.body_x = region(
+            &mut state,
+            contact
+                .certified_pose
+                .iter()
+                .flat_map(|pose| [[pose.p.x, pose.p.y, pose.p.z, 0.0], pose.q.to_array()]),
+        );
         let mut fixed: Vec<[f32; 4]> = Vec::new();
         o.cand_misc = region(&mut fixed, candidates.iter().map(|c| c.misc));
         o.rigid = region(&mut fixed, rigid_points.iter().copied());
@@ -488,6 +580,8 @@ impl ContactStep {
         o.rigid_body = region(&mut fixed_u, g.rigid_points.iter().map(|&(b, _)| b));
         o.plane_body = region(&mut fixed_u, g.planes.iter().map(|&(b, _, _)| b));
         o.ranges = region(&mut fixed_u, ranges.iter().copied());
+        o.body_flags = region(&mut fixed_u, flags.iter().copied());
+        o.bslot_offsets = region(&mut fixed_u, body_offsets.iter().copied());
         let mut all_rows = rows.clone();
         all_rows.resize(capacity, DeviceRow::zeroed());
         let limit = self.device.limits().max_storage_buffer_binding_size as usize;
@@ -516,6 +610,12 @@ impl ContactStep {
         grown |= self.put(STATE, bytemuck::cast_slice(&state));
         grown |= self.put(STATIC_F, bytemuck::cast_slice(&fixed));
         grown |= self.put(STATIC_U, bytemuck::cast_slice(&fixed_u));
+        // Written by the device before every read.
+        let terms = 16 * BODY_TERMS * n_bodies as u64;
+        if terms > self.buffers[BODY_TERMS_BUFFER].size() {
+            self.buffers[BODY_TERMS_BUFFER] = resident(&self.device, terms.next_power_of_two());
+            grown = true;
+        }
         if grown {
             self.group = Self::make_group(&self.device, &self.layout, &self.params, &self.buffers);
         }
@@ -542,6 +642,8 @@ impl ContactStep {
             n_tets: set.tets.len() as u32,
             on: 1,
             offsets: o,
+            n_bodies: n_bodies as u32,
+            pad: [0; 3],
         };
         self.queue
             .write_buffer(&self.params, 0, bytemuck::bytes_of(&params));
@@ -553,9 +655,11 @@ impl ContactStep {
             objects: objects as u32,
             soft_bodies: n_soft as u32,
             tets: set.tets.len() as u32,
+            bodies: n_bodies as u32,
         };
         self.pairs.clone_from(&contact.candidates);
         self.on = true;
+        self.moving = moving;
         Ok(())
     }
 
@@ -577,6 +681,8 @@ impl ContactStep {
                 Over::Tets => s.tets,
                 Over::SoftPoints => s.soft_points,
                 Over::Objects => s.objects,
+                Over::Bodies => s.bodies,
+                Over::Lists => s.soft_points + s.bodies,
             };
             let groups = n.div_ceil(64).max(1);
             let (x, y) = if groups > max_groups {
@@ -589,6 +695,41 @@ impl ContactStep {
             dispatches += 1;
         }
         dispatches
+    }
+
+    /// The terms of the rows on each rigid body's system, for the rigid primal's group 2:
+    /// zeros when no rigid body with a surface moves this frame.
+    pub(super) fn terms(&self) -> &wgpu::Buffer {
+        match self.on && self.moving {
+            true => &self.buffers[BODY_TERMS_BUFFER],
+            false => &self.no_terms,
+        }
+    }
+
+    /// Before a rigid primal sweep: the rows' terms of every rigid body's system (into
+    /// `pass` with groups 0 and 1 set). Returns the dispatches.
+    pub(super) fn record_body_terms(&self, pass: &mut wgpu::ComputePass) -> u32 {
+        self.record_over_bodies(pass, &self.body_terms)
+    }
+
+    /// Before the integration: each coupled moving body's iterate at its certified pose.
+    pub(super) fn record_end(&self, pass: &mut wgpu::ComputePass) -> u32 {
+        self.record_over_bodies(pass, &self.end_bodies)
+    }
+
+    fn record_over_bodies(&self, pass: &mut wgpu::ComputePass, p: &wgpu::ComputePipeline) -> u32 {
+        if !(self.on && self.moving) {
+            return 0;
+        }
+        pass.set_bind_group(2, &self.group, &[]);
+        pass.set_pipeline(p);
+        pass.dispatch_workgroups(self.sizes.bodies.div_ceil(64).max(1), 1, 1);
+        1
+    }
+
+    /// Whether the rigid bodies' passes run this frame.
+    pub(super) fn moving(&self) -> bool {
+        self.on && self.moving
     }
 
     /// Bytes the readback takes: X, the rows (the whole capacity), the status, β.
@@ -660,7 +801,12 @@ impl ContactStep {
     /// Reads the frame's contact state back into `contact`: X, the rows (the live ones:
     /// those carried in first, in their order, then the new ones by advance and candidate),
     /// β, and the statistics.
-    pub(super) fn finish(&self, data: &[u8], contact: &mut SurfaceContact) -> Result<(), GpuError> {
+    pub(super) fn finish(
+        &self,
+        data: &[u8],
+        set: &DeformableSet,
+        contact: &mut SurfaceContact,
+    ) -> Result<(), GpuError> {
         let s = self.sizes;
         let (x, rest) = data.split_at(16 * s.soft_points as usize);
         let row_bytes = std::mem::size_of::<DeviceRow>() * s.row_capacity as usize;
@@ -703,6 +849,8 @@ impl ContactStep {
             out.push(cpu_row(r, pair));
         }
         contact.rows = out;
+        // The host's index of them (the forces on bodies read it).
+        contact.reindex_rows(set, self.sizes.bodies as usize);
         for (b, v) in contact.beta.iter_mut().zip(beta) {
             *b = v[0];
         }

@@ -385,8 +385,7 @@ pub enum SceneError {
 }
 
 /// Finds a scene's spec by name.
-/// The deformable-body scenes (`soft.rs`). They run on the CPU backend only in this
-/// version: the GPU backend does not take deformable bodies yet.
+/// The deformable-body scenes (`soft.rs`), on either backend.
 pub const DEFORMABLE_SCENES: &[&str] = &[
     "cantilever",
     "hanging_bar",

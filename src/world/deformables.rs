@@ -140,9 +140,7 @@ impl<'a> DeformableView<'a> {
 impl PhysicsWorld {
     /// Adds a deformable body (a tet solid or a cloth). The mesh, material, placement and
     /// pinned vertices are validated first and nothing changes on error. On the GPU
-    /// backend, in this version, a deformable with surface contact on
-    /// ([`crate::SolverConfig::deformable_contact`]) cannot share the world with rigid
-    /// bodies that move and have a collider ([`PhysicsError::Unsupported`]).
+    /// backend, the log-barrier contact model is refused ([`PhysicsError::Unsupported`]).
     pub fn add_deformable(
         &mut self,
         desc: DeformableDesc,
@@ -158,11 +156,10 @@ impl PhysicsWorld {
         Ok(h)
     }
 
-    /// What the GPU backend cannot run of the deformable bodies yet, as a typed error:
-    /// surface contact with rigid bodies that move (dynamic or kinematic ones with a
-    /// collider), and the log-barrier baseline. The elastic step, pins, the two-level step,
-    /// the attachments and contact among deformables and with static colliders run on the
-    /// device (`gpu::soft`, `gpu::soft_contact`).
+    /// What the GPU backend cannot run of the deformable bodies yet, as a typed error: the
+    /// log-barrier baseline. The elastic step, pins, the two-level step, the attachments
+    /// and contact (among deformables, with static and moving colliders) run on the device
+    /// (`gpu::soft`, `gpu::soft_contact`).
     pub(super) fn gpu_runs_deformables(
         &self,
         cfg: &crate::config::SolverConfig,
@@ -174,17 +171,6 @@ impl PhysicsWorld {
             return Err(PhysicsError::Unsupported(
                 "the log-barrier contact model runs on the CPU backend only".into(),
             ));
-        }
-        let b = &self.bodies;
-        let moving = (0..b.len()).find(|&i| {
-            b.colliders[i].is_some() && crate::pipeline::surface_contact::geometry::moves(b, i)
-        });
-        if let Some(i) = moving {
-            return Err(PhysicsError::Unsupported(format!(
-                "deformable contact with a moving rigid body ({:?}) runs on the CPU backend \
-                 only in this version: make it static, or turn deformable_contact off",
-                b.handles[i]
-            )));
         }
         Ok(())
     }

@@ -240,16 +240,10 @@ impl PhysicsWorld {
             let soft = match self.deformables.is_empty() {
                 true => None,
                 false => {
-                    // The contact set-up reads the bodies' iterate for those that move (none
-                    // on this backend with contact on): their start poses.
-                    if s.iterate.len() != self.bodies.len() {
-                        s.iterate = (0..self.bodies.len())
-                            .map(|i| {
-                                let q = self.bodies.poses[i].q();
-                                crate::pipeline::IterateRecord::new(glam::Vec3::ZERO, q, q)
-                            })
-                            .collect();
-                    }
+                    // The contact set-up builds the moving bodies' cages around their
+                    // initial guess: the host computes it as the device's `begin_bodies`
+                    // does (the device keeps its own).
+                    integration::begin_step(cfg, &self.bodies, s);
                     vbd::begin_step(cfg, &self.deformables, &mut s.vertices);
                     vbd::begin_contact_and_coarse(
                         cfg,

@@ -173,3 +173,19 @@ impl CantileverTrajectory {
         worst
     }
 }
+
+/// The rigid box of `mattress` with `count` = 1 (5 kg, resting on the soft slab after its
+/// drop): the vertical force the slab's contact rows put on it (N), its weight (N) and its
+/// speed (m/s).
+pub fn box_on_the_slab(scene: &Scene) -> (f64, f64, f64) {
+    let w = &scene.world;
+    let (h, b) = w
+        .body_handles()
+        .iter()
+        .map(|&h| (h, w.body(h).unwrap()))
+        .find(|(_, b)| b.kind == bevy_avbd::BodyKind::Dynamic && b.position.x < 0.5)
+        .expect("the box on the slab");
+    let force = w.surface_contact_force(h).unwrap();
+    let weight = b.mass as f64 * -w.config.gravity.y as f64;
+    (force.y as f64, weight, b.linear_velocity.length() as f64)
+}
