@@ -18,6 +18,12 @@ struct SoftParams {
     lambda_max: f32,
     beta_linear: f32,
     k_max: f32,
+    // The coarse step's line search (contact rows in the coarse operators, coarse.rs
+    // `correct`): on or off, and where its per-body slots start in `delta`.
+    line_search: u32,
+    search_at: u32,
+    pad0: u32,
+    pad1: u32,
 };
 
 // One colour's range of `color_list` (a 256-byte dynamic-offset slot per colour).
@@ -27,7 +33,7 @@ struct ColorRange {
 };
 
 // Per vertex, uploaded every step: start position and mass; inertial target as a
-// displacement (y − xᵗ) and the flags (bit 0: solved).
+// displacement (y − xᵗ) and whether the vertex is solved (1.0) or pinned (0.0).
 struct SoftVertex {
     p: vec4<f32>,
     yd: vec4<f32>,
@@ -85,6 +91,10 @@ struct CoarseBody {
     unknowns: u32,
     factor_start: u32,
     ok: u32, // 0: the frame's factorisation failed (no correction)
+    body: u32, // the deformable body
+    size: f32, // its size (the line search's threshold is 1% of it)
+    pad0: u32,
+    pad1: u32,
 };
 
 // A vertex weighed by a coarse node (the node's CSR list).
@@ -146,7 +156,6 @@ struct BodyIterate {
 
 const WG: u32 = 64u;
 const NONE: u32 = 0xffffffffu;
-const SOLVED: u32 = 1u;
 const ITEM_TET: u32 = 0u;
 const ITEM_TRI: u32 = 1u;
 const PI: f32 = 3.14159265358979323846;
@@ -378,7 +387,7 @@ fn attachment_force(a: Attachment, c: vec3<f32>) -> vec3<f32> {
 }
 
 fn is_solved(v: u32) -> bool {
-    return (bitcast<u32>(verts[v].yd.w) & SOLVED) != 0u;
+    return verts[v].yd.w > 0.5;
 }
 
 // The inertia block's force and every incident element's, at the iterate; then the
@@ -525,6 +534,108 @@ fn coarse_solve(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation
     let keep = slope;
     for (var i = lane; i < n; i += WG) {
         delta[3u * n0 + i] = select(0.0, rhs[i], keep > 0.0);
+    }
+    // A step that moves a node by more than 1% of the body is checked by the line search:
+    // its slope at the start, or −1 (no check).
+    if (lane == 0u && params.line_search != 0u) {
+        var start = -1.0;
+        if (keep > 0.0) {
+            var largest = 0.0;
+            var s = 0.0;
+            for (var i = 0u; i < n / 3u; i++) {
+                largest = max(largest, length(vec3<f32>(rhs[3u * i], rhs[3u * i + 1u], rhs[3u * i + 2u])));
+            }
+            for (var i = 0u; i < n; i++) {
+                s += restricted(n0, i) * rhs[i];
+            }
+            if (largest > 0.01 * body.size) {
+                start = s;
+            }
+        }
+        delta[params.search_at + 2u * body.body] = start;
+        delta[params.search_at + 2u * body.body + 1u] = 0.0;
+    }
+}
+
+// Component i of Pᵀ r over the body's nodes from node n0 (the residual at the iterate).
+fn restricted(n0: u32, i: u32) -> f32 {
+    var s = 0.0;
+    for (var k = node_offsets[n0 + i / 3u]; k < node_offsets[n0 + i / 3u + 1u]; k++) {
+        let it = node_items[k];
+        s += it.weight * residual[it.vertex][i % 3u];
+    }
+    return s;
+}
+
+// The line search, 1: the residual again, at the end of the step, for the vertices of the
+// bodies whose step is checked (`owner` from the contact stage: the search runs with
+// contact only).
+@compute @workgroup_size(64)
+fn coarse_residual_checked(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let v = gid.x;
+    if (v >= params.n_vertices || delta[params.search_at + 2u * su[cparams.o_owner + v]] < 0.0) {
+        return;
+    }
+    var f = vec3<f32>(0.0);
+    if (is_solved(v)) {
+        f = vertex_block(v, true).f;
+    }
+    residual[v] = vec4<f32>(f, 0.0);
+}
+
+// 2: one workgroup per body: where the slope at the step's end, (Pᵀ r)·δ, has turned, the
+// step is cut back to the secant estimate of the minimum along it, α = s₀ / (s₀ − s₁): the
+// prolongation's scale α − 1.
+@compute @workgroup_size(64)
+fn coarse_line_search(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lane: u32) {
+    let body = coarse_bodies[wid.x];
+    let at = params.search_at + 2u * body.body;
+    let start = delta[at];
+    if (start < 0.0) {
+        return;
+    }
+    let n = body.unknowns;
+    let n0 = body.node_start;
+    for (var i = lane; i < n; i += WG) {
+        rhs[i] = restricted(n0, i);
+    }
+    workgroupBarrier();
+    if (lane == 0u) {
+        var end = 0.0;
+        for (var i = 0u; i < n; i++) {
+            end += rhs[i] * delta[3u * n0 + i];
+        }
+        var scale = 0.0;
+        if (end < 0.0) {
+            scale = start / (start - end) - 1.0;
+        }
+        delta[at + 1u] = scale;
+    }
+}
+
+// 3: x += (α − 1) P δ for the vertices of the bodies cut back.
+@compute @workgroup_size(64)
+fn coarse_prolong_checked(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let v = gid.x;
+    if (v >= params.n_vertices) {
+        return;
+    }
+    let scale = delta[params.search_at + 2u * su[cparams.o_owner + v] + 1u];
+    if (scale == 0.0) {
+        return;
+    }
+    let c = coarse_vertices[v];
+    var step = vec3<f32>(0.0);
+    var any = false;
+    for (var k = 0u; k < 8u; k++) {
+        let node = c.nodes[k];
+        if (node != NONE) {
+            any = true;
+            step += c.weights[k] * vec3<f32>(delta[3u * node], delta[3u * node + 1u], delta[3u * node + 2u]);
+        }
+    }
+    if (any) {
+        disp[v] = vec4<f32>(disp[v].xyz + scale * step, 0.0);
     }
 }
 

@@ -15,40 +15,6 @@ fn run_gpu(name: &str, params: &[(&str, f64)], config: SolverConfig, frames: u32
     Some(s)
 }
 
-/// Contact between deformables and rigid bodies that move is not on the GPU backend yet:
-/// adding a deformable (surface contact on, the default) to a world with a dynamic
-/// collider is a typed error that changes nothing, not a silent CPU fallback
-/// (`tests/gpu_surface_contact.rs` runs contact with static colliders).
-#[test]
-fn gpu_backend_refuses_deformables_with_a_typed_error() {
-    use bevy_avbd::{
-        BodyDesc, Collider, DeformableDesc, PhysicsError, PhysicsWorld, SolidMaterial, TetMesh,
-    };
-    let mut w = match PhysicsWorld::with_backend(SolverConfig::default(), Backend::Gpu) {
-        Ok(w) => w,
-        Err(e) => {
-            assert!(
-                !require_gpu(),
-                "AVBD_REQUIRE_GPU=1 but the GPU backend failed: {e}"
-            );
-            return;
-        }
-    };
-    w.add_body(
-        BodyDesc::dynamic()
-            .with_collider(Collider::ball(0.1).unwrap())
-            .at(bevy_avbd::glam::Vec3::new(0.0, 3.0, 0.0)),
-    )
-    .unwrap();
-    let mesh = TetMesh::rod(1.0, 0.1, 4);
-    let err = w
-        .add_deformable(DeformableDesc::solid(mesh, SolidMaterial::default()))
-        .unwrap_err();
-    assert!(matches!(err, PhysicsError::Unsupported(_)), "{err:?}");
-    assert_eq!(w.deformable_count(), 0);
-    w.step().unwrap();
-}
-
 /// naga (wgpu's shader compiler) parses and validates the WGSL with no adapter at all.
 #[test]
 fn shader_validates() {
@@ -98,7 +64,13 @@ fn shader_validates() {
                 "coarse_residual",
                 "coarse_solve",
                 "coarse_prolong",
+                "coarse_residual_checked",
+                "coarse_line_search",
+                "coarse_prolong_checked",
                 "attachment_dual",
+                "contact_body_terms",
+                "contact_advance_bodies",
+                "contact_end_bodies",
             ],
         ),
     ];

@@ -60,6 +60,9 @@ struct SoftParams {
     lambda_max: f32,
     beta_linear: f32,
     k_max: f32,
+    line_search: u32,
+    search_at: u32,
+    pad: [u32; 2],
 }
 
 #[repr(C)]
@@ -83,6 +86,9 @@ struct CoarseBody {
     unknowns: u32,
     factor_start: u32,
     ok: u32,
+    body: u32,
+    size: f32,
+    pad: [u32; 2],
 }
 
 #[repr(C)]
@@ -173,6 +179,10 @@ pub(super) struct ContactOutcome {
     pub(super) made: Vec<Pair>,
     /// The rows ran out of room.
     pub(super) overflow: bool,
+    /// An iterate left its cages (its island advanced only as far as they reach).
+    pub(super) escaped: bool,
+    /// The vertices' displacements at the step's final iterate.
+    pub(super) reached: Vec<Vec3A>,
 }
 
 /// A readback requested and not yet done.
@@ -219,6 +229,14 @@ pub(super) struct SoftStep {
     n_attachments: u32,
     iterations: u32,
     coarse_on: bool,
+    /// Whether the coarse steps are checked by the line search, and where its slots start
+    /// in the node steps' buffer.
+    line_search: bool,
+    search_at: u32,
+    /// The line search's kernels: the residual again, the secant cut, the prolongation.
+    checked_residual: wgpu::ComputePipeline,
+    line_search_cut: wgpu::ComputePipeline,
+    checked_prolong: wgpu::ComputePipeline,
     pending: Option<Pending>,
     /// Bytes uploaded and read back by the last step.
     pub(super) upload_bytes: u64,
@@ -316,6 +334,11 @@ impl SoftStep {
             n_attachments: 0,
             iterations: 0,
             coarse_on: false,
+            line_search: false,
+            search_at: 0,
+            checked_residual: pipeline("coarse_residual_checked"),
+            line_search_cut: pipeline("coarse_line_search"),
+            checked_prolong: pipeline("coarse_prolong_checked"),
             pending: None,
             upload_bytes: 0,
             download_bytes: 0,
@@ -406,7 +429,11 @@ impl SoftStep {
         self.put(COARSE_VERTICES, bytemuck::cast_slice(&per_vertex));
         self.put(NODE_OFFSETS, bytemuck::cast_slice(&offsets));
         self.put(NODE_ITEMS, bytemuck::cast_slice(&items));
-        self.put(DELTA, &vec![0u8; 3 * 4 * node_lists.len()]);
+        // The node steps, then per body the line search's slots (start slope, scale).
+        self.search_at = 3 * node_lists.len() as u32;
+        let mut delta = vec![0.0f32; 3 * node_lists.len()];
+        delta.extend((0..set.len()).flat_map(|_| [-1.0, 0.0]));
+        self.put(DELTA, bytemuck::cast_slice(&delta));
         Ok(())
     }
 
@@ -436,10 +463,12 @@ impl SoftStep {
         let verts: Vec<SoftVertex> = (0..n)
             .map(|v| {
                 let (p, yd) = (set.positions[v], vs.yd[v]);
-                let flags = set.is_solved(v) as u32;
+                // 1.0: solved (a float, not integer bits: a device may flush the subnormal
+                // floats small integers are).
+                let solved = set.is_solved(v) as u32 as f32;
                 SoftVertex {
                     p: [p.x, p.y, p.z, set.masses[v]],
-                    yd: [yd.x, yd.y, yd.z, f32::from_bits(flags)],
+                    yd: [yd.x, yd.y, yd.z, solved],
                 }
             })
             .collect();
@@ -487,6 +516,9 @@ impl SoftStep {
         self.n_attachments = attachments.records.len() as u32;
         self.iterations = cfg.iterations;
         self.coarse_on = self.coarse_bodies > 0 && cfg.coarse_nodes > 0;
+        // As the CPU: while contact rows are in the coarse operators.
+        self.line_search =
+            self.coarse_on && vs.contact_on && vs.contact.rows.iter().any(|r| r.in_coarse);
         let params = SoftParams {
             n_vertices: n as u32,
             n_bodies: self.coarse_bodies,
@@ -496,6 +528,9 @@ impl SoftStep {
             lambda_max: cfg.lambda_max,
             beta_linear: cfg.beta_linear,
             k_max: cfg.k_max,
+            line_search: self.line_search as u32,
+            search_at: self.search_at,
+            pad: [0; 2],
         };
         self.queue
             .write_buffer(&self.params, 0, bytemuck::bytes_of(&params));
@@ -601,6 +636,15 @@ impl SoftStep {
             pass.set_pipeline(&self.prolong);
             pass.dispatch_workgroups(vertex_groups, 1, 1);
             dispatches += 3;
+            if self.line_search {
+                pass.set_pipeline(&self.checked_residual);
+                pass.dispatch_workgroups(vertex_groups, 1, 1);
+                pass.set_pipeline(&self.line_search_cut);
+                pass.dispatch_workgroups(self.coarse_bodies, 1, 1);
+                pass.set_pipeline(&self.checked_prolong);
+                pass.dispatch_workgroups(vertex_groups, 1, 1);
+                dispatches += 3;
+            }
         }
         for (c, &(_, count)) in self.colors.iter().enumerate() {
             pass.set_bind_group(1, &self.range_group, &[(c as u64 * SLOT) as u32]);
@@ -719,9 +763,25 @@ impl SoftStep {
             .map_err(|e| GpuError::Readback(format!("{e:?}")))?;
         let status_at = self.contact.status_offset() as usize;
         let status: [u32; 4] = bytemuck::pod_read_unaligned(&data[status_at..status_at + 16]);
+        let escaped = status[2] != 0;
+        let reached = match escaped {
+            true => {
+                let disp = self.staging.slice(0..16 * self.n_vertices as u64);
+                let disp = disp
+                    .get_mapped_range()
+                    .map_err(|e| GpuError::Readback(format!("{e:?}")))?;
+                bytemuck::cast_slice::<u8, [f32; 4]>(&disp)
+                    .iter()
+                    .map(|d| Vec3A::new(d[0], d[1], d[2]))
+                    .collect()
+            }
+            false => Vec::new(),
+        };
         Ok(ContactOutcome {
             made: self.contact.new_pairs(&data),
             overflow: status[3] != 0,
+            escaped,
+            reached,
         })
     }
 
@@ -784,6 +844,9 @@ fn factors(
             unknowns: n as u32,
             factor_start,
             ok: ok as u32,
+            body: b as u32,
+            size: space.size,
+            pad: [0; 2],
         });
         node_start += space.nodes as u32;
     }

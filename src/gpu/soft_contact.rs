@@ -11,8 +11,8 @@
 //! the rows' terms in the vertex solves and the coarse residual (`vbd.wgsl`), the rows'
 //! dual update, and the advance — CCD of every candidate from X to the iterate
 //! (`ccd_core.wgsl`, the standalone kernel's code), each island's certified step (an island
-//! with an iterate outside its cage does not move: the CPU runs the broad phase again
-//! there), the element-volume floor, the growth of the active set with the earliest-TOI
+//! with an iterate outside its cages advances only as far as they reach: the CPU runs the
+//! broad phase again there), the element-volume floor, the growth of the active set with the earliest-TOI
 //! filter, X moved, every row linearised again at X. At the end the host reads back X, the
 //! rows and the islands' lost motion, and finishes the frame as the CPU does
 //! (`SurfaceContact::end_frame`).
@@ -24,9 +24,13 @@
 //! `contact_end_bodies` puts each coupled body's iterate at its certified pose, before the
 //! integration kernel writes velocities and poses from it.
 //!
-//! Not on the device yet: the coarse operator's refresh for rows made during the frame (they act
-//! through the vertex solves only, as on the CPU before its once-a-frame refresh), the
-//! coarse step's line search, and the barrier baseline.
+//! A step whose contact stage made rows, or whose iterate left its cages, runs once more
+//! (`GpuSolver::finish`): with the rows in the active set and the coarse operators from the
+//! frame's start (the CPU assembles its operators again mid-frame), and with cages that
+//! also hold the first run's final iterate, within twice their pad (`Cages::build`), so that
+//! an impact advances all the way as on the CPU instead of stopping at the cages.
+//!
+//! Not on the device yet: the barrier baseline.
 
 use bytemuck::{Pod, Zeroable};
 use glam::Vec3A;

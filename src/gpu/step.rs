@@ -378,14 +378,16 @@ impl GpuSolver {
             let mut resize = false;
             // The deformables' contact stage asks for a run again, once a frame, when it
             // made rows (the CPU assembles the coarse operators again to hold them; here
-            // they join the active set at the frame's start), and when its rows ran out of
+            // they join the active set at the frame's start) or when an iterate left its
+            // cages (the CPU runs the broad phase again mid-step; here the run again's
+            // cages hold the first run's final iterate too), and when its rows ran out of
             // room.
             let outcome = match (self.soft_active, self.soft.as_ref()) {
                 (true, Some(step)) => step.contact_outcome()?,
                 _ => Default::default(),
             };
             let made = outcome.made;
-            let seed = !made.is_empty() && !s.vertices.contact.seeded;
+            let seed = (!made.is_empty() || outcome.escaped) && !s.vertices.contact.seeded;
             if outcome.overflow {
                 self.soft.as_mut().expect("uploaded").grow_rows();
             }
@@ -491,6 +493,12 @@ impl GpuSolver {
                 let contact = &mut s.vertices.contact;
                 contact.seeded = true;
                 contact.seed_rows(cfg, set, bodies, &made);
+                contact.reached = outcome
+                    .reached
+                    .iter()
+                    .zip(&set.positions)
+                    .map(|(d, x)| *x + *d)
+                    .collect();
                 crate::pipeline::vbd::begin_contact_and_coarse(
                     cfg,
                     set,

@@ -90,7 +90,10 @@ impl Cages {
     }
 
     /// Builds the cages at R = the certified configuration (`certified`, `certified_pose`),
-    /// around the iterate (`x`, `poses`) and the inertial targets `target`.
+    /// around the iterate (`x`, `poses`) and the inertial targets `target`, and around
+    /// `reached` too where it is given (the deformables' final iterate of a first run of
+    /// the frame, on the GPU backend: its run again must not leave the cages where the
+    /// first did).
     #[allow(clippy::too_many_arguments)]
     pub fn build(
         &mut self,
@@ -103,6 +106,7 @@ impl Cages {
         x: &[Vec3A],
         poses: &[Pose],
         target: impl Fn(usize) -> Vec3A,
+        reached: &[Vec3A],
     ) {
         let n = g.point_count();
         let soft = g.soft_points as usize;
@@ -130,22 +134,36 @@ impl Cages {
         let targets: Vec<Vec3A> = (0..soft).map(&target).collect();
         let tau_x = self.translations(set, x);
         let tau_y = self.translations(set, &targets);
+        // Without a reached configuration, the guess stands in for it (the same hulls).
+        let reached = match reached.len() == soft {
+            true => reached,
+            false => x,
+        };
+        let tau_r = self.translations(set, reached);
         self.absolute.clear();
         self.absolute.reserve(n);
         self.comoving.clear();
         self.comoving.reserve(soft);
+        // A reached point is held within twice the pad of the box the cage would have had:
+        // the run again may go a little farther where the first went, but an iterate thrown
+        // far by a bad step (a ball crushed at 100 m/s) must not blow the cages up.
+        let near = |z: Vec3A, (lo, hi): Box3, pad: f32| {
+            z.clamp(lo - Vec3A::splat(2.0 * pad), hi + Vec3A::splat(2.0 * pad))
+        };
         for v in 0..soft {
             let (r, guess, y) = (certified[v], x[v], targets[v]);
             let b = set.owner[v] as usize;
-            self.absolute.push(hull(
-                &[r, guess, y],
-                pad(cfg, (y - r).length(), soft_size[b]),
-            ));
+            let p = pad(cfg, (y - r).length(), soft_size[b]);
+            let z = near(reached[v], hull(&[r, guess, y], 0.0), p);
+            self.absolute.push(hull(&[r, guess, y, z], p));
             let (eg, ey) = (guess - r - tau_x[b], y - r - tau_y[b]);
-            self.comoving.push(hull(
-                &[Vec3A::ZERO, eg, ey],
-                pad(cfg, eg.length().max(ey.length()), soft_size[b]),
-            ));
+            let p = pad(cfg, eg.length().max(ey.length()), soft_size[b]);
+            let ez = near(
+                reached[v] - r - tau_r[b],
+                hull(&[Vec3A::ZERO, eg, ey], 0.0),
+                p,
+            );
+            self.comoving.push(hull(&[Vec3A::ZERO, eg, ey, ez], p));
         }
         for (k, &(b, r)) in g.rigid_points.iter().enumerate() {
             let (a, e) = (self.reference[soft + k], poses[b as usize].apply(r));

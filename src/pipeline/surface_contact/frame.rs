@@ -69,6 +69,7 @@ impl SurfaceContact {
         self.largest_cut = 0.0;
         self.iterate_poses(bodies, iterate, &mut vs.poses);
         self.build_candidates(cfg, set, bodies, &vs.x, &vs.poses, &vs.yd);
+        self.reached.clear();
         // The active set carried over: the rows whose pair is still a candidate (a rebuild
         // within the frame keeps every row: their multipliers hold the contact forces).
         let rows = std::mem::take(&mut self.rows);
@@ -124,6 +125,7 @@ impl SurfaceContact {
             x,
             poses,
             |v| set.positions[v] + yd[v],
+            &self.reached,
         );
         self.cages = cages;
         (self.candidates, self.candidate_lower) = self.candidate_pairs(cfg, set);

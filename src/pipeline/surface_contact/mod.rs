@@ -95,6 +95,9 @@ pub struct SurfaceContact {
     /// GPU backend: whether this frame's step was run again with the rows its first run
     /// made already in the active set (`gpu::soft_contact`).
     pub(crate) seeded: bool,
+    /// GPU backend: the deformables' final iterate of the step's first run, which the run
+    /// again's cages hold too (empty otherwise).
+    pub(crate) reached: Vec<Vec3A>,
 }
 
 /// A contact term of the coarse operator: `k_n w_k w_l n nᵀ` between the pair's points k
