@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# The GPU figures issues #20 and #22 ask for, in one run on a machine with a GPU (the
+# workplace's device tool, or any CUDA-class card with a Vulkan driver). Each figure lands
+# in its own file under the output folder; the adapter's name is in every CSV and JSON.
+#
+#   bench/device-check.sh [out]    default out: $OUT, else bench/device
+#   SMALL=1 bench/device-check.sh  tiny sizes: checks the script itself (lavapipe will do)
+#
+# Uses target/release/avbd (AVBD=path for another binary; built here if missing).
+set -euo pipefail
+out=${1:-${OUT:-bench/device}}
+avbd=${AVBD:-target/release/avbd}
+mkdir -p "$out"
+[ -x "$avbd" ] || cargo build --release --bin avbd
+(nvidia-smi -L || echo "no nvidia-smi") > "$out/gpu.txt" 2>&1
+if [ "${SMALL:-0}" = 1 ]; then
+    pile4=1000 pile3=1000 balls=2 frames=10 settle=2
+else
+    pile4=110000 pile3=510000 balls=140 frames=60 settle=30
+fi
+run() { echo "== $*" >&2; "$@"; }
+
+# #20: the paper's pile at 4 iterations (goal: <= 3.5 ms of GPU solve, <= 9.8 ms a frame with
+# collision) and the 510k pile at 3 (<= 17.6 ms a frame): gpu.csv, per-stage GPU and host
+# times, bytes, dispatches, colours.
+run "$avbd" bench --backend gpu --scene pile --pile-counts $pile4 --gpu-iterations 4 \
+    --gpu-settle $settle --gpu-frames 10 --out "$out/pile-4it" > "$out/pile-4it.md"
+run "$avbd" bench --backend gpu --scene pile --pile-counts $pile3 --gpu-iterations 3 \
+    --gpu-settle $settle --gpu-frames 10 --out "$out/pile-3it" > "$out/pile-3it.md"
+
+# #22: cloth_drape at 2,500 vertices (goal: <= 2 ms a frame) and squishy_balls at 140 balls,
+# 200,620 tets (<= 16 ms a frame), both with 0 intersections; the elastic series and the
+# contact scenes with the CPU beside them.
+run "$avbd" run cloth_drape --backend gpu --json > "$out/cloth_drape.json"
+run "$avbd" run squishy_balls --backend gpu --set count=$balls --frames $frames --json \
+    > "$out/squishy_balls.json"
+run "$avbd" bench --backend gpu --scene cantilever --scene cloth_hang --gpu-settle 2 \
+    --gpu-frames 5 --out "$out/soft" > "$out/soft.md"
+for scene in soft_drop soft_stack soft_collision tunnelling compress mattress; do
+    for backend in cpu gpu; do
+        run "$avbd" run $scene --backend $backend --json > "$out/$scene-$backend.json"
+    done
+done
+echo "done: $out" >&2
