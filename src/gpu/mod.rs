@@ -87,10 +87,14 @@
 //! - [`narrow`]: the primitive narrow phase kernels standalone (tests and tools; the step
 //!   runs the same code through `contact_narrow.wgsl`);
 //! - `soft`: the deformable bodies' iterations (`vbd.wgsl`: the vertex colours' block
-//!   solves, the two-level step's correction, the attachments' dual update), recorded into
-//!   the step's command buffer after each primal sweep and dual update of the bodies;
+//!   solves, the two-level step's correction and its line search, the attachments' dual
+//!   update), recorded into the step's command buffer after each primal sweep and dual
+//!   update of the bodies;
+//! - `soft_contact`: the deformables' penetration-free contact (`surface_contact.wgsl`,
+//!   `contact_bodies.wgsl`): the rows in the vertex solves and in the moving bodies' 6×6
+//!   systems, their dual update, the CCD advance of the certified configuration;
 //! - [`ccd`]: the additive CCD kernel and the earliest time of impact per point,
-//!   standalone (not in the step yet).
+//!   standalone (the step's contact stage runs the same `ccd_core.wgsl`).
 //!
 //! # llvmpipe / lavapipe
 //!

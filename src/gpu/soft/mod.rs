@@ -32,12 +32,15 @@ use crate::pipeline::coarse::NONE;
 use crate::pipeline::surface_contact::rows::Pair;
 use crate::pipeline::vbd::VertexState;
 
+mod record;
+
 /// The WGSL source of the deformable kernels.
 pub const VBD_SHADER: &str = concat!(
-    include_str!("../../shaders/vbd.wgsl"),
-    include_str!("../../shaders/ccd_core.wgsl"),
-    include_str!("../../shaders/contact_geometry.wgsl"),
-    include_str!("../../shaders/surface_contact.wgsl")
+    include_str!("../../../shaders/vbd.wgsl"),
+    include_str!("../../../shaders/ccd_core.wgsl"),
+    include_str!("../../../shaders/contact_geometry.wgsl"),
+    include_str!("../../../shaders/surface_contact.wgsl"),
+    include_str!("../../../shaders/contact_bodies.wgsl")
 );
 
 /// Unknowns of one body's coarse system the device's solve holds (`rhs` in vbd.wgsl):
@@ -613,121 +616,6 @@ impl SoftStep {
     /// The rigid primal's group 2 for this step.
     pub(super) fn coupling(&self) -> Option<&wgpu::BindGroup> {
         self.coupling.as_ref()
-    }
-
-    /// One iteration's vertex passes (after the rigid primal sweep): the coarse
-    /// correction, then the colours. Returns the dispatches recorded.
-    pub(super) fn record_sweep(&self, encoder: &mut wgpu::CommandEncoder) -> u32 {
-        let group = self.group.as_ref().expect("bound before recording");
-        let vertex_groups = self.n_vertices.div_ceil(WG);
-        let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
-            label: Some("avbd vbd sweep"),
-            timestamp_writes: None,
-        });
-        pass.set_bind_group(0, group, &[]);
-        pass.set_bind_group(1, &self.range_group, &[0]);
-        pass.set_bind_group(2, self.contact.group(), &[]);
-        let mut dispatches = 0;
-        if self.coarse_on {
-            pass.set_pipeline(&self.residual);
-            pass.dispatch_workgroups(vertex_groups, 1, 1);
-            pass.set_pipeline(&self.solve);
-            pass.dispatch_workgroups(self.coarse_bodies, 1, 1);
-            pass.set_pipeline(&self.prolong);
-            pass.dispatch_workgroups(vertex_groups, 1, 1);
-            dispatches += 3;
-            if self.line_search {
-                pass.set_pipeline(&self.checked_residual);
-                pass.dispatch_workgroups(vertex_groups, 1, 1);
-                pass.set_pipeline(&self.line_search_cut);
-                pass.dispatch_workgroups(self.coarse_bodies, 1, 1);
-                pass.set_pipeline(&self.checked_prolong);
-                pass.dispatch_workgroups(vertex_groups, 1, 1);
-                dispatches += 3;
-            }
-        }
-        for (c, &(_, count)) in self.colors.iter().enumerate() {
-            pass.set_bind_group(1, &self.range_group, &[(c as u64 * SLOT) as u32]);
-            for p in [&self.sweep, &self.commit] {
-                pass.set_pipeline(p);
-                pass.dispatch_workgroups(count.div_ceil(WG), 1, 1);
-                dispatches += 1;
-            }
-        }
-        dispatches
-    }
-
-    /// Before a rigid primal sweep: the contact rows' terms of the moving bodies' systems.
-    pub(super) fn record_body_terms(&self, encoder: &mut wgpu::CommandEncoder) -> u32 {
-        self.record_bodies(encoder, "avbd contact terms of the bodies", |c, pass| {
-            c.record_body_terms(pass)
-        })
-    }
-
-    /// After the last iteration, before the integration: the coupled bodies' iterates at
-    /// their certified poses.
-    pub(super) fn record_end(&self, encoder: &mut wgpu::CommandEncoder) -> u32 {
-        self.record_bodies(
-            encoder,
-            "avbd contact frame end of the bodies",
-            |c, pass| c.record_end(pass),
-        )
-    }
-
-    fn record_bodies(
-        &self,
-        encoder: &mut wgpu::CommandEncoder,
-        label: &str,
-        record: impl FnOnce(&super::soft_contact::ContactStep, &mut wgpu::ComputePass) -> u32,
-    ) -> u32 {
-        if !self.contact.moving() {
-            return 0;
-        }
-        let group = self.group.as_ref().expect("bound before recording");
-        let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
-            label: Some(label),
-            timestamp_writes: None,
-        });
-        pass.set_bind_group(0, group, &[]);
-        pass.set_bind_group(1, &self.range_group, &[0]);
-        record(&self.contact, &mut pass)
-    }
-
-    /// The attachments' dual update (after the rigid dual updates), then the contact
-    /// rows' and the advance of the certified configuration.
-    pub(super) fn record_dual(&self, encoder: &mut wgpu::CommandEncoder) -> u32 {
-        if self.n_attachments == 0 && !self.contact.on() {
-            return 0;
-        }
-        let group = self.group.as_ref().expect("bound before recording");
-        let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
-            label: Some("avbd vbd dual and advance"),
-            timestamp_writes: None,
-        });
-        pass.set_bind_group(0, group, &[]);
-        pass.set_bind_group(1, &self.range_group, &[0]);
-        pass.set_bind_group(2, self.contact.group(), &[]);
-        let mut dispatches = 0;
-        if self.n_attachments > 0 {
-            pass.set_pipeline(&self.attachment_dual);
-            pass.dispatch_workgroups(self.n_attachments.div_ceil(WG), 1, 1);
-            dispatches += 1;
-        }
-        dispatches + self.contact.record_advance(&mut pass, self.max_groups)
-    }
-
-    /// Copies the displacements and the attachments into the staging buffer.
-    pub(super) fn record_readback(&self, encoder: &mut wgpu::CommandEncoder) {
-        let disp = 16 * self.n_vertices as u64;
-        if disp > 0 {
-            encoder.copy_buffer_to_buffer(&self.buffers[DISP], 0, &self.staging, 0, disp);
-        }
-        let att = self.n_attachments as u64 * std::mem::size_of::<AttachmentRecord>() as u64;
-        if att > 0 {
-            encoder.copy_buffer_to_buffer(&self.buffers[ATTACHMENTS], 0, &self.staging, disp, att);
-        }
-        self.contact
-            .record_readback(encoder, &self.staging, self.contact_offset());
     }
 
     /// Requests the map of the staging buffer (after the submission).
