@@ -14,9 +14,9 @@ mkdir -p "$out"
 [ -x "$avbd" ] || cargo build --release --bin avbd
 (nvidia-smi -L || echo "no nvidia-smi") > "$out/gpu.txt" 2>&1
 if [ "${SMALL:-0}" = 1 ]; then
-    pile4=1000 pile3=1000 balls=2 frames=10 settle=2
+    pile4=1000 pile3=1000 balls=2 frames=10 settle=2 short="--frames 10"
 else
-    pile4=110000 pile3=510000 balls=140 frames=60 settle=30
+    pile4=110000 pile3=510000 balls=140 frames=60 settle=30 short=""
 fi
 run() { echo "== $*" >&2; "$@"; }
 
@@ -31,14 +31,14 @@ run "$avbd" bench --backend gpu --scene pile --pile-counts $pile3 --gpu-iteratio
 # #22: cloth_drape at 2,500 vertices (goal: <= 2 ms a frame) and squishy_balls at 140 balls,
 # 200,620 tets (<= 16 ms a frame), both with 0 intersections; the elastic series and the
 # contact scenes with the CPU beside them.
-run "$avbd" run cloth_drape --backend gpu --json > "$out/cloth_drape.json"
+run "$avbd" run cloth_drape --backend gpu $short --json > "$out/cloth_drape.json"
 run "$avbd" run squishy_balls --backend gpu --set count=$balls --frames $frames --json \
     > "$out/squishy_balls.json"
 run "$avbd" bench --backend gpu --scene cantilever --scene cloth_hang --gpu-settle 2 \
     --gpu-frames 5 --out "$out/soft" > "$out/soft.md"
 for scene in soft_drop soft_stack soft_collision tunnelling compress mattress; do
     for backend in cpu gpu; do
-        run "$avbd" run $scene --backend $backend --json > "$out/$scene-$backend.json"
+        run "$avbd" run $scene --backend $backend $short --json > "$out/$scene-$backend.json"
     done
 done
 echo "done: $out" >&2

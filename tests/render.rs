@@ -154,6 +154,38 @@ fn cli_renders_a_pyramid_that_is_not_blank() {
     let _ = std::fs::remove_dir_all(dir);
 }
 
+/// `--backend gpu` pictures a run of the GPU backend: a soft cube between kinematic plates
+/// (deformable contact with moving bodies on the device), drawn with its colour.
+#[test]
+fn cli_renders_a_gpu_run() {
+    let dir = out_dir("gpu");
+    let path = dir.join("compress.png");
+    let p = path.to_str().unwrap();
+    if !render_cli(&[
+        "render",
+        "compress",
+        "--backend",
+        "gpu",
+        "--frames",
+        "5",
+        "--size",
+        "160x120",
+        "--out",
+        p,
+    ]) {
+        return;
+    }
+    let img = read_png(&path);
+    assert_eq!((img.width, img.height), (160, 120));
+    let saturated = img
+        .rgb
+        .chunks_exact(3)
+        .filter(|px| hue_sat([px[0], px[1], px[2]]).1 > 0.25)
+        .count();
+    assert!(saturated > 100, "{saturated} pixels of body colour");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
 /// Each body's centre, projected with the renderer's camera, lands on that body's colour:
 /// the top box of a pyramid, and each cube of a soft stack (two colours, so a swapped or
 /// misplaced body fails).

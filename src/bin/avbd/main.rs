@@ -90,6 +90,9 @@ enum Command {
         /// GIF: keep every K-th frame (default: at most about 50 pictures).
         #[arg(long, value_name = "K")]
         every: Option<u32>,
+        /// Solver backend of the run pictured: cpu, gpu (error without an adapter) or auto.
+        #[arg(long, value_enum, default_value_t = BackendArg::Cpu)]
+        backend: BackendArg,
     },
     /// Frame-budget benchmark against rapier3d: Markdown table on stdout, CSV and PNG files.
     #[cfg(feature = "bench")]
@@ -201,6 +204,7 @@ fn render(
     size: &str,
     camera: Option<String>,
     every: Option<u32>,
+    backend: BackendArg,
 ) -> Result<String, String> {
     use bevy_avbd::render::{self, RenderOptions, Renderer};
     let s = |e: render::RenderError| e.to_string();
@@ -214,7 +218,7 @@ fn render(
     for (k, v) in overrides {
         config.set(k, *v).map_err(|e| e.to_string())?;
     }
-    let mut sc = Scene::build(scene, set, config).map_err(|e| e.to_string())?;
+    let mut sc = Scene::build_on(scene, set, config, backend.into()).map_err(|e| e.to_string())?;
     let frames = frames.unwrap_or_else(|| bevy_avbd::scenes::spec(scene).unwrap().default_frames);
     let every = every.unwrap_or(frames.div_ceil(50).max(1));
     let renderer = Renderer::new().map_err(s)?;
@@ -270,7 +274,10 @@ fn run(cli: Cli, out: &mut impl Write) -> std::io::Result<ExitCode> {
             size,
             camera,
             every,
-        } => match render(&scene, &set, frames, &config, &path, &size, camera, every) {
+            backend,
+        } => match render(
+            &scene, &set, frames, &config, &path, &size, camera, every, backend,
+        ) {
             Ok(line) => {
                 writeln!(out, "{line}")?;
                 Ok(ExitCode::SUCCESS)
