@@ -624,18 +624,9 @@ fn coarse_prolong_checked(@builtin(global_invocation_id) gid: vec3<u32>) {
     if (scale == 0.0) {
         return;
     }
-    let c = coarse_vertices[v];
-    var step = vec3<f32>(0.0);
-    var any = false;
-    for (var k = 0u; k < 8u; k++) {
-        let node = c.nodes[k];
-        if (node != NONE) {
-            any = true;
-            step += c.weights[k] * vec3<f32>(delta[3u * node], delta[3u * node + 1u], delta[3u * node + 2u]);
-        }
-    }
-    if (any) {
-        disp[v] = vec4<f32>(disp[v].xyz + scale * step, 0.0);
+    let step = coarse_step_at(v);
+    if (step.w > 0.0) {
+        disp[v] = vec4<f32>(disp[v].xyz + scale * step.xyz, 0.0);
     }
 }
 
@@ -646,19 +637,23 @@ fn coarse_prolong(@builtin(global_invocation_id) gid: vec3<u32>) {
     if (v >= params.n_vertices) {
         return;
     }
+    let step = coarse_step_at(v);
+    if (step.w > 0.0) {
+        disp[v] = vec4<f32>(disp[v].xyz + step.xyz, 0.0);
+    }
+}
+
+// (P δ)_v, and w = 1 where vertex v has a coarse node (pinned vertices have none).
+fn coarse_step_at(v: u32) -> vec4<f32> {
     let c = coarse_vertices[v];
-    var step = vec3<f32>(0.0);
-    var any = false;
+    var step = vec4<f32>(0.0);
     for (var k = 0u; k < 8u; k++) {
         let node = c.nodes[k];
         if (node != NONE) {
-            any = true;
-            step += c.weights[k] * vec3<f32>(delta[3u * node], delta[3u * node + 1u], delta[3u * node + 2u]);
+            step += vec4<f32>(c.weights[k] * vec3<f32>(delta[3u * node], delta[3u * node + 1u], delta[3u * node + 2u]), 1.0);
         }
     }
-    if (any) {
-        disp[v] = vec4<f32>(disp[v].xyz + step, 0.0);
-    }
+    return vec4<f32>(step.xyz, min(step.w, 1.0));
 }
 
 // The attachments' dual update after each iteration (pipeline::attachments::update):
