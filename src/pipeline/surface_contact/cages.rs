@@ -135,11 +135,10 @@ impl Cages {
         let tau_x = self.translations(set, x);
         let tau_y = self.translations(set, &targets);
         // Without a reached configuration, the guess stands in for it (the same hulls).
-        let reached = match reached.len() == soft {
-            true => reached,
-            false => x,
+        let (reached, tau_r) = match reached.len() == soft {
+            true => (reached, self.translations(set, reached)),
+            false => (x, tau_x.clone()),
         };
-        let tau_r = self.translations(set, reached);
         self.absolute.clear();
         self.absolute.reserve(n);
         self.comoving.clear();
