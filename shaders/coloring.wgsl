@@ -5,11 +5,18 @@
 //
 // * Priorities are a fixed integer hash of the body index: the smaller (hash, index)
 //   wins, so the same input gives the same colouring, bit for bit, on any run.
-// * A round is two dispatches: `color_select` marks every uncoloured body whose priority
-//   beats all its uncoloured neighbours (an independent set: two neighbours cannot both be
-//   local maxima), then `color_assign` gives each marked body the smallest colour below
-//   `palette` (≤ 64) that no neighbour holds. Neighbours of a marked body are never marked,
-//   so nothing a body reads changes during the dispatch that reads it.
+// * A round is one dispatch (`color_round`) over a worklist, the bodies the seeding left
+//   uncoloured: each uncoloured body whose priority beats all its open neighbours takes
+//   the smallest colour below `palette` (≤ 64) that no neighbour holds. Open means
+//   uncoloured when the round began: a colour taken in round r is written stamped with
+//   r + 1 (bits 8 and up), and reads as open to the rest of round r. Two neighbours cannot
+//   both beat each other, so no body reads a colour taken in its own round, and the
+//   outcome does not depend on the order in which invocations run. `color_count` strips
+//   the stamps. The round's number is the dynamic-offset slot of group 1.
+// * Rounds recorded: the host records a few (twice what the last step needed, at least
+//   four, at most JPL_ROUNDS = 48) and, when bodies are left uncoloured with fewer than 48
+//   recorded, runs the step again with 48 (src/gpu/step.rs). So the colouring is the one
+//   48 rounds give, and a steady scene dispatches a handful of rounds, not 48.
 // * Fallback: a body that finds every palette colour taken by its neighbours, or that is
 //   still uncoloured after the fixed number of rounds, joins the *serial group*: it is not
 //   a colour; the primal solves those bodies one dispatch each, one after another
@@ -33,21 +40,39 @@
 // (unordered, from atomics).
 @group(0) @binding(7) var<storage, read_write> color_bodies: array<u32>;
 // ranges[c] = (start, count) for c < 64, ranges[64] = serial group,
-// ranges[65] = (colours used, bodies left uncoloured after the rounds).
+// ranges[65] = (colours used, bodies left uncoloured after the rounds),
+// ranges[66] = (rounds in which a body took a colour, worklist size).
 @group(0) @binding(8) var<storage, read_write> ranges: array<vec2<u32>>;
-// (x, y, z) workgroup counts per colour, colour 64 = serial group (0 or 1 workgroup).
+// (x, y, z) workgroup counts: slot 64 the serial group's (0 or 1 workgroup); from
+// LANE_ARGS the primal sweep's per colour.
 @group(0) @binding(9) var<storage, read_write> indirect: array<u32>;
 // [0, 64): members per colour; [64, 128): scatter cursors; 128: serial count;
-// 129: max colour + 1; 130: bodies left uncoloured after the rounds.
+// 129: max colour + 1; 130: bodies left uncoloured after the rounds; 131: worklist size;
+// 132: the last round in which a body took a colour.
 @group(0) @binding(10) var<storage, read_write> counters: array<atomic<u32>>;
 // Each body's colour in the last accepted step, and in this one.
 @group(0) @binding(18) var<storage, read> seed_prev: array<u32>;
 @group(0) @binding(19) var<storage, read_write> seed_next: array<u32>;
 
+struct RoundSlot {
+    index: u32,
+    pad: u32,
+};
+// The round a `color_round` dispatch runs (0-based).
+@group(1) @binding(0) var<uniform> this_round: RoundSlot;
+// The rounds' dispatch arguments, written by `color_work_args`: a buffer of its own, since
+// a dispatch may not read its arguments from a buffer its bind groups can write.
+@group(1) @binding(1) var<storage, read_write> round_args: array<u32>;
+
 const NONE: u32 = 0xffffffffu;       // not solved: never coloured
 const UNCOLORED: u32 = 0xfffffffeu;
-const CANDIDATE: u32 = 0xfffffffdu;  // local maximum of this round
 const OVERFLOW: u32 = 0xfffffffcu;   // no palette colour free: serial group
+// Colours taken in a round, stamped: colour (or MAX_COLORS for "no palette colour free")
+// + (round + 1) × STAMP, all below STAMPED_END.
+const STAMP: u32 = 256u;
+const STAMPED_END: u32 = 0x10000u;
+const WORK: u32 = 131u;
+const ROUNDS_USED: u32 = 132u;
 const MAX_COLORS: u32 = 64u;
 const SERIAL: u32 = 64u;
 // Bodies per workgroup of the primal sweep (shaders/avbd.wgsl: 64 / LANES) and where its
@@ -55,7 +80,7 @@ const SERIAL: u32 = 64u;
 // the one in use).
 const BODIES_PER_GROUP: u32 = 4u;
 const LANE_ARGS: u32 = 65u * 3u;
-const N_COUNTERS: u32 = 131u;
+const N_COUNTERS: u32 = 133u;
 
 // Fixed 32-bit integer hash (lowbias32); the smaller (hash, index) has priority.
 fn hash(x: u32) -> u32 {
@@ -85,10 +110,6 @@ fn other_body(item: u32, me: u32) -> u32 {
         b = ab.y;
     }
     return select(a, b, a == me);
-}
-
-fn is_open(c: u32) -> bool {
-    return c == UNCOLORED || c == CANDIDATE;
 }
 
 @compute @workgroup_size(64)
@@ -132,64 +153,74 @@ fn color_unseed_mark(@builtin(global_invocation_id) gid: vec3<u32>) {
     }
 }
 
+// Unseeds the marked bodies and lists every uncoloured body in the worklist (in
+// color_bodies[n, 2n), free until color_count; the list's order depends on the atomics,
+// the rounds' outcome does not).
 @compute @workgroup_size(64)
 fn color_unseed(@builtin(global_invocation_id) gid: vec3<u32>) {
     let i = gid.x;
-    if (i < params.n_bodies && color_bodies[i] == 1u) {
+    if (i >= params.n_bodies) {
+        return;
+    }
+    if (color_bodies[i] == 1u) {
         color_of[i] = UNCOLORED;
     }
+    if (color_of[i] == UNCOLORED) {
+        let k = atomicAdd(&counters[WORK], 1u);
+        color_bodies[params.n_bodies + k] = i;
+    }
+}
+
+// One invocation: the rounds' dispatch arguments, 64 worklist bodies per workgroup, on a
+// 2-D grid past `max_groups` workgroups.
+@compute @workgroup_size(1)
+fn color_work_args() {
+    let g = (atomicLoad(&counters[WORK]) + 63u) / 64u;
+    round_args[0] = min(g, params.max_groups);
+    round_args[1] = (g + params.max_groups - 1u) / params.max_groups;
+    round_args[2] = 1u;
 }
 
 @compute @workgroup_size(64)
-fn color_select(@builtin(global_invocation_id) gid: vec3<u32>) {
-    let i = gid.x;
-    if (i >= params.n_bodies || color_of[i] != UNCOLORED) {
+fn color_round(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let k = gid.y * params.max_groups * 64u + gid.x;
+    if (k >= atomicLoad(&counters[WORK])) {
         return;
     }
+    let i = color_bodies[params.n_bodies + k];
+    if (color_of[i] != UNCOLORED) {
+        return;
+    }
+    let stamp = (this_round.index + 1u) * STAMP;
     let hi = hash(i);
-    for (var a = adj_offsets[i]; a < adj_offsets[i + 1u]; a++) {
-        let o = other_body(adj_items[a], i);
-        if (o == WORLD || o == i) {
-            continue;
-        }
-        // CANDIDATE is written concurrently by other bodies of this round; it reads the
-        // same as UNCOLORED here, so the race cannot change the outcome.
-        if (is_open(color_of[o]) && beats(o, hash(o), i, hi)) {
-            return;
-        }
-    }
-    color_of[i] = CANDIDATE;
-}
-
-@compute @workgroup_size(64)
-fn color_assign(@builtin(global_invocation_id) gid: vec3<u32>) {
-    let i = gid.x;
-    if (i >= params.n_bodies || color_of[i] != CANDIDATE) {
-        return;
-    }
     var used = vec2<u32>(0u, 0u);
     for (var a = adj_offsets[i]; a < adj_offsets[i + 1u]; a++) {
         let o = other_body(adj_items[a], i);
         if (o == WORLD || o == i) {
             continue;
         }
-        let c = color_of[o];
+        let v = color_of[o];
+        let taken_now = v < STAMPED_END && v >= stamp && v < stamp + STAMP;
+        if ((v == UNCOLORED || taken_now) && beats(o, hash(o), i, hi)) {
+            return;
+        }
+        // Colours of earlier rounds (a neighbour taking one in this round would have had
+        // to beat this body, which then returned above).
+        let c = select(v, v % STAMP, v < STAMPED_END);
         if (c < 32u) {
             used.x |= 1u << c;
         } else if (c < MAX_COLORS) {
             used.y |= 1u << (c - 32u);
         }
     }
-    var pick = OVERFLOW;
+    var pick = MAX_COLORS;
     if (~used.x != 0u) {
         pick = countTrailingZeros(~used.x);
     } else if (~used.y != 0u) {
         pick = 32u + countTrailingZeros(~used.y);
     }
-    if (pick >= params.palette) {
-        pick = OVERFLOW;
-    }
-    color_of[i] = pick;
+    color_of[i] = min(pick, params.palette) + stamp;
+    atomicMax(&counters[ROUNDS_USED], this_round.index + 1u);
 }
 
 @compute @workgroup_size(64)
@@ -198,7 +229,15 @@ fn color_count(@builtin(global_invocation_id) gid: vec3<u32>) {
     if (i >= params.n_bodies) {
         return;
     }
-    let c = color_of[i];
+    var c = color_of[i];
+    if (c < STAMPED_END) {
+        // Taken in a round: the colour, or the serial group past the palette.
+        c = c % STAMP;
+        if (c >= params.palette) {
+            c = OVERFLOW;
+        }
+        color_of[i] = c;
+    }
     // The next step's seed (NONE, OVERFLOW and uncoloured bodies start uncoloured).
     seed_next[i] = c;
     if (c == NONE) {
@@ -240,6 +279,7 @@ fn color_scan() {
     indirect[SERIAL * 3u + 1u] = 1u;
     indirect[SERIAL * 3u + 2u] = 1u;
     ranges[65] = vec2<u32>(atomicLoad(&counters[129]), atomicLoad(&counters[130]));
+    ranges[66] = vec2<u32>(atomicLoad(&counters[ROUNDS_USED]), atomicLoad(&counters[WORK]));
 }
 
 // Places the serial group after the colours, sorted by body index: the rank of a member is

@@ -27,8 +27,8 @@ fn shader_validates() {
             bevy_avbd::gpu::COLORING_SHADER,
             &[
                 "color_init",
-                "color_select",
-                "color_assign",
+                "color_work_args",
+                "color_round",
                 "color_unseed_mark",
                 "color_unseed",
                 "color_count",
@@ -1231,4 +1231,74 @@ fn gpu_coloring_is_seeded_by_the_last_step() {
         "side by side: the shared seed is given up ({x}, {y}, {n})"
     );
     assert_eq!(place(5.0, 1), (x, y, 2), "apart again: each keeps its seed");
+}
+
+/// The colouring records as many rounds as the last step needed (at least four), not 48:
+/// a step those leave with uncoloured bodies runs again with 48, so the bits are those of
+/// 48 rounds every step. Three worlds run the pile as the sphere smashes it: rounds as the
+/// last step needed, one round (every step that needs more runs again), always 48.
+#[test]
+fn gpu_coloring_rounds_follow_the_last_step() {
+    let run = |rounds: Option<u32>| {
+        let mut s = gpu_scene("pile", &[("count", 60.0)], SolverConfig::default())?;
+        s.world.gpu_rounds_for_tests(rounds);
+        let mut frames = Vec::new();
+        for _ in 0..90 {
+            s.step().unwrap();
+            let col = s.world.gpu_coloring().unwrap().unwrap();
+            let traffic = s.world.gpu_traffic().unwrap();
+            let positions: Vec<_> = s
+                .world
+                .body_handles()
+                .iter()
+                .map(|&h| s.world.body(h).unwrap().position)
+                .collect();
+            frames.push((positions, col, traffic));
+        }
+        Some(frames)
+    };
+    let (Some(adaptive), Some(one), Some(all)) = (run(None), run(Some(1)), run(Some(48))) else {
+        return;
+    };
+    let mut reran = 0;
+    for (f, ((a, b), c)) in adaptive.iter().zip(&one).zip(&all).enumerate() {
+        assert_eq!(a.0, c.0, "frame {f}: adaptive rounds changed the bits");
+        assert_eq!(
+            b.0, c.0,
+            "frame {f}: one round (run again) changed the bits"
+        );
+        assert_eq!(a.1.color_of, c.1.color_of, "frame {f}");
+        assert_eq!(c.1.rounds, 48);
+        assert!(a.1.rounds_used <= a.1.rounds && c.1.rounds_used <= 48);
+        // Rounds recorded: 48 first, then twice what the step before used, at least 4.
+        let expected = match f {
+            0 => 48,
+            _ => (2 * adaptive[f - 1].1.rounds_used).clamp(4, 48),
+        };
+        assert!(
+            a.1.rounds == expected || (a.1.rounds == 48 && a.1.rounds_used > expected),
+            "frame {f}: {} rounds recorded, {} used, expected {expected}",
+            a.1.rounds,
+            a.1.rounds_used
+        );
+        // One round recorded: a step that needed more ran again with 48.
+        if b.1.rounds_used > 1 {
+            assert_eq!(b.1.rounds, 48, "frame {f}");
+            reran += 1;
+        }
+        assert_eq!(
+            c.2.indirect_dispatches - a.2.indirect_dispatches,
+            48 - a.1.rounds,
+            "frame {f}: one dispatch per round"
+        );
+    }
+    let first = &adaptive[0].1;
+    eprintln!(
+        "rounds: first step {} used for {} bodies; {reran} one-round steps ran again",
+        first.rounds_used, first.worklist
+    );
+    assert!(first.worklist > 0 && first.rounds_used > 1, "{first:?}");
+    assert!(reran >= 1);
+    let steady = &adaptive.last().unwrap().1;
+    assert_eq!(steady.rounds, 4, "a settled pile records the fewest rounds");
 }

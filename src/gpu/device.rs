@@ -176,6 +176,39 @@ impl GpuSolver {
                 bind_group_layouts: &[Some(&coloring_layout)],
                 immediate_size: 0,
             });
+        // The colouring's rounds take their number from a slot of group 1 and their
+        // dispatch arguments from a buffer that `color_work_args` writes through group 1.
+        let round_pipeline_layout =
+            device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
+                label: Some("avbd colouring round"),
+                bind_group_layouts: &[Some(&coloring_layout), Some(&slot_layout)],
+                immediate_size: 0,
+            });
+        let round_args_layout = device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
+            label: Some("avbd colouring round arguments"),
+            entries: &[storage_entry(1, false)],
+        });
+        let round_args = Self::make_buffer(
+            &device,
+            "colouring round arguments",
+            16,
+            wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::INDIRECT,
+        )
+        .buffer;
+        let round_args_group = device.create_bind_group(&wgpu::BindGroupDescriptor {
+            label: Some("avbd colouring round arguments"),
+            layout: &round_args_layout,
+            entries: &[wgpu::BindGroupEntry {
+                binding: 1,
+                resource: round_args.as_entire_binding(),
+            }],
+        });
+        let work_args_pipeline_layout =
+            device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
+                label: Some("avbd colouring worklist"),
+                bind_group_layouts: &[Some(&coloring_layout), Some(&round_args_layout)],
+                immediate_size: 0,
+            });
         let integration_pipeline_layout =
             device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
                 label: Some("avbd integration"),
@@ -230,8 +263,12 @@ impl GpuSolver {
             adj_fill: adjacency("adj_fill"),
             adj_sort: adjacency("adj_sort"),
             color_init: color("color_init"),
-            color_select: color("color_select"),
-            color_assign: color("color_assign"),
+            color_work_args: pipeline(
+                &work_args_pipeline_layout,
+                &coloring_module,
+                "color_work_args",
+            ),
+            color_round: pipeline(&round_pipeline_layout, &coloring_module, "color_round"),
             color_unseed_mark: color("color_unseed_mark"),
             color_unseed: color("color_unseed"),
             color_count: color("color_count"),
@@ -344,6 +381,8 @@ impl GpuSolver {
             soft_active: false,
             coupling_layout,
             no_coupling,
+            round_args,
+            round_args_group,
             flags: Vec::new(),
             last_colors: 0,
             last_palette: 0,
@@ -356,6 +395,9 @@ impl GpuSolver {
             counts: (0, 0, 0),
             color_capacity: 1,
             serial_capacity: 0,
+            rounds: JPL_ROUNDS,
+            last_rounds: 0,
+            pinned_rounds: None,
             contact_shift,
             max_binding,
             max_groups: limits.max_compute_workgroups_per_dimension,

@@ -36,8 +36,10 @@
 //!    counts, a prefix sum, an atomic fill, and a sort of each body's list into the CPU's
 //!    order, so that it is the list [`crate::pipeline::coloring::build_adjacency`] builds);
 //!    Jones–Plassmann–Luby colouring (`coloring.wgsl`: fixed
-//!    hash priorities, a palette of at most [`MAX_COLORS`] colours, [`JPL_ROUNDS`] rounds,
-//!    a serial fallback group, compaction into per-colour ranges and indirect dispatch
+//!    hash priorities, seeded with the last step's colours, a palette of at most
+//!    [`MAX_COLORS`] colours, up to [`JPL_ROUNDS`] rounds over a worklist of the bodies
+//!    the seeds left uncoloured (as many as the last step needed, see `rounds`), a serial
+//!    fallback group, compaction into per-colour ranges and indirect dispatch
 //!    arguments); `iterations` × (primal per colour through indirect dispatches, the serial
 //!    group one body per dispatch, dual of contacts, dual of joints); `end_bodies`
 //!    (velocities, poses, the non-finite guard and the angular speed cap of
@@ -143,9 +145,11 @@ pub use pipelines::{
 const ADJ_SCAN_BLOCK: u32 = 256;
 /// Most colours the GPU colouring uses; bodies that cannot get one go to the serial group.
 pub const MAX_COLORS: u32 = 64;
-/// Jones–Plassmann–Luby rounds per step; bodies still uncoloured after them go to the
+/// Jones–Plassmann–Luby rounds a step may use; bodies still uncoloured after them go to the
 /// serial group.
 pub const JPL_ROUNDS: u32 = 48;
+/// Rounds recorded at the least: a steady scene's seeded colouring needs fewer.
+pub const MIN_ROUNDS: u32 = 4;
 /// The colour reported by [`GpuColoring::color_of`] for bodies of the serial group.
 pub const SERIAL_GROUP: u32 = MAX_COLORS;
 /// The colour reported by [`GpuColoring::color_of`] for bodies that are not solved.
@@ -297,6 +301,11 @@ pub struct GpuColoring {
     pub serial: Vec<u32>,
     /// Bodies that were still uncoloured after [`JPL_ROUNDS`] rounds (part of `serial`).
     pub out_of_rounds: u32,
+    /// Bodies that went through the rounds: those the last step's colours did not seed.
+    pub worklist: u32,
+    /// Rounds recorded in the step, and the last of them in which a body took a colour.
+    pub rounds: u32,
+    pub rounds_used: u32,
 }
 
 #[repr(C)]
@@ -398,6 +407,10 @@ pub struct GpuSolver {
     /// The primal's group 2 (`soft`: attachments) and the one of a world without them.
     coupling_layout: wgpu::BindGroupLayout,
     no_coupling: wgpu::BindGroup,
+    /// The colouring rounds' dispatch arguments (`color_work_args` writes them through
+    /// `round_args_group`).
+    round_args: wgpu::Buffer,
+    round_args_group: wgpu::BindGroup,
     flags: Vec<u32>,
     last_colors: u32,
     last_palette: u32,
@@ -410,6 +423,14 @@ pub struct GpuSolver {
     color_capacity: u32,
     /// Serial-group dispatches recorded per sweep (grows like `color_capacity`).
     serial_capacity: u32,
+    /// Colouring rounds recorded per step: twice the rounds the last step used, at least
+    /// [`MIN_ROUNDS`], at most [`JPL_ROUNDS`] (a step left with uncoloured bodies by fewer
+    /// is run again with all of them).
+    rounds: u32,
+    /// The rounds the last finished step recorded.
+    last_rounds: u32,
+    /// Rounds pinned by a test ([`Self::pin_rounds`]).
+    pinned_rounds: Option<u32>,
     /// Contacts per contact chunk: `1 << contact_shift`.
     contact_shift: u32,
     /// Largest storage binding and buffer the device allows (bytes).
@@ -456,6 +477,15 @@ impl GpuSolver {
     #[doc(hidden)]
     pub fn limit_dispatch(&mut self, max_groups: u32) {
         self.max_groups = self.max_groups.min(max_groups.max(1));
+    }
+
+    /// Pins the colouring rounds recorded per step to `rounds` (`None`: as many as the
+    /// last step needed); a step they leave with uncoloured bodies still runs again with
+    /// [`JPL_ROUNDS`]. For testing that the run again gives the bits of enough rounds.
+    #[doc(hidden)]
+    pub fn pin_rounds(&mut self, rounds: Option<u32>) {
+        self.pinned_rounds = rounds.map(|r| r.clamp(1, JPL_ROUNDS));
+        self.rounds = self.pinned_rounds.unwrap_or(JPL_ROUNDS);
     }
 
     /// Colours used by the last step's GPU colouring.

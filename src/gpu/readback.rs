@@ -28,6 +28,9 @@ impl GpuSolver {
             palette: self.last_palette,
             serial: bytemuck::pod_collect_to_vec(&serial_raw),
             out_of_rounds: r[2 * SLOTS as usize + 1],
+            rounds: self.last_rounds,
+            rounds_used: r[2 * SLOTS as usize + 2],
+            worklist: r[2 * SLOTS as usize + 3],
         })
     }
 

@@ -208,19 +208,22 @@ impl GpuSolver {
             pass.set_pipeline(&p.color_init);
             pass.dispatch_workgroups(all.max(groups(COUNTERS as usize)), 1, 1);
             dispatches += 1;
-            // Last step's colours, less the loser of every pair of neighbours now sharing one.
+            // Last step's colours, less the loser of every pair of neighbours now sharing one;
+            // the bodies left uncoloured make the worklist of the rounds.
             for pipeline in [&p.color_unseed_mark, &p.color_unseed] {
                 pass.set_pipeline(pipeline);
                 pass.dispatch_workgroups(all, 1, 1);
                 dispatches += 1;
             }
-            for _ in 0..JPL_ROUNDS {
-                pass.set_pipeline(&p.color_select);
-                pass.dispatch_workgroups(all, 1, 1);
-                dispatches += 1;
-                pass.set_pipeline(&p.color_assign);
-                pass.dispatch_workgroups(all, 1, 1);
-                dispatches += 1;
+            pass.set_pipeline(&p.color_work_args);
+            pass.set_bind_group(1, &self.round_args_group, &[]);
+            pass.dispatch_workgroups(1, 1, 1);
+            dispatches += 1;
+            pass.set_pipeline(&p.color_round);
+            for round in 0..self.rounds as u64 {
+                pass.set_bind_group(1, &self.slot_group, &[(round * COLOR_SLOT) as u32]);
+                pass.dispatch_workgroups_indirect(&self.round_args, 0);
+                indirect_dispatches += 1;
             }
             pass.set_pipeline(&p.color_count);
             pass.dispatch_workgroups(all, 1, 1);

@@ -406,6 +406,8 @@ impl GpuSolver {
                 let (r, rest) = rest.split_at(RANGES_BYTES as usize);
                 let r: Vec<u32> = bytemuck::pod_collect_to_vec(r);
                 let colors = r[2 * SLOTS as usize];
+                let (out_of_rounds, rounds_used) =
+                    (r[2 * SLOTS as usize + 1], r[2 * SLOTS as usize + 2]);
                 let serial = r[2 * SERIAL_SLOT as usize + 1];
                 let found = match shape.device_narrow {
                     true => bytemuck::pod_read_unaligned::<u32>(total) as usize,
@@ -417,6 +419,11 @@ impl GpuSolver {
                     resize = true;
                     true
                 } else if seed || outcome.overflow {
+                    true
+                } else if out_of_rounds > 0 && self.rounds < JPL_ROUNDS {
+                    // Fewer rounds than a step may use left bodies uncoloured: run again
+                    // with all of them, so the colouring is the one they give.
+                    self.rounds = JPL_ROUNDS;
                     true
                 } else if colors > self.color_capacity || serial > self.serial_capacity {
                     self.color_capacity = self.color_capacity.max(colors);
@@ -459,6 +466,10 @@ impl GpuSolver {
                     }
                     self.last_serial = serial;
                     self.last_colors = colors;
+                    self.last_rounds = self.rounds;
+                    self.rounds = self
+                        .pinned_rounds
+                        .unwrap_or((2 * rounds_used).clamp(MIN_ROUNDS, JPL_ROUNDS));
                     self.last_palette = shape.palette;
                     self.last_timings = match (&self.timestamps, shape.timed) {
                         (Some(t), true) => {

@@ -62,6 +62,16 @@ impl PhysicsWorld {
         }
     }
 
+    /// Test hook: pin the GPU colouring's rounds recorded per step (`None`: as many as the
+    /// last step needed); a step they leave with uncoloured bodies still runs again with
+    /// all of them.
+    #[doc(hidden)]
+    pub fn gpu_rounds_for_tests(&mut self, rounds: Option<u32>) {
+        if let Some(g) = self.gpu.as_mut() {
+            g.pin_rounds(rounds);
+        }
+    }
+
     /// Test hook: on the GPU backend, find the contact points on the CPU (and upload them)
     /// even where the device could find them, to compare the two paths.
     #[doc(hidden)]
