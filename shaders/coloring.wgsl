@@ -17,6 +17,17 @@
 //   four, at most JPL_ROUNDS = 48) and, when bodies are left uncoloured with fewer than 48
 //   recorded, runs the step again with 48 (src/gpu/step.rs). So the colouring is the one
 //   48 rounds give, and a steady scene dispatches a handful of rounds, not 48.
+// * Re-greedy pass (Culberson's iterated greedy), recorded by the host in the step after
+//   one whose rounds coloured a body (so a steady colouring stays as it is): the classes are coloured greedily again, highest first, one dispatch each
+//   (`color_regreedy`): each body of the class takes the smallest colour that no neighbour
+//   of an earlier class has taken in this pass. A class is an independent set, so its
+//   bodies may go at once, and the j-th class processed takes colours below j: the count
+//   never grows, and on a pile of boxes it falls from the 12 Jones–Plassmann–Luby leaves
+//   to 10, next to the 9 of a sequential greedy colouring. The new colours are numbered
+//   back to front (the class processed first takes the highest), which keeps the classes'
+//   order in the sweep: a chain the pass 2-colours is swept in the CPU's order. The host records a dispatch
+//   per class it has seen (`color_classes`, 0 when the pass is not recorded); a step
+//   with more classes runs again with more.
 // * Fallback: a body that finds every palette colour taken by its neighbours, or that is
 //   still uncoloured after the fixed number of rounds, joins the *serial group*: it is not
 //   a colour; the primal solves those bodies one dispatch each, one after another
@@ -41,14 +52,16 @@
 @group(0) @binding(7) var<storage, read_write> color_bodies: array<u32>;
 // ranges[c] = (start, count) for c < 64, ranges[64] = serial group,
 // ranges[65] = (colours used, bodies left uncoloured after the rounds),
-// ranges[66] = (rounds in which a body took a colour, worklist size).
+// ranges[66] = (rounds in which a body took a colour, worklist size),
+// ranges[67] = (colours before the re-greedy pass, 0).
 @group(0) @binding(8) var<storage, read_write> ranges: array<vec2<u32>>;
 // (x, y, z) workgroup counts: slot 64 the serial group's (0 or 1 workgroup); from
 // LANE_ARGS the primal sweep's per colour.
 @group(0) @binding(9) var<storage, read_write> indirect: array<u32>;
 // [0, 64): members per colour; [64, 128): scatter cursors; 128: serial count;
 // 129: max colour + 1; 130: bodies left uncoloured after the rounds; 131: worklist size;
-// 132: the last round in which a body took a colour.
+// 132: the last round in which a body took a colour; 133: colours before the re-greedy;
+// 134: colours after it.
 @group(0) @binding(10) var<storage, read_write> counters: array<atomic<u32>>;
 // Each body's colour in the last accepted step, and in this one.
 @group(0) @binding(18) var<storage, read> seed_prev: array<u32>;
@@ -73,6 +86,10 @@ const STAMP: u32 = 256u;
 const STAMPED_END: u32 = 0x10000u;
 const WORK: u32 = 131u;
 const ROUNDS_USED: u32 = 132u;
+const TOP: u32 = 133u;
+const NEW_TOP: u32 = 134u;
+// Colours taken in the re-greedy pass: NEW_BASE + colour.
+const NEW_BASE: u32 = 0x20000u;
 const MAX_COLORS: u32 = 64u;
 const SERIAL: u32 = 64u;
 // Bodies per workgroup of the primal sweep (shaders/avbd.wgsl: 64 / LANES) and where its
@@ -80,7 +97,7 @@ const SERIAL: u32 = 64u;
 // the one in use).
 const BODIES_PER_GROUP: u32 = 4u;
 const LANE_ARGS: u32 = 65u * 3u;
-const N_COUNTERS: u32 = 133u;
+const N_COUNTERS: u32 = 135u;
 
 // Fixed 32-bit integer hash (lowbias32); the smaller (hash, index) has priority.
 fn hash(x: u32) -> u32 {
@@ -165,9 +182,12 @@ fn color_unseed(@builtin(global_invocation_id) gid: vec3<u32>) {
     if (color_bodies[i] == 1u) {
         color_of[i] = UNCOLORED;
     }
-    if (color_of[i] == UNCOLORED) {
+    let c = color_of[i];
+    if (c == UNCOLORED) {
         let k = atomicAdd(&counters[WORK], 1u);
         color_bodies[params.n_bodies + k] = i;
+    } else if (c < MAX_COLORS) {
+        atomicMax(&counters[TOP], c + 1u);
     }
 }
 
@@ -221,6 +241,51 @@ fn color_round(@builtin(global_invocation_id) gid: vec3<u32>) {
     }
     color_of[i] = min(pick, params.palette) + stamp;
     atomicMax(&counters[ROUNDS_USED], this_round.index + 1u);
+    if (pick < params.palette) {
+        atomicMax(&counters[TOP], pick + 1u);
+    }
+}
+
+// The colour a body holds after the rounds (stamps stripped); MAX_COLORS or more if none.
+fn colour_after_rounds(v: u32) -> u32 {
+    return select(v, v % STAMP, v < STAMPED_END && v >= STAMP);
+}
+
+// Class `top - 1 - slot` of the re-greedy pass: each of its bodies takes the smallest
+// colour no neighbour took earlier in the pass. Runs only when a dispatch was recorded for
+// every class (else the host runs the step again with more).
+@compute @workgroup_size(64)
+fn color_regreedy(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let i = gid.x;
+    let top = atomicLoad(&counters[TOP]);
+    let s = this_round.index;
+    if (i >= params.n_bodies || top > params.color_classes || s >= top) {
+        return;
+    }
+    let v = color_of[i];
+    if (v >= NEW_BASE || colour_after_rounds(v) != top - 1u - s) {
+        return;
+    }
+    var used = vec2<u32>(0u, 0u);
+    for (var a = adj_offsets[i]; a < adj_offsets[i + 1u]; a++) {
+        let o = other_body(adj_items[a], i);
+        if (o == WORLD || o == i) {
+            continue;
+        }
+        let w = color_of[o];
+        if (w >= NEW_BASE && w < NEW_BASE + 32u) {
+            used.x |= 1u << (w - NEW_BASE);
+        } else if (w >= NEW_BASE + 32u && w < NEW_BASE + MAX_COLORS) {
+            used.y |= 1u << (w - NEW_BASE - 32u);
+        }
+    }
+    // At most s classes went before, so the pick is at most s < top ≤ palette.
+    var pick = countTrailingZeros(~used.x);
+    if (~used.x == 0u) {
+        pick = 32u + countTrailingZeros(~used.y);
+    }
+    color_of[i] = NEW_BASE + pick;
+    atomicMax(&counters[NEW_TOP], pick + 1u);
 }
 
 @compute @workgroup_size(64)
@@ -230,7 +295,11 @@ fn color_count(@builtin(global_invocation_id) gid: vec3<u32>) {
         return;
     }
     var c = color_of[i];
-    if (c < STAMPED_END) {
+    if (c >= NEW_BASE && c < NEW_BASE + MAX_COLORS) {
+        // Taken in the re-greedy pass.
+        c = atomicLoad(&counters[NEW_TOP]) - 1u - (c - NEW_BASE);
+        color_of[i] = c;
+    } else if (c < STAMPED_END) {
         // Taken in a round: the colour, or the serial group past the palette.
         c = c % STAMP;
         if (c >= params.palette) {
@@ -280,6 +349,7 @@ fn color_scan() {
     indirect[SERIAL * 3u + 2u] = 1u;
     ranges[65] = vec2<u32>(atomicLoad(&counters[129]), atomicLoad(&counters[130]));
     ranges[66] = vec2<u32>(atomicLoad(&counters[ROUNDS_USED]), atomicLoad(&counters[WORK]));
+    ranges[67] = vec2<u32>(atomicLoad(&counters[TOP]), 0u);
 }
 
 // Places the serial group after the colours, sorted by body index: the rank of a member is

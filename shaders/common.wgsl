@@ -27,7 +27,7 @@ struct Params {
     n_pairs: u32,         // candidate pairs when the device finds the contacts (else 0)
     gravity: vec4<f32>,
     margin: f32,          // collision margin (SolverConfig::collision_margin)
-    pad0: u32,
+    color_classes: u32,   // colour classes the colouring's re-greedy pass covers
     pad1: u32,
     pad2: u32,
 };

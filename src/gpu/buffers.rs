@@ -17,9 +17,10 @@ pub(super) const SLOTS: u64 = MAX_COLORS as u64 + 1;
 /// Entry of the serial group in `ranges` and `indirect`.
 pub(super) const SERIAL_SLOT: u64 = MAX_COLORS as u64;
 
-/// `ranges`: 64 colours, the serial group, then (colours used, bodies out of rounds) and
-/// (the last round in which a body took a colour, worklist size).
-pub(super) const RANGES_BYTES: u64 = (SLOTS + 2) * 8;
+/// `ranges`: 64 colours, the serial group, then (colours used, bodies out of rounds),
+/// (the last round in which a body took a colour, worklist size) and (colours before the
+/// re-greedy pass, 0).
+pub(super) const RANGES_BYTES: u64 = (SLOTS + 3) * 8;
 
 /// Dispatch arguments: one slot per colour and the serial group (only the serial group's
 /// is written: one body per dispatch), then the primal sweep's per colour (`LANE_ARGS_AT`, 4 bodies per workgroup).
@@ -27,7 +28,7 @@ pub(super) const INDIRECT_BYTES: u64 = 2 * SLOTS * 12;
 
 pub(super) const LANE_ARGS_AT: u64 = SLOTS * 12;
 
-pub(super) const COUNTERS: u64 = 133;
+pub(super) const COUNTERS: u64 = 135;
 
 // Device buffers.
 pub(super) const POSES: usize = 0;

@@ -336,7 +336,9 @@ struct Params {
     n_pairs: u32,
     gravity: [f32; 4],
     margin: f32,
-    pad: [u32; 3],
+    /// Colour classes the colouring's re-greedy pass covers (`color_regreedy` dispatches).
+    color_classes: u32,
+    pad: [u32; 2],
 }
 
 const WORKGROUP: u32 = 64;
@@ -423,6 +425,12 @@ pub struct GpuSolver {
     color_capacity: u32,
     /// Serial-group dispatches recorded per sweep (grows like `color_capacity`).
     serial_capacity: u32,
+    /// Re-greedy dispatches recorded per step: grows to the colours the rounds left (the
+    /// step is then run again), never shrinks.
+    class_capacity: u32,
+    /// Whether the step records the re-greedy pass: after a step whose rounds coloured a
+    /// body (and in the first).
+    regreedy: bool,
     /// Colouring rounds recorded per step: twice the rounds the last step used, at least
     /// [`MIN_ROUNDS`], at most [`JPL_ROUNDS`] (a step left with uncoloured bodies by fewer
     /// is run again with all of them).

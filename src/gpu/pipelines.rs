@@ -212,6 +212,7 @@ pub(super) struct Pipelines {
     pub(super) color_init: wgpu::ComputePipeline,
     pub(super) color_work_args: wgpu::ComputePipeline,
     pub(super) color_round: wgpu::ComputePipeline,
+    pub(super) color_regreedy: wgpu::ComputePipeline,
     pub(super) color_unseed_mark: wgpu::ComputePipeline,
     pub(super) color_unseed: wgpu::ComputePipeline,
     pub(super) color_count: wgpu::ComputePipeline,

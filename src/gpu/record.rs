@@ -225,6 +225,19 @@ impl GpuSolver {
                 pass.dispatch_workgroups_indirect(&self.round_args, 0);
                 indirect_dispatches += 1;
             }
+            // The colour classes greedily again, highest first, after a step whose rounds
+            // coloured a body.
+            pass.set_pipeline(&p.color_regreedy);
+            let classes = if self.regreedy {
+                self.class_capacity
+            } else {
+                0
+            };
+            for class in 0..classes as u64 {
+                pass.set_bind_group(1, &self.slot_group, &[(class * COLOR_SLOT) as u32]);
+                pass.dispatch_workgroups(all, 1, 1);
+                dispatches += 1;
+            }
             pass.set_pipeline(&p.color_count);
             pass.dispatch_workgroups(all, 1, 1);
             dispatches += 1;

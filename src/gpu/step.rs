@@ -408,6 +408,8 @@ impl GpuSolver {
                 let colors = r[2 * SLOTS as usize];
                 let (out_of_rounds, rounds_used) =
                     (r[2 * SLOTS as usize + 1], r[2 * SLOTS as usize + 2]);
+                // Colours before the re-greedy pass, which skipped if it had too few classes.
+                let top = r[2 * SLOTS as usize + 4];
                 let serial = r[2 * SERIAL_SLOT as usize + 1];
                 let found = match shape.device_narrow {
                     true => bytemuck::pod_read_unaligned::<u32>(total) as usize,
@@ -424,6 +426,9 @@ impl GpuSolver {
                     // Fewer rounds than a step may use left bodies uncoloured: run again
                     // with all of them, so the colouring is the one they give.
                     self.rounds = JPL_ROUNDS;
+                    true
+                } else if self.regreedy && top > self.class_capacity {
+                    self.class_capacity = top;
                     true
                 } else if colors > self.color_capacity || serial > self.serial_capacity {
                     self.color_capacity = self.color_capacity.max(colors);
@@ -467,6 +472,7 @@ impl GpuSolver {
                     self.last_serial = serial;
                     self.last_colors = colors;
                     self.last_rounds = self.rounds;
+                    self.regreedy = rounds_used > 0;
                     self.rounds = self
                         .pinned_rounds
                         .unwrap_or((2 * rounds_used).clamp(MIN_ROUNDS, JPL_ROUNDS));
@@ -708,7 +714,11 @@ impl GpuSolver {
             n_pairs: shape.n_pairs as u32,
             gravity: cfg.gravity.extend(0.0).to_array(),
             margin: cfg.collision_margin,
-            pad: [0; 3],
+            color_classes: match self.regreedy {
+                true => self.class_capacity,
+                false => 0,
+            },
+            pad: [0; 2],
         };
         self.queue
             .write_buffer(&self.params, 0, bytemuck::bytes_of(&params));
