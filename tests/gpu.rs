@@ -1237,14 +1237,15 @@ fn gpu_coloring_is_seeded_by_the_last_step() {
 /// The colouring records as many rounds as the last step needed (at least four), not 48:
 /// a step those leave with uncoloured bodies runs again with 48, so the bits are those of
 /// 48 rounds every step. Three worlds run the pile as the sphere smashes it: rounds as the
-/// last step needed, one round (every step that needs more runs again), always 48.
+/// last step needed, one round (every step that needs more runs again), always 48. The
+/// colour dispatches recorded per sweep come down once the pile needs fewer colours.
 #[test]
 fn gpu_coloring_rounds_follow_the_last_step() {
     let run = |rounds: Option<u32>| {
         let mut s = gpu_scene("pile", &[("count", 60.0)], SolverConfig::default())?;
         s.world.gpu_rounds_for_tests(rounds);
         let mut frames = Vec::new();
-        for _ in 0..90 {
+        for _ in 0..130 {
             s.step().unwrap();
             let col = s.world.gpu_coloring().unwrap().unwrap();
             let traffic = s.world.gpu_traffic().unwrap();
@@ -1300,8 +1301,25 @@ fn gpu_coloring_rounds_follow_the_last_step() {
     );
     assert!(first.worklist > 0 && first.rounds_used > 1, "{first:?}");
     assert!(reran >= 1);
-    let steady = &adaptive.last().unwrap().1;
+    let (_, steady, traffic) = adaptive.last().unwrap();
     assert_eq!(steady.rounds, 4, "a settled pile records the fewest rounds");
+    // The colour dispatches recorded per sweep: the most colours of the steps since the
+    // last window of 32 began (it closed after step 128, and a step needing more since
+    // would have raised them), fewer than the most of the whole run.
+    let colors = |from: usize| adaptive[from..].iter().map(|f| f.1.colors).max().unwrap();
+    let iterations = SolverConfig::default().iterations;
+    eprintln!(
+        "colours: {} at most in the run, {} since step 97, {} now",
+        colors(0),
+        colors(96),
+        steady.colors
+    );
+    assert!(colors(96) < colors(0));
+    assert_eq!(
+        traffic.indirect_dispatches,
+        4 + iterations * colors(96),
+        "{traffic:?}"
+    );
 }
 
 /// The re-greedy pass brings the colour count near what the graph needs: on a settled pile

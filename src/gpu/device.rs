@@ -395,6 +395,8 @@ impl GpuSolver {
             last_traffic: GpuTraffic::default(),
             counts: (0, 0, 0),
             color_capacity: 1,
+            color_peak: 0,
+            color_window: 0,
             serial_capacity: 0,
             rounds: JPL_ROUNDS,
             class_capacity: 1,

@@ -38,7 +38,8 @@
 //!    Jones–Plassmann–Luby colouring (`coloring.wgsl`: fixed
 //!    hash priorities, seeded with the last step's colours, a palette of at most
 //!    [`MAX_COLORS`] colours, up to [`JPL_ROUNDS`] rounds over a worklist of the bodies
-//!    the seeds left uncoloured (as many as the last step needed, see `rounds`), a serial
+//!    the seeds left uncoloured (as many as the last step needed, see `rounds`), after a
+//!    step whose rounds coloured a body a re-greedy pass over the classes, a serial
 //!    fallback group, compaction into per-colour ranges and indirect dispatch
 //!    arguments); `iterations` × (primal per colour through indirect dispatches, the serial
 //!    group one body per dispatch, dual of contacts, dual of joints); `end_bodies`
@@ -46,10 +47,11 @@
 //!    `integration::end_step`) and `store_contact_warm` (what each contact carries to the
 //!    next step, into the other of two alternating carried-state buffers: it never leaves
 //!    the device); then a copy of the results into a staging buffer. The
-//!    number of colour and serial dispatches recorded per sweep is a capacity that only
-//!    grows: a step whose colouring needs more is run again from the CPU's copy of its
-//!    start state with more (the results are identical to a run with enough capacity, so
-//!    determinism holds). Colours beyond the ones used are empty indirect dispatches.
+//!    number of colour and serial dispatches recorded per sweep is a capacity: a step
+//!    whose colouring needs more is run again from the CPU's copy of its start state with
+//!    more (the results are identical to a run with enough capacity, so determinism
+//!    holds); the colours' comes down every [`COLOR_WINDOW`] steps to the most a step of
+//!    the window used. Colours beyond the ones used are empty indirect dispatches.
 //! 4. Readback: [`GpuSolver::submit`] requests the map of one of two `MAP_READ` staging
 //!    buffers, used alternately, and returns; [`GpuSolver::finish`] waits for it and copies
 //!    out the poses, velocities, non-finite flags, joint states, the colouring summary and,
@@ -150,6 +152,9 @@ pub const MAX_COLORS: u32 = 64;
 pub const JPL_ROUNDS: u32 = 48;
 /// Rounds recorded at the least: a steady scene's seeded colouring needs fewer.
 pub const MIN_ROUNDS: u32 = 4;
+/// Steps after which the colour dispatches recorded per sweep come down to the most a step
+/// of those used.
+pub const COLOR_WINDOW: u32 = 32;
 /// The colour reported by [`GpuColoring::color_of`] for bodies of the serial group.
 pub const SERIAL_GROUP: u32 = MAX_COLORS;
 /// The colour reported by [`GpuColoring::color_of`] for bodies that are not solved.
@@ -421,9 +426,14 @@ pub struct GpuSolver {
     last_traffic: GpuTraffic,
     counts: (usize, usize, usize),
     /// Colour dispatches recorded per sweep: grows to the colours a step used (the step is
-    /// then run again), never shrinks.
+    /// then run again); every [`COLOR_WINDOW`] steps it shrinks to the most colours a step
+    /// of the window used (the re-greedy pass lowers the count after a rise).
     color_capacity: u32,
-    /// Serial-group dispatches recorded per sweep (grows like `color_capacity`).
+    /// The most colours a step used since the window began, and the steps in it.
+    color_peak: u32,
+    color_window: u32,
+    /// Serial-group dispatches recorded per sweep: grows to the serial bodies a step had
+    /// (the step is then run again), never shrinks.
     serial_capacity: u32,
     /// Re-greedy dispatches recorded per step: grows to the colours the rounds left (the
     /// step is then run again), never shrinks.

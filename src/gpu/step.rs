@@ -432,7 +432,13 @@ impl GpuSolver {
                     true
                 } else if colors > self.color_capacity || serial > self.serial_capacity {
                     self.color_capacity = self.color_capacity.max(colors);
-                    self.serial_capacity = self.serial_capacity.max(serial.next_power_of_two());
+                    // (0 stays 0: `next_power_of_two` of 0 is 1, a serial dispatch per sweep.)
+                    let serial = if serial == 0 {
+                        0
+                    } else {
+                        serial.next_power_of_two()
+                    };
+                    self.serial_capacity = self.serial_capacity.max(serial);
                     true
                 } else {
                     for (slot, bytes, mirror) in [
@@ -472,6 +478,12 @@ impl GpuSolver {
                     self.last_serial = serial;
                     self.last_colors = colors;
                     self.last_rounds = self.rounds;
+                    self.color_peak = self.color_peak.max(colors);
+                    self.color_window += 1;
+                    if self.color_window == COLOR_WINDOW {
+                        self.color_capacity = self.color_peak.max(1);
+                        (self.color_peak, self.color_window) = (0, 0);
+                    }
                     self.regreedy = rounds_used > 0;
                     self.rounds = self
                         .pinned_rounds
