@@ -1363,3 +1363,43 @@ fn gpu_coloring_is_near_a_sequential_greedy_one() {
         "{colors} GPU colours against a sequential greedy {sequential}"
     );
 }
+
+/// The colouring's rounds on a 2-D grid of workgroups (as past 65,535 × 64 uncoloured
+/// bodies) give the bits of a 1-D grid: 80 boxes, all uncoloured in the first step, span
+/// two workgroups, and one workgroup per grid row puts them on two rows.
+#[test]
+fn gpu_coloring_rounds_on_a_2d_grid_give_the_same_bits() {
+    let run = |limit: bool| {
+        let mut s = gpu_scene("pile", &[("count", 80.0)], SolverConfig::default())?;
+        if limit {
+            s.world.gpu_limit_for_tests(u32::MAX, 1);
+        }
+        s.step().unwrap();
+        let worklist = s.world.gpu_coloring().unwrap().unwrap().worklist;
+        s.run(9).unwrap();
+        let bits: Vec<u32> = s
+            .world
+            .body_handles()
+            .iter()
+            .flat_map(|&h| {
+                let b = s.world.body(h).unwrap();
+                b.position
+                    .to_array()
+                    .into_iter()
+                    .chain(b.rotation.to_array())
+            })
+            .map(f32::to_bits)
+            .collect();
+        Some((
+            worklist,
+            bits,
+            s.world.gpu_coloring().unwrap().unwrap().color_of,
+        ))
+    };
+    let (Some((w, a, ca)), Some((_, b, cb))) = (run(false), run(true)) else {
+        return;
+    };
+    assert!(w > 64, "the first worklist must span two workgroups: {w}");
+    assert_eq!(ca, cb);
+    assert_eq!(a, b);
+}
