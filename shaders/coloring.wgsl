@@ -202,8 +202,8 @@ fn color_work_args() {
 }
 
 @compute @workgroup_size(64)
-fn color_round(@builtin(global_invocation_id) gid: vec3<u32>) {
-    let k = gid.y * params.max_groups * 64u + gid.x;
+fn color_round(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    let k = gid.x + gid.y * nwg.x * 64u;
     if (k >= atomicLoad(&counters[WORK])) {
         return;
     }
