@@ -201,6 +201,33 @@ fn color_work_args() {
     round_args[2] = 1u;
 }
 
+// The colour a body holds after the rounds (stamps stripped); MAX_COLORS or more if none.
+fn colour_after_rounds(v: u32) -> u32 {
+    return select(v, v % STAMP, v < STAMPED_END && v >= STAMP);
+}
+
+// A set of palette colours as 64 bits: `used` with colour c added (c ≥ MAX_COLORS: none).
+fn with_colour(used: vec2<u32>, c: u32) -> vec2<u32> {
+    if (c < 32u) {
+        return used | vec2<u32>(1u << c, 0u);
+    }
+    if (c < MAX_COLORS) {
+        return used | vec2<u32>(0u, 1u << (c - 32u));
+    }
+    return used;
+}
+
+// The smallest colour not in `used` (MAX_COLORS when all 64 are).
+fn first_free(used: vec2<u32>) -> u32 {
+    if (~used.x != 0u) {
+        return countTrailingZeros(~used.x);
+    }
+    if (~used.y != 0u) {
+        return 32u + countTrailingZeros(~used.y);
+    }
+    return MAX_COLORS;
+}
+
 @compute @workgroup_size(64)
 fn color_round(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
     let k = gid.x + gid.y * nwg.x * 64u;
@@ -226,29 +253,14 @@ fn color_round(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workg
         }
         // Colours of earlier rounds (a neighbour taking one in this round would have had
         // to beat this body, which then returned above).
-        let c = select(v, v % STAMP, v < STAMPED_END);
-        if (c < 32u) {
-            used.x |= 1u << c;
-        } else if (c < MAX_COLORS) {
-            used.y |= 1u << (c - 32u);
-        }
+        used = with_colour(used, colour_after_rounds(v));
     }
-    var pick = MAX_COLORS;
-    if (~used.x != 0u) {
-        pick = countTrailingZeros(~used.x);
-    } else if (~used.y != 0u) {
-        pick = 32u + countTrailingZeros(~used.y);
-    }
+    let pick = first_free(used);
     color_of[i] = min(pick, params.palette) + stamp;
     atomicMax(&counters[ROUNDS_USED], this_round.index + 1u);
     if (pick < params.palette) {
         atomicMax(&counters[TOP], pick + 1u);
     }
-}
-
-// The colour a body holds after the rounds (stamps stripped); MAX_COLORS or more if none.
-fn colour_after_rounds(v: u32) -> u32 {
-    return select(v, v % STAMP, v < STAMPED_END && v >= STAMP);
 }
 
 // Class `top - 1 - slot` of the re-greedy pass: each of its bodies takes the smallest
@@ -273,17 +285,10 @@ fn color_regreedy(@builtin(global_invocation_id) gid: vec3<u32>) {
             continue;
         }
         let w = color_of[o];
-        if (w >= NEW_BASE && w < NEW_BASE + 32u) {
-            used.x |= 1u << (w - NEW_BASE);
-        } else if (w >= NEW_BASE + 32u && w < NEW_BASE + MAX_COLORS) {
-            used.y |= 1u << (w - NEW_BASE - 32u);
-        }
+        used = with_colour(used, select(MAX_COLORS, w - NEW_BASE, w >= NEW_BASE));
     }
     // At most s classes went before, so the pick is at most s < top ≤ palette.
-    var pick = countTrailingZeros(~used.x);
-    if (~used.x == 0u) {
-        pick = 32u + countTrailingZeros(~used.y);
-    }
+    let pick = first_free(used);
     color_of[i] = NEW_BASE + pick;
     atomicMax(&counters[NEW_TOP], pick + 1u);
 }
