@@ -547,6 +547,21 @@ fn gpu_coloring_falls_back_past_the_palette() {
     assert!(worst < 0.1, "clique: CPU and GPU differ by {worst} m");
 }
 
+/// The bits of every body's position and rotation.
+fn pose_bits(w: &bevy_avbd::PhysicsWorld) -> Vec<u32> {
+    w.body_handles()
+        .iter()
+        .flat_map(|&h| {
+            let b = w.body(h).unwrap();
+            b.position
+                .to_array()
+                .into_iter()
+                .chain(b.rotation.to_array())
+        })
+        .map(f32::to_bits)
+        .collect()
+}
+
 /// Contacts split over several storage bindings (as on lavapipe past 1,048,576 contacts),
 /// dual updates on 2-D dispatch grids (past 65,535 × 64 contacts) and primal sweeps on 2-D
 /// grids (past 65,535 × 4 bodies of one colour) give the same bits as one binding and 1-D
@@ -561,18 +576,8 @@ fn gpu_contact_chunks_give_the_same_bits() {
         }
         s.run(20).unwrap();
         let contacts = s.world.contact_count();
-        let bits: Vec<u32> = s
-            .world
-            .body_handles()
-            .iter()
-            .flat_map(|&h| {
-                let b = s.world.body(h).unwrap();
-                b.position
-                    .to_array()
-                    .into_iter()
-                    .chain(b.rotation.to_array())
-            })
-            .map(f32::to_bits)
+        let bits: Vec<u32> = pose_bits(&s.world)
+            .into_iter()
             .chain(
                 s.world
                     .contacts()
@@ -1377,19 +1382,7 @@ fn gpu_coloring_rounds_on_a_2d_grid_give_the_same_bits() {
         s.step().unwrap();
         let worklist = s.world.gpu_coloring().unwrap().unwrap().worklist;
         s.run(9).unwrap();
-        let bits: Vec<u32> = s
-            .world
-            .body_handles()
-            .iter()
-            .flat_map(|&h| {
-                let b = s.world.body(h).unwrap();
-                b.position
-                    .to_array()
-                    .into_iter()
-                    .chain(b.rotation.to_array())
-            })
-            .map(f32::to_bits)
-            .collect();
+        let bits = pose_bits(&s.world);
         Some((
             worklist,
             bits,
