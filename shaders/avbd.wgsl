@@ -775,7 +775,7 @@ fn primal_serial() {
 @compute @workgroup_size(64)
 fn dual_contacts(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
     // 2-D grid: one dispatch dimension holds at most 65,535 workgroups.
-    let ci = gid.x + gid.y * nwg.x * 64u;
+    let ci = grid_index(gid, nwg);
     if (ci >= params.n_contacts) {
         return;
     }
@@ -802,7 +802,7 @@ fn dual_contacts(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_wor
 // Dual update of one joint's rows.
 @compute @workgroup_size(64)
 fn dual_joints(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    let ji = gid.x + gid.y * nwg.x * 64u;
+    let ji = grid_index(gid, nwg);
     if (ji >= params.n_joints) {
         return;
     }

@@ -33,7 +33,7 @@ fn ccd(
     @builtin(num_workgroups) nwg: vec3<u32>,
     @builtin(local_invocation_index) lid: u32,
 ) {
-    let i = (wid.y * nwg.x + wid.x) * 64u + lid;
+    let i = lane_index(wid, nwg, lid);
     if (i >= cp.count) {
         return;
     }
@@ -51,7 +51,7 @@ fn earliest(
     @builtin(num_workgroups) nwg: vec3<u32>,
     @builtin(local_invocation_index) lid: u32,
 ) {
-    let i = (wid.y * nwg.x + wid.x) * 64u + lid;
+    let i = lane_index(wid, nwg, lid);
     if (i >= cp.count) {
         return;
     }

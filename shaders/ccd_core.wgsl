@@ -89,6 +89,13 @@
 // 65,535 iterations of one invocation: the default cap (256 steps of at most a few dozen
 // loop iterations each) stays far below it.
 
+// A lane's index in a dispatch of 64-wide workgroups on a 2-D grid (rows of `nwg.x`
+// workgroups past the per-dimension limit of 65,535); the kernels of the modules that
+// include this file share it, as the rigid modules share common.wgsl's `grid_index`.
+fn lane_index(wid: vec3<u32>, nwg: vec3<u32>, lid: u32) -> u32 {
+    return (wid.y * nwg.x + wid.x) * 64u + lid;
+}
+
 struct CcdParams {
     count: u32,
     max_iters: u32,

@@ -230,7 +230,7 @@ fn first_free(used: vec2<u32>) -> u32 {
 
 @compute @workgroup_size(64)
 fn color_round(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    let k = gid.x + gid.y * nwg.x * 64u;
+    let k = grid_index(gid, nwg);
     if (k >= atomicLoad(&counters[WORK])) {
         return;
     }

@@ -32,6 +32,12 @@ struct Params {
     pad2: u32,
 };
 
+// The invocation's index in a dispatch of 64-wide workgroups on a 2-D grid: a dispatch
+// past the per-dimension workgroup limit (65,535) runs as rows of `nwg.x` workgroups.
+fn grid_index(gid: vec3<u32>, nwg: vec3<u32>) -> u32 {
+    return gid.x + gid.y * nwg.x * 64u;
+}
+
 struct Pose {
     p: vec4<f32>,
     q: vec4<f32>, // xyzw

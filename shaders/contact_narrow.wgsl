@@ -31,7 +31,7 @@ fn collider_pose(i: u32) -> Pose {
 
 @compute @workgroup_size(64)
 fn narrow_contacts(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    let i = gid.x + gid.y * nwg.x * 64u;
+    let i = grid_index(gid, nwg);
     if (i >= params.n_pairs) {
         return;
     }

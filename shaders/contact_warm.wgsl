@@ -142,7 +142,7 @@ fn load_floor(lambda: f32, mass: f32) -> f32 {
 
 @compute @workgroup_size(64)
 fn warm_start_contacts(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    let i = gid.x + gid.y * nwg.x * 64u;
+    let i = grid_index(gid, nwg);
     if (i >= params.n_contacts) {
         return;
     }
@@ -212,7 +212,7 @@ fn warm_record(i: u32, p: ContactPoint) {
 
 @compute @workgroup_size(64)
 fn store_contact_warm(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    let i = gid.x + gid.y * nwg.x * 64u;
+    let i = grid_index(gid, nwg);
     if (i >= params.n_contacts) {
         return;
     }

@@ -34,10 +34,6 @@ const KINEMATIC: u32 = 2u;
 @group(0) @binding(8) var<storage, read_write> iterate: array<Iterate>;
 @group(0) @binding(9) var<storage, read_write> inertial: array<Inertial>;
 
-fn body_index(gid: vec3<u32>, nwg: vec3<u32>) -> u32 {
-    return gid.x + gid.y * nwg.x * 64u;
-}
-
 // Exponent bits all set: infinite or NaN (WGSL lets compilers assume neither exists, so
 // the test is on the bits, not on comparisons).
 fn finite(v: vec4<f32>) -> bool {
@@ -54,7 +50,7 @@ fn iterate_of(dp: vec3<f32>, q: vec4<f32>, q0: vec4<f32>) -> Iterate {
 // guess q ⊕ h ω.
 @compute @workgroup_size(64)
 fn begin_bodies(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    let i = body_index(gid, nwg);
+    let i = grid_index(gid, nwg);
     if (i >= params.n_bodies) {
         return;
     }
@@ -95,7 +91,7 @@ fn begin_bodies(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_work
 // `status`. Kinematic bodies only advance their pose.
 @compute @workgroup_size(64)
 fn end_bodies(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    let i = body_index(gid, nwg);
+    let i = grid_index(gid, nwg);
     if (i >= params.n_bodies) {
         return;
     }

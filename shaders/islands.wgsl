@@ -96,7 +96,7 @@ fn island_init(@builtin(global_invocation_id) gid: vec3<u32>) {
 
 @compute @workgroup_size(64)
 fn island_link(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    let e = gid.x + gid.y * nwg.x * 64u;
+    let e = grid_index(gid, nwg);
     let pairs = min(pair_start[params.n_bodies], params.n_pairs);
     if e < params.n_pairs {
         let touching = ((pair_counts[e / 4u] >> (8u * (e % 4u))) & 0xffu) != 0u;

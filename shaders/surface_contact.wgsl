@@ -580,7 +580,7 @@ fn key_of(t: f32) -> u32 {
 @compute @workgroup_size(64)
 fn contact_ccd(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
     cp = cparams.ccd;
-    let k = (wid.y * nwg.x + wid.x) * 64u + lid;
+    let k = lane_index(wid, nwg, lid);
     if (cparams.on == 0u || k >= cparams.n_candidates) {
         return;
     }
@@ -604,7 +604,7 @@ fn contact_ccd(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) n
 // index per point (ties go to the first candidate, as on the CPU).
 @compute @workgroup_size(64)
 fn contact_earliest(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
-    let k = (wid.y * nwg.x + wid.x) * 64u + lid;
+    let k = lane_index(wid, nwg, lid);
     if (cparams.on == 0u || k >= cparams.n_candidates) {
         return;
     }
@@ -626,7 +626,7 @@ fn contact_earliest(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgrou
 // lists. Each row's pair is a candidate, so the rows never outnumber the candidates.
 @compute @workgroup_size(64)
 fn contact_grow(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
-    let k = (wid.y * nwg.x + wid.x) * 64u + lid;
+    let k = lane_index(wid, nwg, lid);
     if (cparams.on == 0u || k >= cparams.n_candidates) {
         return;
     }
@@ -741,7 +741,7 @@ fn contact_reset_alpha(@builtin(global_invocation_id) gid: vec3<u32>) {
 // there.
 @compute @workgroup_size(64)
 fn contact_inversion(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
-    let e = (wid.y * nwg.x + wid.x) * 64u + lid;
+    let e = lane_index(wid, nwg, lid);
     if (cparams.on == 0u || e >= cparams.n_tets) {
         return;
     }
