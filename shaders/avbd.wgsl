@@ -8,6 +8,13 @@
 // Which colour a primal dispatch solves (dynamic-offset slots written when the slot buffer
 // is created: slot c < 64 is colour c, slot 64 + k the k-th body of the serial group; the
 // ranges themselves come from the GPU colouring, shaders/coloring.wgsl).
+// What a primal pipeline compiles in (pipeline-overridable constants): a step with no
+// joints (JOINTS false) and no deformables (COUPLED false) runs a variant without their
+// rows' code, which leaves its invocations fewer registers to hold, so more run at once.
+// The variant is chosen by what the step holds: the skipped branches would find nothing.
+override JOINTS: bool = true;
+override COUPLED: bool = true;
+
 struct ColorSlot {
     index: u32,
     pad: u32,
@@ -618,7 +625,9 @@ fn add_items(i: u32, first: u32, stride: u32) {
         let item = adj_items[a];
         let idx = item >> 1u;
         if ((item & 1u) != 0u) {
-            add_joint(i, idx);
+            if (JOINTS) {
+                add_joint(i, idx);
+            }
         } else {
             add_contact(i, load_contact(idx));
         }
@@ -751,8 +760,10 @@ fn primal(@builtin(local_invocation_index) li: u32, @builtin(workgroup_id) wid: 
         Haa += mat3x3<f32>(vec3<f32>(t[18], t[19], t[20]), vec3<f32>(t[21], t[22], t[23]), vec3<f32>(t[24], t[25], t[26]));
         Fl += vec3<f32>(t[27], t[28], t[29]);
         Fa += vec3<f32>(t[30], t[31], t[32]);
-        add_soft_contact(i);
-        add_attachments(i);
+        if (COUPLED) {
+            add_soft_contact(i);
+            add_attachments(i);
+        }
         iterate[i] = finish_body(i);
     }
 }

@@ -1,9 +1,14 @@
-// The narrow phase inside the step, for scenes whose colliders are all primitives: one
-// invocation per candidate pair (found by the broad phase, broad_phase.wgsl, earlier in
-// the same submission) carries or finds the pair's manifold
-// (contact_persistence.wgsl), then turns each of its points into a warm-started contact
-// record (`warm_record`, contact_warm.wgsl) the way pipeline::collision::write_pair_points
-// and pipeline::warm_start do on the CPU. Nothing per contact crosses the bus.
+// The narrow phase inside the step, for scenes whose colliders are all primitives, over
+// the candidate pairs the broad phase found earlier in the same submission
+// (broad_phase.wgsl), in two passes: `narrow_carry` (one invocation per pair) carries each
+// coherent manifold (contact_persistence.wgsl) and appends the other pairs to a worklist;
+// `narrow_collide` finds those pairs' points again, over the worklist only (an indirect
+// dispatch sized by `narrow_work_args`). A settled scene carries most pairs, and the
+// separating-axis and clipping code, with the registers it holds, runs on the few that
+// need it, side by side. Then each manifold's points become warm-started contact records
+// (`warm_record`, contact_warm.wgsl) the way pipeline::collision::write_pair_points and
+// pipeline::warm_start do on the CPU. Nothing per contact crosses the bus, and a pair's
+// result does not depend on where the worklist put it.
 //
 // Pair i owns records 4i..4i + 4; the slots past its point count, and every slot of the
 // pairs past the broad phase's total (params.n_pairs is the list's capacity), are empty
@@ -23,37 +28,32 @@
 // The broad phase's first pair of each body; [n_bodies]: the pairs it found.
 @group(0) @binding(29) var<storage, read> pair_start: array<u32>;
 
+// [0]: the pairs in the worklist (cleared before the step); [4 + w]: its w-th pair.
+@group(0) @binding(30) var<storage, read_write> narrow_work: array<atomic<u32>>;
+// The worklist's dispatch arguments, written by `narrow_work_args`: a buffer of its own,
+// since a dispatch may not read its arguments from a buffer its bind groups can write.
+@group(1) @binding(1) var<storage, read_write> narrow_args: array<u32>;
+
+const WORK_AT: u32 = 4u;
+
 // The pose of body `i`'s collider (pipeline::collision::shape_pose).
 fn collider_pose(i: u32) -> Pose {
     let pose = poses[i];
     return Pose(vec4<f32>(pose.p.xyz + qrot(pose.q, shapes[i].offset.xyz), 0.0), pose.q);
 }
 
-@compute @workgroup_size(64)
-fn narrow_contacts(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    let i = grid_index(gid, nwg);
-    if (i >= params.n_pairs) {
-        return;
+fn empty_records(i: u32) {
+    var empty: Contact;
+    empty.body_a = WORLD;
+    empty.body_b = WORLD;
+    for (var k = 0u; k < 4u; k++) {
+        store_record(4u * i + k, empty);
     }
-    if (i >= pair_start[params.n_bodies]) {
-        var empty: Contact;
-        empty.body_a = WORLD;
-        empty.body_b = WORLD;
-        for (var k = 0u; k < 4u; k++) {
-            store_record(4u * i + k, empty);
-        }
-        return;
-    }
-    let sp = step_pairs[i];
-    let ra = collider_pose(sp.a);
-    let rb = collider_pose(sp.b);
-    let pair = Pair(shapes[sp.a].shape, shapes[sp.b].shape, ra, rb);
-    let has_old = sp.old != NO_OLD;
-    var old = PairContact();
-    if (has_old) {
-        old = old_pairs[sp.old];
-    }
-    var next = update_contact(pair, params.margin, has_old, old);
+}
+
+// Pair i's manifold `next` (carried or found) into its four records and its state.
+fn write_pair(i: u32, sp: StepPair, ra: Pose, rb: Pose, manifold: PairContact) {
+    var next = manifold;
     let m = next.manifold;
     let n = m.normal.xyz;
     let t = tangent_of(n);
@@ -93,4 +93,60 @@ fn narrow_contacts(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_w
     atomicMax(&narrow_status[0], bitcast<u32>(deepest) & 0x7fffffffu);
     atomicAdd(&narrow_status[1], m.count);
     atomicAdd(&narrow_status[2], u32(m.count > 0u));
+}
+
+// Pass 1, one invocation per pair of the list: the empty slots, the carried manifolds,
+// and the worklist of the rest.
+@compute @workgroup_size(64)
+fn narrow_carry(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    let i = grid_index(gid, nwg);
+    if (i >= params.n_pairs) {
+        return;
+    }
+    if (i >= pair_start[params.n_bodies]) {
+        empty_records(i);
+        return;
+    }
+    let sp = step_pairs[i];
+    if (sp.old != NO_OLD) {
+        let ra = collider_pose(sp.a);
+        let rb = collider_pose(sp.b);
+        let c = carried(old_pairs[sp.old], ra, rb);
+        if (c.ok) {
+            write_pair(i, sp, ra, rb, c.state);
+            return;
+        }
+    }
+    let w = atomicAdd(&narrow_work[0], 1u);
+    atomicStore(&narrow_work[WORK_AT + w], i);
+}
+
+// One invocation: `narrow_collide`'s dispatch arguments, 64 worklist pairs per workgroup,
+// on a 2-D grid past `max_groups` workgroups.
+@compute @workgroup_size(1)
+fn narrow_work_args() {
+    let g = (atomicLoad(&narrow_work[0]) + 63u) / 64u;
+    narrow_args[0] = min(g, params.max_groups);
+    narrow_args[1] = (g + params.max_groups - 1u) / params.max_groups;
+    narrow_args[2] = 1u;
+}
+
+// Pass 2, one invocation per worklist pair: its points found again.
+@compute @workgroup_size(64)
+fn narrow_collide(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    let w = grid_index(gid, nwg);
+    if (w >= atomicLoad(&narrow_work[0])) {
+        return;
+    }
+    let i = atomicLoad(&narrow_work[WORK_AT + w]);
+    let sp = step_pairs[i];
+    let ra = collider_pose(sp.a);
+    let rb = collider_pose(sp.b);
+    let pair = Pair(shapes[sp.a].shape, shapes[sp.b].shape, ra, rb);
+    let has_old = sp.old != NO_OLD;
+    var old = PairContact();
+    if (has_old) {
+        old = old_pairs[sp.old];
+    }
+    write_pair(i, sp, ra, rb, found_contact(pair, params.margin, has_old, old));
 }

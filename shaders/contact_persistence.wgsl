@@ -113,6 +113,12 @@ fn update_contact(pair: Pair, margin: f32, has_old: bool, old: PairContact) -> P
             return c.state;
         }
     }
+    return found_contact(pair, margin, has_old, old);
+}
+
+// The part of `update_contact` after a carry failed: the points found again and tied to
+// the old ones they continue.
+fn found_contact(pair: Pair, margin: f32, has_old: bool, old: PairContact) -> PairContact {
     let m = collide(pair.a, pair.pose_a, pair.b, pair.pose_b, margin);
     let n = m.normal.xyz;
     var next = PairContact(

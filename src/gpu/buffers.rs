@@ -97,7 +97,9 @@ pub(super) const SCAN_SUMS: [usize; 2] = [SHAPES + 16, SHAPES + 17];
 pub(super) const ISLAND_PARENT: usize = SHAPES + 18;
 pub(super) const ISLAND_ANCHORED: usize = SHAPES + 19;
 pub(super) const ISLANDS: usize = SHAPES + 20;
-pub(super) const NAMES: [&str; 62] = [
+/// The device narrow phase's worklist: the pairs whose manifold was not carried.
+pub(super) const NARROW_WORK: usize = SHAPES + 22;
+pub(super) const NAMES: [&str; 63] = [
     "poses",
     "masses",
     "iterate",
@@ -160,6 +162,7 @@ pub(super) const NAMES: [&str; 62] = [
     "island_anchored",
     "islands",
     "pair_counts_b",
+    "narrow_work",
 ];
 
 /// Buffers uploaded by difference: only the chunks whose bytes differ from what the device

@@ -188,21 +188,27 @@ impl GpuSolver {
             label: Some("avbd colouring round arguments"),
             entries: &[storage_entry(1, false)],
         });
-        let round_args = Self::make_buffer(
-            &device,
-            "colouring round arguments",
-            16,
-            wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::INDIRECT,
-        )
-        .buffer;
-        let round_args_group = device.create_bind_group(&wgpu::BindGroupDescriptor {
-            label: Some("avbd colouring round arguments"),
-            layout: &round_args_layout,
-            entries: &[wgpu::BindGroupEntry {
-                binding: 1,
-                resource: round_args.as_entire_binding(),
-            }],
-        });
+        // Dispatch arguments a kernel writes through group 1 for the dispatches after it.
+        let args_buffer = |label: &str| {
+            let buffer = Self::make_buffer(
+                &device,
+                label,
+                16,
+                wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::INDIRECT,
+            )
+            .buffer;
+            let group = device.create_bind_group(&wgpu::BindGroupDescriptor {
+                label: Some(label),
+                layout: &round_args_layout,
+                entries: &[wgpu::BindGroupEntry {
+                    binding: 1,
+                    resource: buffer.as_entire_binding(),
+                }],
+            });
+            (buffer, group)
+        };
+        let (round_args, round_args_group) = args_buffer("colouring round arguments");
+        let (narrow_args, narrow_args_group) = args_buffer("narrow phase worklist arguments");
         let work_args_pipeline_layout =
             device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
                 label: Some("avbd colouring worklist"),
@@ -231,18 +237,46 @@ impl GpuSolver {
             })
         };
         let solve = |entry| pipeline(&solver_pipeline_layout, &module, entry);
+        // The primal sweep writes all of its workgroup memory before reading it: no
+        // zeroing at the start of every workgroup.
+        let primal = |constants: &[(&str, f64)]| {
+            device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+                label: Some("primal"),
+                layout: Some(&solver_pipeline_layout),
+                module: &module,
+                entry_point: Some("primal"),
+                compilation_options: wgpu::PipelineCompilationOptions {
+                    constants,
+                    zero_initialize_workgroup_memory: false,
+                },
+                cache: None,
+            })
+        };
         let color = |entry| pipeline(&coloring_pipeline_layout, &coloring_module, entry);
         let adjacency = |entry| pipeline(&coloring_pipeline_layout, &adjacency_module, entry);
         let integrate = |entry| pipeline(&integration_pipeline_layout, &integration_module, entry);
         let warm = |entry| pipeline(&warm_pipeline_layout, &warm_module, entry);
+        let narrow_args_pipeline_layout =
+            device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
+                label: Some("avbd narrow phase worklist"),
+                bind_group_layouts: &[Some(&warm_layout), Some(&round_args_layout)],
+                immediate_size: 0,
+            });
         let pipelines = Pipelines {
-            primal: solve("primal"),
+            primal: primal(&[]),
+            primal_contacts: primal(&[("JOINTS", 0.0), ("COUPLED", 0.0)]),
             primal_serial: solve("primal_serial"),
             dual_contacts: solve("dual_contacts"),
             dual_joints: solve("dual_joints"),
             warm_start_contacts: warm("warm_start_contacts"),
             store_contact_warm: warm("store_contact_warm"),
-            narrow_contacts: warm("narrow_contacts"),
+            narrow_carry: warm("narrow_carry"),
+            narrow_work_args: pipeline(
+                &narrow_args_pipeline_layout,
+                &warm_module,
+                "narrow_work_args",
+            ),
+            narrow_collide: warm("narrow_collide"),
             broad: {
                 let [a, b, c, d, e] = super::broad::BROAD_KERNELS;
                 [a, b, "bp_seed_scan", "bp_seed_fill", c, d, e]
@@ -384,6 +418,8 @@ impl GpuSolver {
             no_coupling,
             round_args,
             round_args_group,
+            narrow_args,
+            narrow_args_group,
             flags: Vec::new(),
             last_colors: 0,
             last_palette: 0,

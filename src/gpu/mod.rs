@@ -418,6 +418,10 @@ pub struct GpuSolver {
     /// `round_args_group`).
     round_args: wgpu::Buffer,
     round_args_group: wgpu::BindGroup,
+    /// The narrow phase worklist's dispatch arguments (`narrow_work_args` writes them
+    /// through `narrow_args_group`).
+    narrow_args: wgpu::Buffer,
+    narrow_args_group: wgpu::BindGroup,
     flags: Vec<u32>,
     last_colors: u32,
     last_palette: u32,

@@ -109,7 +109,7 @@ pub(super) const INTEGRATION_BINDINGS: [(usize, bool); 9] = [
 /// (`contact_narrow.wgsl`), reading the carried state from `CARRIED[side]` and
 /// `PAIR_STATE[side]` and writing it to the others, and this step's pairs from
 /// `PAIR_LIST[1 - side]`.
-pub(super) const fn warm_bindings(side: usize) -> [(usize, bool); 29] {
+pub(super) const fn warm_bindings(side: usize) -> [(usize, bool); 30] {
     let (prev, next) = (CARRIED[side], CARRIED[1 - side]);
     [
         (POSES, true),
@@ -141,6 +141,7 @@ pub(super) const fn warm_bindings(side: usize) -> [(usize, bool); 29] {
         (PAIR_COUNTS[1 - side], false),
         (NARROW_STATUS, false),
         (PAIR_START[1 - side], true),
+        (NARROW_WORK, false),
     ]
 }
 
@@ -190,12 +191,18 @@ pub(super) const fn broad_bindings(side: usize) -> [(usize, bool); 14] {
 
 pub(super) struct Pipelines {
     pub(super) primal: wgpu::ComputePipeline,
+    /// The primal sweep of a step with contacts only (no joints, no deformables).
+    pub(super) primal_contacts: wgpu::ComputePipeline,
     pub(super) primal_serial: wgpu::ComputePipeline,
     pub(super) dual_contacts: wgpu::ComputePipeline,
     pub(super) dual_joints: wgpu::ComputePipeline,
     pub(super) warm_start_contacts: wgpu::ComputePipeline,
     pub(super) store_contact_warm: wgpu::ComputePipeline,
-    pub(super) narrow_contacts: wgpu::ComputePipeline,
+    /// The device narrow phase: the carried manifolds and the worklist of the other pairs,
+    /// its dispatch arguments, the worklist's manifolds found again.
+    pub(super) narrow_carry: wgpu::ComputePipeline,
+    pub(super) narrow_work_args: wgpu::ComputePipeline,
+    pub(super) narrow_collide: wgpu::ComputePipeline,
     /// The broad phase kernels (`broad::BROAD_KERNELS`, then `bp_seed_scan`,
     /// `bp_seed_fill`) and the prefix sum's (`broad::SCAN_KERNELS`).
     pub(super) broad: [wgpu::ComputePipeline; 7],

@@ -151,6 +151,8 @@ impl GpuSolver {
             for slot in [PAIR_COUNTS[1 - self.carried_side], NARROW_STATUS] {
                 encoder.clear_buffer(&self.buffers[slot].buffer, 0, None);
             }
+            // The worklist's count.
+            encoder.clear_buffer(&self.buffers[NARROW_WORK].buffer, 0, Some(4));
         }
         {
             let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
@@ -158,12 +160,19 @@ impl GpuSolver {
                 timestamp_writes: writes(),
             });
             if device_narrow && n_pairs > 0 {
-                // Each pair's manifold, and its points' records warm-started.
+                // Each pair's manifold, carried or (over the worklist) found again, and
+                // its points' records warm-started.
                 pass.set_bind_group(0, warm_group, &[]);
-                pass.set_pipeline(&p.narrow_contacts);
+                pass.set_pipeline(&p.narrow_carry);
                 let (x, y) = grid(groups(n_pairs), self.max_groups);
                 pass.dispatch_workgroups(x, y, 1);
-                dispatches += 1;
+                pass.set_pipeline(&p.narrow_work_args);
+                pass.set_bind_group(1, &self.narrow_args_group, &[]);
+                pass.dispatch_workgroups(1, 1, 1);
+                pass.set_pipeline(&p.narrow_collide);
+                pass.dispatch_workgroups_indirect(&self.narrow_args, 0);
+                dispatches += 2;
+                indirect_dispatches += 1;
             } else if !device_narrow && n_contacts > 0 {
                 // This step's contact records from its points and the carried state.
                 pass.set_bind_group(0, warm_group, &[]);
@@ -260,6 +269,10 @@ impl GpuSolver {
             false => None,
         };
         let coupling = soft.and_then(|s| s.coupling()).unwrap_or(&self.no_coupling);
+        let primal = match n_joints == 0 && soft.is_none() {
+            true => &p.primal_contacts,
+            false => &p.primal,
+        };
         for _ in 0..iterations {
             if let Some(soft) = soft {
                 // The deformables' contact rows on the moving bodies, for their solves.
@@ -274,7 +287,7 @@ impl GpuSolver {
                 pass.set_bind_group(2, coupling, &[]);
                 for c in 0..colors {
                     pass.set_bind_group(1, &self.slot_group, &[(c * COLOR_SLOT) as u32]);
-                    pass.set_pipeline(&p.primal);
+                    pass.set_pipeline(primal);
                     pass.dispatch_workgroups_indirect(indirect, LANE_ARGS_AT + c * 12);
                     indirect_dispatches += 1;
                 }

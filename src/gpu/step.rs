@@ -217,6 +217,7 @@ impl GpuSolver {
                 (PAIR_STATE[1 - side], n_pairs * pair_state),
                 (PAIR_COUNTS[1 - side], counts_len),
                 (NARROW_STATUS, NARROW_STATUS_BYTES as usize),
+                (NARROW_WORK, (n_pairs + 4) * 4),
                 (ISLAND_PARENT, n * 4),
                 (ISLAND_ANCHORED, n * 4),
                 (ISLANDS, n * 4),
