@@ -199,6 +199,19 @@ pub(super) const DEVICE_WRITTEN: [usize; 3] = [POSES, VELOCITIES, PREV_VELOCITIE
 /// 4-byte alignment that wgpu requires of buffer writes).
 pub(super) const DIFF_CHUNK: usize = 1024;
 
+/// Chunks of [`DIFF_CHUNK`] bytes a thread takes at least when comparing or copying in
+/// parallel: below 64 KiB the threads cost more than they save.
+const PAR_CHUNKS: usize = 64;
+
+/// `dst.copy_from_slice(src)`, in parallel pieces (the readback of a large scene's body
+/// state is tens of MiB).
+pub(super) fn par_copy(dst: &mut [u8], src: &[u8]) {
+    dst.par_chunks_mut(DIFF_CHUNK)
+        .zip(src.par_chunks(DIFF_CHUNK))
+        .with_min_len(PAR_CHUNKS)
+        .for_each(|(d, s)| d.copy_from_slice(s));
+}
+
 /// A growable device buffer (reallocated only when a step needs more room).
 pub(super) struct DeviceBuffer {
     pub(super) buffer: wgpu::Buffer,
@@ -314,24 +327,26 @@ impl GpuSolver {
         // Bytes past `valid` are not on the device (yet): never clean.
         let valid = shadow.len().min(data.len());
         shadow.resize(data.len(), 0);
-        let clean =
-            |at: usize, end: usize, shadow: &[u8]| end <= valid && shadow[at..end] == data[at..end];
-        let mut at = 0;
-        while at < data.len() {
-            let end = (at + DIFF_CHUNK).min(data.len());
-            if clean(at, end, shadow) {
-                at = end;
+        // Which chunks differ, compared in parallel (a large scene's body state is tens
+        // of MiB); the runs and their writes below stay in order.
+        let dirty: Vec<bool> = data
+            .par_chunks(DIFF_CHUNK)
+            .zip(shadow.par_chunks(DIFF_CHUNK))
+            .enumerate()
+            .with_min_len(PAR_CHUNKS)
+            .map(|(k, (d, s))| k * DIFF_CHUNK + d.len() > valid || d != s)
+            .collect();
+        let mut k = 0;
+        while k < dirty.len() {
+            if !dirty[k] {
+                k += 1;
                 continue;
             }
-            let start = at;
-            at = end;
-            while at < data.len() {
-                let end = (at + DIFF_CHUNK).min(data.len());
-                if clean(at, end, shadow) {
-                    break;
-                }
-                at = end;
+            let first = k;
+            while k < dirty.len() && dirty[k] {
+                k += 1;
             }
+            let (start, at) = (first * DIFF_CHUNK, (k * DIFF_CHUNK).min(data.len()));
             shadow[start..at].copy_from_slice(&data[start..at]);
             self.queue
                 .write_buffer(&self.buffers[slot].buffer, start as u64, &data[start..at]);

@@ -455,9 +455,9 @@ impl GpuSolver {
                             bytemuck::cast_slice_mut(&mut bodies.prev_velocities),
                         ),
                     ] {
-                        mirror.copy_from_slice(bytes);
-                        self.shadow[slot].clear();
-                        self.shadow[slot].extend_from_slice(bytes);
+                        par_copy(mirror, bytes);
+                        self.shadow[slot].resize(bytes.len(), 0);
+                        par_copy(&mut self.shadow[slot], bytes);
                     }
                     let status: &[u32] = bytemuck::cast_slice(status);
                     for (i, _) in status.iter().enumerate().filter(|(_, s)| **s != 0) {

@@ -91,30 +91,36 @@ impl DevicePairs {
 /// Fills `shapes` with every body's collider; false when a collider of a body that can
 /// collide is not a primitive (the CPU's collision detection then runs).
 fn collect_shapes(bodies: &BodySet, shapes: &mut Vec<BodyShape>) -> bool {
-    shapes.clear();
-    let mut all = true;
-    shapes.extend((0..bodies.len()).map(|i| {
-        let collider = bodies.colliders[i].as_ref().filter(|_| !bodies.frozen[i]);
-        let shape = match collider {
-            None => PrimitiveShape {
-                dims: [0.0; 3],
-                kind: NOT_PRIMITIVE,
-            },
-            Some(c) => PrimitiveShape::from_parry(c.shape.as_ref()).unwrap_or_else(|| {
-                all = false;
-                PrimitiveShape {
+    use rayon::prelude::*;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let all = AtomicBool::new(true);
+    // Body by body, in parallel (a flag, not an order, is all they share).
+    (0..bodies.len())
+        .into_par_iter()
+        .with_min_len(1024)
+        .map(|i| {
+            let collider = bodies.colliders[i].as_ref().filter(|_| !bodies.frozen[i]);
+            let shape = match collider {
+                None => PrimitiveShape {
                     dims: [0.0; 3],
                     kind: NOT_PRIMITIVE,
-                }
-            }),
-        };
-        let offset: Vec3 = bodies.shape_offsets[i];
-        BodyShape {
-            shape,
-            offset: offset.extend(0.0).to_array(),
-        }
-    }));
-    all
+                },
+                Some(c) => PrimitiveShape::from_parry(c.shape.as_ref()).unwrap_or_else(|| {
+                    all.store(false, Ordering::Relaxed);
+                    PrimitiveShape {
+                        dims: [0.0; 3],
+                        kind: NOT_PRIMITIVE,
+                    }
+                }),
+            };
+            let offset: Vec3 = bodies.shape_offsets[i];
+            BodyShape {
+                shape,
+                offset: offset.extend(0.0).to_array(),
+            }
+        })
+        .collect_into_vec(shapes);
+    all.into_inner()
 }
 
 /// Prepares a step whose collision detection runs on the device (broad phase,
