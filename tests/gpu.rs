@@ -767,6 +767,8 @@ fn gpu_cli_reports_memory_timings_and_bench() {
             sum <= t["span"].as_f64().unwrap() * (1.0 + 1e-6) + 1e-6,
             "{t}"
         );
+        // No deformables, no deformable passes.
+        assert_eq!(t["deformable"].as_f64(), Some(0.0), "{t}");
     }
     assert_eq!(gpu["serial_bodies"], 0);
 

@@ -168,6 +168,24 @@ fn gpu_deformables_are_deterministic() {
     }
 }
 
+/// The GPU timings split out the deformables' passes: the vertex sweeps take time, and
+/// every stage, theirs included, is a disjoint part of the step's span.
+#[test]
+fn gpu_timings_split_out_the_deformable_passes() {
+    let Some(s) = run_gpu("cloth_hang", &[], no_contact(10), 3) else {
+        return;
+    };
+    let t = s.world.gpu_timings().expect("on the GPU backend");
+    if !t.supported {
+        return; // the adapter has no timestamp queries
+    }
+    assert!(t.deformable_ms > 0.0, "{t:?}");
+    let stages = t.stages();
+    assert!(stages.iter().all(|&(_, ms)| ms >= 0.0), "{t:?}");
+    let sum: f64 = stages.iter().map(|&(_, ms)| ms).sum();
+    assert!(sum <= t.span_ms * (1.0 + 1e-6) + 1e-6, "{t:?}");
+}
+
 /// The rigid and deformable halves coupled in one submission: a 100 kg box hanging from a
 /// 1 kg soft rod by hard attachments (the box's rows read the vertices, the vertices' rows
 /// the box, both dual updates on the device). The checks of `tests/deformable.rs` (gap

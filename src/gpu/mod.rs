@@ -215,7 +215,8 @@ pub struct GpuMemory {
 
 /// GPU time of the last step per stage, from timestamp queries written at the beginning
 /// and end of each compute pass (one per stage: begin, contact warm start, adjacency,
-/// colouring, a primal and a dual pass per iteration, end, contact store). `supported` is
+/// colouring, a primal and a dual pass per iteration, end, contact store; with
+/// deformables, their passes in each iteration and at the end). `supported` is
 /// false, and the times zero, when the step was not timed: the adapter lacks
 /// `Features::TIMESTAMP_QUERY`, or the step has more passes than one query set holds (over
 /// 1,021 iterations).
@@ -237,6 +238,12 @@ pub struct GpuTimings {
     pub coloring_ms: f64,
     pub primal_ms: f64,
     pub dual_ms: f64,
+    /// The deformables' vertex sweeps (with the two-level step's correction).
+    pub deformable_ms: f64,
+    /// The deformables' contact: the rows' terms on the moving bodies, the dual update
+    /// of contact rows and attachments with the advance of the certified configuration
+    /// (CCD), and the coupled bodies' frame end.
+    pub deformable_contact_ms: f64,
     /// From the first pass's start to the last pass's end: the step's whole GPU time,
     /// gaps between passes included.
     pub span_ms: f64,
@@ -267,7 +274,7 @@ pub struct GpuTraffic {
 impl GpuTimings {
     /// The stages in step order, by name (the names of `avbd run --json`'s
     /// `timings_ms`).
-    pub fn stages(&self) -> [(&'static str, f64); 7] {
+    pub fn stages(&self) -> [(&'static str, f64); 9] {
         [
             ("broad_phase", self.broad_phase_ms),
             ("integration", self.integration_ms),
@@ -276,6 +283,8 @@ impl GpuTimings {
             ("coloring", self.coloring_ms),
             ("primal", self.primal_ms),
             ("dual", self.dual_ms),
+            ("deformable", self.deformable_ms),
+            ("deformable_contact", self.deformable_contact_ms),
         ]
     }
 }

@@ -4,7 +4,7 @@
 //! then the copies into the readback buffer, and the submission.
 
 use super::buffers::*;
-use super::step::{StepShape, pass_count};
+use super::step::{Stage, StepShape, pass_count};
 use super::*;
 
 impl GpuSolver {
@@ -12,7 +12,7 @@ impl GpuSolver {
     /// the colouring, the iterations, the velocities and poses, and the copies into a
     /// staging buffer. Returns the staging buffer used, the bytes to read back and the
     /// timestamp bytes.
-    pub(super) fn record_and_submit(&mut self, shape: &StepShape) -> (usize, u64, u64) {
+    pub(super) fn record_and_submit(&mut self, shape: &StepShape) -> (usize, u64, Vec<Stage>) {
         let &StepShape {
             iterations,
             palette,
@@ -34,8 +34,13 @@ impl GpuSolver {
                     islands_len,
                 ],
         } = shape;
-        let passes = pass_count(iterations);
-        let ts_bytes = if timed { 2 * passes as u64 * 8 } else { 0 };
+        // Room for the timestamps of the most passes the step may record.
+        let soft_on = self.soft_active && self.soft.is_some();
+        let ts_bytes = if timed {
+            16 * pass_count(iterations, soft_on) as u64
+        } else {
+            0
+        };
         let ranges_at =
             (pose_len + 2 * vel_len + status_len + js_len + total_len + narrow_len + islands_len)
                 as u64;
@@ -65,15 +70,18 @@ impl GpuSolver {
         }
         let groups = |n: usize| (n as u32).div_ceil(WORKGROUP);
         let (mut dispatches, mut indirect_dispatches) = (0u32, 0u32);
-        let mut pass_index = 0u32;
+        // Each timed pass's stage, in the order of its timestamps.
+        let mut stages: Vec<Stage> = Vec::new();
         let ts = self.timestamps.as_ref().filter(|_| timed);
-        let mut writes = || {
+        let mut writes = |stage: Stage| {
             let w = ts.map(|t| wgpu::ComputePassTimestampWrites {
                 query_set: &t.set,
-                beginning_of_pass_write_index: Some(2 * pass_index),
-                end_of_pass_write_index: Some(2 * pass_index + 1),
+                beginning_of_pass_write_index: Some(2 * stages.len() as u32),
+                end_of_pass_write_index: Some(2 * stages.len() as u32 + 1),
             });
-            pass_index += 1;
+            if w.is_some() {
+                stages.push(stage);
+            }
             w
         };
         let p = &self.pipelines;
@@ -90,7 +98,7 @@ impl GpuSolver {
         {
             let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
                 label: Some("avbd broad phase"),
-                timestamp_writes: writes(),
+                timestamp_writes: writes(Stage::BroadPhase),
             });
             if device_narrow {
                 let side = self.carried_side;
@@ -139,7 +147,7 @@ impl GpuSolver {
         {
             let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
                 label: Some("avbd begin"),
-                timestamp_writes: writes(),
+                timestamp_writes: writes(Stage::Integration),
             });
             pass.set_bind_group(0, self.integration_group.as_ref(), &[]);
             pass.set_pipeline(&p.begin_bodies);
@@ -157,7 +165,7 @@ impl GpuSolver {
         {
             let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
                 label: Some("avbd contact warm start"),
-                timestamp_writes: writes(),
+                timestamp_writes: writes(Stage::WarmStart),
             });
             if device_narrow && n_pairs > 0 {
                 // Each pair's manifold, carried or (over the worklist) found again, and
@@ -188,7 +196,7 @@ impl GpuSolver {
         {
             let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
                 label: Some("avbd adjacency"),
-                timestamp_writes: writes(),
+                timestamp_writes: writes(Stage::Adjacency),
             });
             pass.set_bind_group(0, coloring_group, &[]);
             // The adjacency of this step's contacts and joints, then the colouring over it.
@@ -211,7 +219,7 @@ impl GpuSolver {
         {
             let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
                 label: Some("avbd colouring"),
-                timestamp_writes: writes(),
+                timestamp_writes: writes(Stage::Coloring),
             });
             pass.set_bind_group(0, coloring_group, &[]);
             pass.set_pipeline(&p.color_init);
@@ -276,12 +284,13 @@ impl GpuSolver {
         for _ in 0..iterations {
             if let Some(soft) = soft {
                 // The deformables' contact rows on the moving bodies, for their solves.
-                dispatches += soft.record_body_terms(&mut encoder);
+                dispatches +=
+                    soft.record_body_terms(&mut encoder, || writes(Stage::DeformableContact));
             }
             {
                 let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
                     label: Some("avbd primal"),
-                    timestamp_writes: writes(),
+                    timestamp_writes: writes(Stage::Primal),
                 });
                 pass.set_bind_group(0, self.solver_group.as_ref(), &[]);
                 pass.set_bind_group(2, coupling, &[]);
@@ -300,11 +309,11 @@ impl GpuSolver {
                 }
             }
             if let Some(soft) = soft {
-                dispatches += soft.record_sweep(&mut encoder);
+                dispatches += soft.record_sweep(&mut encoder, writes(Stage::Deformable));
             }
             let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
                 label: Some("avbd dual"),
-                timestamp_writes: writes(),
+                timestamp_writes: writes(Stage::Dual),
             });
             pass.set_bind_group(0, self.solver_group.as_ref(), &[]);
             pass.set_bind_group(1, &self.slot_group, &[0]);
@@ -323,17 +332,17 @@ impl GpuSolver {
             }
             drop(pass);
             if let Some(soft) = soft {
-                dispatches += soft.record_dual(&mut encoder);
+                dispatches += soft.record_dual(&mut encoder, || writes(Stage::DeformableContact));
             }
         }
         if let Some(soft) = soft {
             // Bodies coupled to deformables end the frame at their certified poses.
-            dispatches += soft.record_end(&mut encoder);
+            dispatches += soft.record_end(&mut encoder, || writes(Stage::DeformableContact));
         }
         {
             let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
                 label: Some("avbd end"),
-                timestamp_writes: writes(),
+                timestamp_writes: writes(Stage::Integration),
             });
             pass.set_bind_group(0, self.integration_group.as_ref(), &[]);
             pass.set_pipeline(&p.end_bodies);
@@ -343,7 +352,7 @@ impl GpuSolver {
         {
             let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
                 label: Some("avbd contact store"),
-                timestamp_writes: writes(),
+                timestamp_writes: writes(Stage::WarmStart),
             });
             if n_contacts > 0 {
                 // What the contacts carry to the next step stays on the device.
@@ -407,13 +416,14 @@ impl GpuSolver {
             RANGES_BYTES,
         );
         if let Some(t) = ts {
-            encoder.resolve_query_set(&t.set, 0..2 * passes, &t.resolve, 0);
+            let queries = 2 * stages.len() as u32;
+            encoder.resolve_query_set(&t.set, 0..queries, &t.resolve, 0);
             encoder.copy_buffer_to_buffer(
                 &t.resolve,
                 0,
                 staging,
                 ranges_at + RANGES_BYTES,
-                ts_bytes,
+                8 * queries as u64,
             );
         }
         if let Some(soft) = soft {
@@ -426,6 +436,6 @@ impl GpuSolver {
             indirect_dispatches,
             ..self.last_traffic
         };
-        (k, read_bytes, ts_bytes)
+        (k, read_bytes, stages)
     }
 }

@@ -32,6 +32,8 @@ pub(super) struct InFlight {
     pub(super) staging: usize,
     pub(super) read_bytes: u64,
     pub(super) ts_bytes: u64,
+    /// The stage of each timed pass, in the order of their timestamps.
+    pub(super) stages: Vec<Stage>,
     /// Set when the staging buffer is mapped (the step and its copies are done).
     pub(super) mapped: std::sync::Arc<std::sync::OnceLock<Result<(), wgpu::BufferAsyncError>>>,
     pub(super) host: GpuHostTimes,
@@ -242,7 +244,7 @@ impl GpuSolver {
         // Readback layout: poses | velocities | previous velocities | status | joint
         // states | pair total | pair list | pair counts | narrow status | ranges |
         // timestamps.
-        let timed = self.ensure_timestamps(2 * pass_count(iterations));
+        let timed = self.ensure_timestamps(2 * pass_count(iterations, soft.is_some()));
         host.prepare_ms += elapsed_ms(t_start);
         let narrow_only = |len: usize| if device_narrow { len } else { 0 };
         let shape = StepShape {
@@ -288,7 +290,8 @@ impl GpuSolver {
             .and_then(|()| self.upload_soft(cfg, bodies, s, soft))
             .map(|()| self.record_and_submit(&shape));
         self.pop_error_scopes(scopes)?;
-        let (k, read_bytes, ts_bytes) = launched?;
+        let (k, read_bytes, stages) = launched?;
+        let ts_bytes = 16 * stages.len() as u64;
         let mapped = std::sync::Arc::new(std::sync::OnceLock::new());
         let done = mapped.clone();
         self.staging[k]
@@ -306,6 +309,7 @@ impl GpuSolver {
             staging: k,
             read_bytes,
             ts_bytes,
+            stages,
             mapped,
             host,
         });
@@ -349,6 +353,7 @@ impl GpuSolver {
                 staging: k,
                 read_bytes,
                 ts_bytes,
+                stages,
                 mapped,
                 mut host,
             } = flight;
@@ -361,7 +366,6 @@ impl GpuSolver {
                 narrow_len,
                 islands_len,
             ] = shape.lens;
-            let iterations = shape.iterations;
             let t_wait = std::time::Instant::now();
             let staging = self.staging[k].buffer.clone();
             let slice = staging.slice(0..read_bytes);
@@ -492,7 +496,7 @@ impl GpuSolver {
                     self.last_palette = shape.palette;
                     self.last_timings = match (&self.timestamps, shape.timed) {
                         (Some(t), true) => {
-                            Self::timings_from(&rest[..ts_bytes as usize], t.period_ns, iterations)
+                            Self::timings_from(&rest[..ts_bytes as usize], t.period_ns, &stages)
                         }
                         // Not timed: no adapter support, or more passes than one query set.
                         _ => GpuTimings::default(),
@@ -611,31 +615,28 @@ impl GpuSolver {
         Ok(())
     }
 
-    /// Compute passes of a step: broad phase, begin (inertial targets), contact warm start
-    /// (and narrow phase), adjacency,
-    /// colouring, a primal and a dual pass per iteration, end (velocities and poses),
-    /// contact store.
-    pub(super) fn timings_from(bytes: &[u8], period_ns: f32, iterations: u32) -> GpuTimings {
+    /// The stage times of a step from its timestamps (a begin and an end tick per pass,
+    /// the passes' stages in `stages`).
+    pub(super) fn timings_from(bytes: &[u8], period_ns: f32, stages: &[Stage]) -> GpuTimings {
         let ticks: Vec<u64> = bytemuck::pod_collect_to_vec(bytes);
-        let ms = |pass: usize| {
-            ticks[2 * pass + 1].saturating_sub(ticks[2 * pass]) as f64 * period_ns as f64 * 1e-6
-        };
-        let end = 5 + 2 * iterations as usize;
+        let ms = |a: u64, b: u64| b.saturating_sub(a) as f64 * period_ns as f64 * 1e-6;
         let mut timings = GpuTimings {
             supported: true,
-            broad_phase_ms: ms(0),
-            integration_ms: ms(1) + ms(end),
-            warm_start_ms: ms(2) + ms(end + 1),
-            adjacency_ms: ms(3),
-            coloring_ms: ms(4),
-            span_ms: ticks[ticks.len() - 1].saturating_sub(ticks[0]) as f64
-                * period_ns as f64
-                * 1e-6,
+            span_ms: ms(ticks[0], ticks[ticks.len() - 1]),
             ..Default::default()
         };
-        for i in 0..iterations as usize {
-            timings.primal_ms += ms(5 + 2 * i);
-            timings.dual_ms += ms(6 + 2 * i);
+        for (stage, t) in stages.iter().zip(ticks.chunks_exact(2)) {
+            *match stage {
+                Stage::BroadPhase => &mut timings.broad_phase_ms,
+                Stage::Integration => &mut timings.integration_ms,
+                Stage::WarmStart => &mut timings.warm_start_ms,
+                Stage::Adjacency => &mut timings.adjacency_ms,
+                Stage::Coloring => &mut timings.coloring_ms,
+                Stage::Primal => &mut timings.primal_ms,
+                Stage::Dual => &mut timings.dual_ms,
+                Stage::Deformable => &mut timings.deformable_ms,
+                Stage::DeformableContact => &mut timings.deformable_contact_ms,
+            } += ms(t[0], t[1]);
         }
         timings
     }
@@ -740,7 +741,24 @@ impl GpuSolver {
     }
 }
 
-/// Compute passes a step records (see [`GpuSolver::timings_from`]).
-pub(super) fn pass_count(iterations: u32) -> u32 {
-    7 + 2 * iterations
+/// The most compute passes a step records: broad phase, begin, contact warm start,
+/// adjacency, colouring, a primal and a dual pass per iteration, end, contact store; with
+/// deformables (`soft`) also their contact terms, vertex sweep and dual update per
+/// iteration and their end.
+pub(super) fn pass_count(iterations: u32, soft: bool) -> u32 {
+    7 + 2 * iterations + if soft { 3 * iterations + 1 } else { 0 }
+}
+
+/// The stage of [`GpuTimings`] a timed compute pass counts towards.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Stage {
+    BroadPhase,
+    Integration,
+    WarmStart,
+    Adjacency,
+    Coloring,
+    Primal,
+    Dual,
+    Deformable,
+    DeformableContact,
 }

@@ -4,17 +4,24 @@
 //! frame's end of the coupled bodies; the readback copies.
 
 use super::{ATTACHMENTS, DISP, SLOT, SoftStep, WG};
+
+/// A pass's timestamp writes, asked for only when the pass is recorded.
+type Writes<'a> = Option<wgpu::ComputePassTimestampWrites<'a>>;
 use crate::deformable::attachment::AttachmentRecord;
 
 impl SoftStep {
     /// One iteration's vertex passes (after the rigid primal sweep): the coarse
     /// correction, then the colours. Returns the dispatches recorded.
-    pub(in crate::gpu) fn record_sweep(&self, encoder: &mut wgpu::CommandEncoder) -> u32 {
+    pub(in crate::gpu) fn record_sweep(
+        &self,
+        encoder: &mut wgpu::CommandEncoder,
+        timestamp_writes: Writes<'_>,
+    ) -> u32 {
         let group = self.group.as_ref().expect("bound before recording");
         let vertex_groups = self.n_vertices.div_ceil(WG);
         let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
             label: Some("avbd vbd sweep"),
-            timestamp_writes: None,
+            timestamp_writes,
         });
         pass.set_bind_group(0, group, &[]);
         pass.set_bind_group(1, &self.range_group, &[0]);
@@ -50,26 +57,39 @@ impl SoftStep {
     }
 
     /// Before a rigid primal sweep: the contact rows' terms of the moving bodies' systems.
-    pub(in crate::gpu) fn record_body_terms(&self, encoder: &mut wgpu::CommandEncoder) -> u32 {
-        self.record_bodies(encoder, "avbd contact terms of the bodies", |c, pass| {
-            c.record_body_terms(pass)
-        })
+    pub(in crate::gpu) fn record_body_terms<'a>(
+        &self,
+        encoder: &mut wgpu::CommandEncoder,
+        writes: impl FnOnce() -> Writes<'a>,
+    ) -> u32 {
+        self.record_bodies(
+            encoder,
+            "avbd contact terms of the bodies",
+            writes,
+            |c, pass| c.record_body_terms(pass),
+        )
     }
 
     /// After the last iteration, before the integration: the coupled bodies' iterates at
     /// their certified poses.
-    pub(in crate::gpu) fn record_end(&self, encoder: &mut wgpu::CommandEncoder) -> u32 {
+    pub(in crate::gpu) fn record_end<'a>(
+        &self,
+        encoder: &mut wgpu::CommandEncoder,
+        writes: impl FnOnce() -> Writes<'a>,
+    ) -> u32 {
         self.record_bodies(
             encoder,
             "avbd contact frame end of the bodies",
+            writes,
             |c, pass| c.record_end(pass),
         )
     }
 
-    fn record_bodies(
+    fn record_bodies<'a>(
         &self,
         encoder: &mut wgpu::CommandEncoder,
         label: &str,
+        writes: impl FnOnce() -> Writes<'a>,
         record: impl FnOnce(&crate::gpu::soft_contact::ContactStep, &mut wgpu::ComputePass) -> u32,
     ) -> u32 {
         if !self.contact.moving() {
@@ -78,7 +98,7 @@ impl SoftStep {
         let group = self.group.as_ref().expect("bound before recording");
         let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
             label: Some(label),
-            timestamp_writes: None,
+            timestamp_writes: writes(),
         });
         pass.set_bind_group(0, group, &[]);
         pass.set_bind_group(1, &self.range_group, &[0]);
@@ -87,14 +107,18 @@ impl SoftStep {
 
     /// The attachments' dual update (after the rigid dual updates), then the contact
     /// rows' and the advance of the certified configuration.
-    pub(in crate::gpu) fn record_dual(&self, encoder: &mut wgpu::CommandEncoder) -> u32 {
+    pub(in crate::gpu) fn record_dual<'a>(
+        &self,
+        encoder: &mut wgpu::CommandEncoder,
+        writes: impl FnOnce() -> Writes<'a>,
+    ) -> u32 {
         if self.n_attachments == 0 && !self.contact.on() {
             return 0;
         }
         let group = self.group.as_ref().expect("bound before recording");
         let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
             label: Some("avbd vbd dual and advance"),
-            timestamp_writes: None,
+            timestamp_writes: writes(),
         });
         pass.set_bind_group(0, group, &[]);
         pass.set_bind_group(1, &self.range_group, &[0]);
