@@ -470,6 +470,9 @@ fn coarse_residual(@builtin(global_invocation_id) gid: vec3<u32>) {
 
 var<workgroup> rhs: array<f32, 3072>;
 var<workgroup> slope: f32;
+// (Pᵀ r)·δ of the solve, kept for the line search's start (the same sum in the same order
+// as summing `restricted` again, which one lane would gather from every vertex).
+var<workgroup> restricted_slope: f32;
 
 // 2: one workgroup per body: rhs = Pᵀ r (each lane gathers its nodes' vertices), then
 // L Lᵀ δ = rhs by column-oriented substitution (one column per step, the lanes updating
@@ -529,6 +532,7 @@ fn coarse_solve(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation
             finite = finite && abs(rhs[i]) <= 3.4028235e38;
         }
         slope = select(0.0, 1.0, s >= 0.0 && finite && body.ok != 0u);
+        restricted_slope = s;
     }
     workgroupBarrier();
     let keep = slope;
@@ -541,15 +545,11 @@ fn coarse_solve(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation
         var start = -1.0;
         if (keep > 0.0) {
             var largest = 0.0;
-            var s = 0.0;
             for (var i = 0u; i < n / 3u; i++) {
                 largest = max(largest, length(vec3<f32>(rhs[3u * i], rhs[3u * i + 1u], rhs[3u * i + 2u])));
             }
-            for (var i = 0u; i < n; i++) {
-                s += restricted(n0, i) * rhs[i];
-            }
             if (largest > 0.01 * body.size) {
-                start = s;
+                start = restricted_slope;
             }
         }
         delta[params.search_at + 2u * body.body] = start;
