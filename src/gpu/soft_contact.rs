@@ -34,6 +34,7 @@
 
 use bytemuck::{Pod, Zeroable};
 use glam::Vec3A;
+use rayon::prelude::*;
 
 use super::GpuError;
 use super::ccd::{CcdMargins, CcdParams};
@@ -399,10 +400,13 @@ impl ContactStep {
                 row_cand[i] = k as u32;
             }
         }
+        // Candidate by candidate, in parallel (a pile of soft bodies makes hundreds of
+        // thousands); the order is kept.
         let candidates: Vec<DeviceCandidate> = contact
             .candidates
-            .iter()
+            .par_iter()
             .enumerate()
+            .with_min_len(1024)
             .map(|(k, pair)| {
                 let pts = contact.points_of(pair);
                 let soft = pts.iter().find(|&&p| p != NO_POINT && p < g.soft_points);
