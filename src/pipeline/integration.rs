@@ -317,6 +317,11 @@ impl IslandMomentum {
             self.island[i] = k;
             self.sums[k as usize].anchored |= r & ANCHORED != 0 || self.anchored[root];
         }
+        if self.sums.iter().all(|s| s.anchored) {
+            // Every island rests on something fixed (a settled pile on its ground): nothing
+            // to correct, so no pass over the bodies' momenta.
+            return;
+        }
         // Only isolated islands are corrected: anchored ones (most bodies of a pile or a
         // stack) need no sums.
         for i in 0..n {
