@@ -49,9 +49,13 @@ fn size(s: &BodyShape, margin: f32) -> f32 {
 
 /// Classes and cell size for the colliders `shapes` (`NOT_PRIMITIVE`: no class).
 pub fn layout(shapes: &[BodyShape], margin: f32, out: &mut GridLayout) {
+    use rayon::prelude::*;
     let bounded = |s: &BodyShape| s.shape.kind != NOT_PRIMITIVE && s.shape.kind != kind::HALF_SPACE;
+    // In parallel where the result cannot depend on the order: the median's value, each
+    // body's class, the largest grid body (a max).
     let mut sizes: Vec<f32> = shapes
-        .iter()
+        .par_iter()
+        .with_min_len(4096)
         .filter(|s| bounded(s))
         .map(|s| size(s, margin))
         .collect();
@@ -61,24 +65,28 @@ pub fn layout(shapes: &[BodyShape], margin: f32, out: &mut GridLayout) {
         let mid = sizes.len() / 2;
         LARGE_SHARE * *sizes.select_nth_unstable_by(mid, f32::total_cmp).1
     };
-    out.classes.clear();
+    let class_of = |s: &BodyShape| match s.shape.kind {
+        NOT_PRIMITIVE => class::NONE,
+        kind::HALF_SPACE => class::SPECIAL,
+        _ if size(s, margin) > large => class::SPECIAL,
+        _ => class::GRID,
+    };
+    shapes
+        .par_iter()
+        .with_min_len(4096)
+        .map(class_of)
+        .collect_into_vec(&mut out.classes);
+    let cell = shapes
+        .par_iter()
+        .with_min_len(4096)
+        .zip(&out.classes)
+        .filter(|(_, c)| **c == class::GRID)
+        .map(|(s, _)| size(s, margin))
+        .reduce(|| 0.0f32, f32::max);
     out.specials.clear();
-    let mut cell = 0.0f32;
-    for (i, s) in shapes.iter().enumerate() {
-        let c = match s.shape.kind {
-            NOT_PRIMITIVE => class::NONE,
-            kind::HALF_SPACE => class::SPECIAL,
-            _ if size(s, margin) > large => class::SPECIAL,
-            _ => {
-                cell = cell.max(size(s, margin));
-                class::GRID
-            }
-        };
-        if c == class::SPECIAL {
-            out.specials.push(i as u32);
-        }
-        out.classes.push(c);
-    }
+    out.specials.extend(
+        (0..shapes.len() as u32).filter(|&i| out.classes[i as usize] == class::SPECIAL),
+    );
     // A little over the largest grid body, so that f32 rounding of its box on the device
     // cannot make it span a third cell.
     out.cell = (cell * 1.001).max(1e-3);
