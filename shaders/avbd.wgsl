@@ -697,9 +697,11 @@ fn solve_body(i: u32) -> Iterate {
 // workgroup memory in a fixed order (deterministic), and one lane solves. One invocation
 // per body would leave each invocation a serial loop over all of its rows (~50 in a
 // pile) with a few thousand bodies per colour: too little parallelism to hide latency.
+// 8 lanes measured fastest on an H100 (the 110,000-box pile's primal at 4 iterations:
+// 4.6–4.8 ms with 8, 5.3–5.8 with 16, 7.6 with 32; BENCHMARKS.md).
 const PRIMAL_WG: u32 = 64u;
-const LANES: u32 = 16u;
-const BODIES_PER_GROUP: u32 = 4u; // PRIMAL_WG / LANES; coloring.wgsl sizes the dispatch with it
+const LANES: u32 = 8u;
+const BODIES_PER_GROUP: u32 = 8u; // PRIMAL_WG / LANES; coloring.wgsl sizes the dispatch with it
 const PARTS: u32 = 33u;           // Hll, Hal, Haa (9 each), Fl, Fa (3 each)
 var<workgroup> partial: array<array<f32, PARTS>, PRIMAL_WG>;
 var<workgroup> total: array<array<f32, PARTS>, BODIES_PER_GROUP>;

@@ -95,7 +95,7 @@ const SERIAL: u32 = 64u;
 // Bodies per workgroup of the primal sweep (shaders/avbd.wgsl: 64 / LANES) and where its
 // dispatch arguments start in `indirect` (after the 65 slots of which the serial group's is
 // the one in use).
-const BODIES_PER_GROUP: u32 = 4u;
+const BODIES_PER_GROUP: u32 = 8u;
 const LANE_ARGS: u32 = 65u * 3u;
 const N_COUNTERS: u32 = 135u;
 

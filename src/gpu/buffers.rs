@@ -23,7 +23,7 @@ pub(super) const SERIAL_SLOT: u64 = MAX_COLORS as u64;
 pub(super) const RANGES_BYTES: u64 = (SLOTS + 3) * 8;
 
 /// Dispatch arguments: one slot per colour and the serial group (only the serial group's
-/// is written: one body per dispatch), then the primal sweep's per colour (`LANE_ARGS_AT`, 4 bodies per workgroup).
+/// is written: one body per dispatch), then the primal sweep's per colour (`LANE_ARGS_AT`, 8 bodies per workgroup).
 pub(super) const INDIRECT_BYTES: u64 = 2 * SLOTS * 12;
 
 pub(super) const LANE_ARGS_AT: u64 = SLOTS * 12;
