@@ -84,9 +84,8 @@ pub fn layout(shapes: &[BodyShape], margin: f32, out: &mut GridLayout) {
         .map(|(s, _)| size(s, margin))
         .reduce(|| 0.0f32, f32::max);
     out.specials.clear();
-    out.specials.extend(
-        (0..shapes.len() as u32).filter(|&i| out.classes[i as usize] == class::SPECIAL),
-    );
+    out.specials
+        .extend((0..shapes.len() as u32).filter(|&i| out.classes[i as usize] == class::SPECIAL));
     // A little over the largest grid body, so that f32 rounding of its box on the device
     // cannot make it span a third cell.
     out.cell = (cell * 1.001).max(1e-3);
