@@ -1,0 +1,305 @@
+//! The frame's contact set-up for the device: the candidates with their row, island,
+//! penalty and friction, the rows, each soft point's and each moving body's row list, X,
+//! the cages and the islands, in the buffers and offsets `surface_contact.wgsl` reads.
+
+use rayon::prelude::*;
+
+use super::*;
+
+impl ContactStep {
+    /// Uploads the frame's contact set-up (after `SurfaceContact::begin_frame` and the
+    /// coarse operators' assembly, which marks the carried rows as held by them).
+    pub(in crate::gpu) fn upload(
+        &mut self,
+        cfg: &SolverConfig,
+        set: &DeformableSet,
+        bodies: &BodySet,
+        contact: &SurfaceContact,
+        device_name: &str,
+    ) -> Result<(), GpuError> {
+        self.upload_bytes = 0;
+        self.device_name = device_name.to_string();
+        let g = &contact.geometry;
+        let soft_points = g.soft_points as usize;
+        let n_points = g.point_count();
+        let h2 = cfg.dt * cfg.dt;
+        // Rows carried into the frame, by candidate.
+        let mut cand_row = vec![NONE; contact.candidates.len()];
+        let mut row_cand = vec![NONE; contact.rows.len()];
+        for (i, r) in contact.rows.iter().enumerate() {
+            if let Ok(k) = contact.candidates.binary_search(&r.pair) {
+                cand_row[k] = i as u32;
+                row_cand[i] = k as u32;
+            }
+        }
+        // Candidate by candidate, in parallel (a pile of soft bodies makes hundreds of
+        // thousands); the order is kept.
+        let candidates: Vec<DeviceCandidate> = contact
+            .candidates
+            .par_iter()
+            .enumerate()
+            .with_min_len(1024)
+            .map(|(k, pair)| {
+                let pts = contact.points_of(pair);
+                let soft = pts.iter().find(|&&p| p != NO_POINT && p < g.soft_points);
+                let island =
+                    contact.island_of[contact.object_of_point(set, *soft.unwrap_or(&pts[0]))];
+                let friction = pair_friction(set, bodies, contact, pair, &pts);
+                DeviceCandidate {
+                    points: pts,
+                    info: [kind_code(pair.kind), pair.b, cand_row[k], island],
+                    misc: [
+                        contact.candidate_lower[k],
+                        row_stiffness(cfg, set, g, &pts, h2),
+                        friction[0],
+                        friction[1],
+                    ],
+                }
+            })
+            .collect();
+        let rows: Vec<DeviceRow> = contact
+            .rows
+            .iter()
+            .zip(&row_cand)
+            .map(|(r, &k)| device_row(r, k))
+            .collect();
+        // Each soft point's list: room for every candidate it belongs to; the carried rows
+        // first, in candidate order.
+        let mut offsets = vec![0u32; soft_points + 1];
+        for c in &candidates {
+            for &p in c.points.iter().filter(|&&p| (p as usize) < soft_points) {
+                offsets[p as usize + 1] += 1;
+            }
+        }
+        for p in 0..soft_points {
+            offsets[p + 1] += offsets[p];
+        }
+        let mut items = vec![0u32; offsets[soft_points] as usize];
+        let mut count = vec![0u32; soft_points];
+        let mut order: Vec<usize> = (0..rows.len()).collect();
+        order.sort_by_key(|&i| row_cand[i]);
+        for &i in &order {
+            for &p in rows[i]
+                .points
+                .iter()
+                .filter(|&&p| (p as usize) < soft_points)
+            {
+                items[(offsets[p as usize] + count[p as usize]) as usize] = i as u32;
+                count[p as usize] += 1;
+            }
+        }
+        // Each moving rigid body's list the same way: room for every candidate with a point
+        // of it, the carried rows first.
+        let n_bodies = bodies.len();
+        let flags: Vec<u32> = (0..n_bodies)
+            .map(|i| {
+                let moves = geometry::moves(bodies, i);
+                let coupled = contact.coupled.get(i).copied().unwrap_or(false);
+                (moves as u32 * BODY_MOVES) | (coupled as u32 * BODY_COUPLED)
+            })
+            .collect();
+        let bodies_of = |pts: &[u32; 4]| {
+            let mut out = [NONE; 4];
+            for (k, &p) in pts.iter().enumerate() {
+                if p == NO_POINT || p < g.soft_points {
+                    continue;
+                }
+                let b = g.rigid_points[(p - g.soft_points) as usize].0;
+                if flags[b as usize] & BODY_MOVES != 0 && !out.contains(&b) {
+                    out[k] = b;
+                }
+            }
+            out
+        };
+        let mut body_offsets = vec![0u32; n_bodies + 1];
+        for c in &candidates {
+            for b in bodies_of(&c.points).into_iter().filter(|&b| b != NONE) {
+                body_offsets[b as usize + 1] += 1;
+            }
+        }
+        for b in 0..n_bodies {
+            body_offsets[b + 1] += body_offsets[b];
+        }
+        let mut body_items = vec![0u32; body_offsets[n_bodies] as usize];
+        let mut body_count = vec![0u32; n_bodies];
+        for &i in &order {
+            for b in bodies_of(&rows[i].points)
+                .into_iter()
+                .filter(|&b| b != NONE)
+            {
+                let b = b as usize;
+                body_items[(body_offsets[b] + body_count[b]) as usize] = i as u32;
+                body_count[b] += 1;
+            }
+        }
+        let moving = g
+            .rigid_bodies
+            .iter()
+            .any(|&(b, _)| flags[b as usize] & BODY_MOVES != 0);
+        let v4 = |v: Vec3A, w: f32| [v.x, v.y, v.z, w];
+        let certified: Vec<[f32; 4]> = contact.certified.iter().map(|&x| v4(x, 0.0)).collect();
+        let rigid_points: Vec<[f32; 4]> = g
+            .rigid_points
+            .iter()
+            .map(|&(_, r)| [r.x, r.y, r.z, 0.0])
+            .collect();
+        let planes: Vec<[f32; 4]> = g
+            .planes
+            .iter()
+            .flat_map(|&(_, n, p)| [[n.x, n.y, n.z, 0.0], [p.x, p.y, p.z, 0.0]])
+            .collect();
+        let cages = &contact.cages;
+        let boxes = |b: &[(Vec3A, Vec3A)]| -> Vec<[f32; 4]> {
+            b.iter()
+                .flat_map(|&(lo, hi)| [v4(lo, 0.0), v4(hi, 0.0)])
+                .collect()
+        };
+        let reference: Vec<[f32; 4]> = cages.reference.iter().map(|&r| v4(r, 0.0)).collect();
+        let n_soft = set.len();
+        let body_ref: Vec<[f32; 4]> = cages.body_reference.iter().map(|&r| v4(r, 0.0)).collect();
+        let ranges: Vec<u32> = (0..n_soft)
+            .flat_map(|b| {
+                let r = set.vertex_range(b);
+                [r.start as u32, r.end as u32]
+            })
+            .collect();
+        let objects = contact.island_of.len();
+        // Room for the rows: what the last frames needed, never more than the candidates
+        // (every row's pair is one); a step that needs more is run again with more.
+        let capacity = (self.row_room as usize)
+            .max(2 * rows.len())
+            .min(candidates.len())
+            .max(rows.len())
+            .max(1);
+        let n_cand = candidates.len();
+        // Atomics: status, candidate rows, the lists and their lengths, island steps, the
+        // growth filter.
+        let mut atomics: Vec<u32> = vec![rows.len() as u32, 0, 0, 0];
+        let mut o = Offsets {
+            cand_row: region(&mut atomics, cand_row.iter().copied()),
+            ..Default::default()
+        };
+        o.slot_items = region(&mut atomics, items.iter().copied());
+        o.slot_count = region(&mut atomics, count.iter().copied());
+        o.bslot_items = region(&mut atomics, body_items.iter().copied());
+        o.bslot_count = region(&mut atomics, body_count.iter().copied());
+        o.alpha = region(&mut atomics, std::iter::repeat_n(ONE_BITS, objects));
+        o.reach = region(&mut atomics, std::iter::repeat_n(ONE_BITS, objects));
+        o.earliest_t = region(&mut atomics, std::iter::repeat_n(ONE_BITS, n_points));
+        o.earliest_k = region(&mut atomics, std::iter::repeat_n(NONE, n_points));
+        let mut state: Vec<[f32; 4]> = Vec::new();
+        o.toi = region(&mut state, std::iter::repeat_n([0.0; 4], n_cand));
+        o.certified = region(&mut state, certified.iter().copied());
+        o.tau = region(&mut state, std::iter::repeat_n([0.0; 4], 2 * n_soft));
+        o.beta = region(&mut state, contact.beta.iter().map(|&b| [b, 0.0, 0.0, 0.0]));
+        o.body_x = region(
+            &mut state,
+            contact
+                .certified_pose
+                .iter()
+                .flat_map(|pose| [[pose.p.x, pose.p.y, pose.p.z, 0.0], pose.q.to_array()]),
+        );
+        let mut fixed: Vec<[f32; 4]> = Vec::new();
+        o.cand_misc = region(&mut fixed, candidates.iter().map(|c| c.misc));
+        o.rigid = region(&mut fixed, rigid_points.iter().copied());
+        o.planes = region(&mut fixed, planes.iter().copied());
+        o.cage_abs = region(&mut fixed, boxes(&cages.absolute));
+        o.cage_com = region(&mut fixed, boxes(&cages.comoving));
+        o.cage_ref = region(&mut fixed, reference.iter().copied());
+        o.body_ref = region(&mut fixed, body_ref.iter().copied());
+        let mut fixed_u: Vec<u32> = Vec::new();
+        o.slot_offsets = region(&mut fixed_u, offsets.iter().copied());
+        o.island = region(&mut fixed_u, contact.island_of.iter().copied());
+        o.owner = region(&mut fixed_u, set.owner.iter().copied());
+        o.cands = region(
+            &mut fixed_u,
+            candidates
+                .iter()
+                .flat_map(|c| c.points.into_iter().chain(c.info)),
+        );
+        o.rigid_body = region(&mut fixed_u, g.rigid_points.iter().map(|&(b, _)| b));
+        o.plane_body = region(&mut fixed_u, g.planes.iter().map(|&(b, _, _)| b));
+        o.ranges = region(&mut fixed_u, ranges.iter().copied());
+        o.body_flags = region(&mut fixed_u, flags.iter().copied());
+        o.bslot_offsets = region(&mut fixed_u, body_offsets.iter().copied());
+        let mut all_rows = rows.clone();
+        all_rows.resize(capacity, DeviceRow::zeroed());
+        let limit = self.device.limits().max_storage_buffer_binding_size as usize;
+        let largest = [
+            std::mem::size_of_val(all_rows.as_slice()),
+            4 * atomics.len(),
+            16 * state.len(),
+            16 * fixed.len(),
+            4 * fixed_u.len(),
+        ]
+        .into_iter()
+        .max()
+        .unwrap_or(0);
+        if largest > limit {
+            return Err(GpuError::Unsupported {
+                adapter: self.device_name.clone(),
+                reason: format!(
+                    "{} contact candidates take a {largest}-byte buffer; the adapter binds at most {limit}",
+                    candidates.len()
+                ),
+            });
+        }
+        let mut grown = false;
+        grown |= self.put(ROWS, bytemuck::cast_slice(&all_rows));
+        grown |= self.put(ATOMICS, bytemuck::cast_slice(&atomics));
+        grown |= self.put(STATE, bytemuck::cast_slice(&state));
+        grown |= self.put(STATIC_F, bytemuck::cast_slice(&fixed));
+        grown |= self.put(STATIC_U, bytemuck::cast_slice(&fixed_u));
+        // Written by the device before every read.
+        let terms = 16 * BODY_TERMS * n_bodies as u64;
+        if terms > self.buffers[BODY_TERMS_BUFFER].size() {
+            self.buffers[BODY_TERMS_BUFFER] = resident(&self.device, terms.next_power_of_two());
+            grown = true;
+        }
+        if grown {
+            self.group = Self::make_group(&self.device, &self.layout, &self.params, &self.buffers);
+        }
+        o.row_capacity = capacity as u32;
+        self.offsets = o;
+        let params = ContactParams {
+            ccd: CcdParams::new(
+                0,
+                crate::ccd::DEFAULT_MAX_ITERS,
+                cfg.ccd_eta,
+                &CcdMargins::WGSL,
+                0,
+            ),
+            gap: cfg.contact_gap,
+            xi: cfg.contact_min_separation,
+            decay: cfg.contact_decay,
+            drop_below: cfg.contact_drop,
+            lambda_max: cfg.lambda_max,
+            n_candidates: candidates.len() as u32,
+            n_points: n_points as u32,
+            soft_points: soft_points as u32,
+            n_objects: objects as u32,
+            n_soft_bodies: n_soft as u32,
+            n_tets: set.tets.len() as u32,
+            on: 1,
+            offsets: o,
+            n_bodies: n_bodies as u32,
+            pad: [0; 3],
+        };
+        self.queue
+            .write_buffer(&self.params, 0, bytemuck::bytes_of(&params));
+        self.sizes = Sizes {
+            candidates: candidates.len() as u32,
+            row_capacity: capacity as u32,
+            points: n_points as u32,
+            soft_points: soft_points as u32,
+            objects: objects as u32,
+            soft_bodies: n_soft as u32,
+            tets: set.tets.len() as u32,
+            bodies: n_bodies as u32,
+        };
+        self.pairs.clone_from(&contact.candidates);
+        self.on = true;
+        self.moving = moving;
+        Ok(())
+    }
+}
