@@ -1,4 +1,4 @@
-// Deformable contact with rigid bodies that move (src/gpu/soft_contact.rs): the bodies'
+// Deformable contact with rigid bodies that move (src/gpu/soft_contact/): the bodies'
 // half of surface_contact.wgsl, appended to it (one module). Each moving body has a
 // certified pose beside X; its island's advance moves it (`contact_advance_bodies`), its
 // rows' terms enter its 6×6 system in the rigid primal (`contact_body_terms`, read by
