@@ -105,16 +105,6 @@ struct Offsets {
     bslot_count: u32,
 }
 
-#[repr(C)]
-#[derive(Clone, Copy, Pod, Zeroable)]
-struct DeviceCandidate {
-    points: [u32; 4],
-    /// kind, b, row, island
-    info: [u32; 4],
-    /// lower bound, μ, static and dynamic friction
-    misc: [f32; 4],
-}
-
 /// `Row` of surface_contact.wgsl.
 #[repr(C)]
 #[derive(Clone, Copy, Pod, Zeroable)]
@@ -251,6 +241,7 @@ pub(super) struct ContactStep {
     pairs: Vec<Pair>,
     /// Bytes uploaded by the last frame.
     pub(super) upload_bytes: u64,
+    packing: upload::Packing,
 }
 
 fn resident(device: &wgpu::Device, size: u64) -> wgpu::Buffer {
@@ -314,6 +305,7 @@ impl ContactStep {
             device_name: String::new(),
             pairs: Vec::new(),
             upload_bytes: 0,
+            packing: Default::default(),
         }
     }
 

@@ -6,6 +6,23 @@ use rayon::prelude::*;
 
 use super::*;
 
+/// The upload's vectors, kept from frame to frame: a pile of soft bodies makes hundreds of
+/// thousands of candidates, and fresh vectors that size cost their page faults every frame.
+#[derive(Default)]
+pub(super) struct Packing {
+    /// Per candidate: its points, then kind, b, row, island (the `cands` region).
+    cands: Vec<[u32; 8]>,
+    /// Per candidate: lower bound, μ, static and dynamic friction.
+    misc: Vec<[f32; 4]>,
+    /// Per candidate, the row carried into the frame for its pair (or `NONE`).
+    cand_row: Vec<u32>,
+    rows: Vec<DeviceRow>,
+    atomics: Vec<u32>,
+    state: Vec<[f32; 4]>,
+    fixed: Vec<[f32; 4]>,
+    fixed_u: Vec<u32>,
+}
+
 impl ContactStep {
     /// Uploads the frame's contact set-up (after `SurfaceContact::begin_frame` and the
     /// coarse operators' assembly, which marks the carried rows as held by them).
@@ -18,13 +35,16 @@ impl ContactStep {
         device_name: &str,
     ) -> Result<(), GpuError> {
         self.upload_bytes = 0;
+        let mut p = std::mem::take(&mut self.packing);
         self.device_name = device_name.to_string();
         let g = &contact.geometry;
         let soft_points = g.soft_points as usize;
         let n_points = g.point_count();
         let h2 = cfg.dt * cfg.dt;
         // Rows carried into the frame, by candidate.
-        let mut cand_row = vec![NONE; contact.candidates.len()];
+        let cand_row = &mut p.cand_row;
+        cand_row.clear();
+        cand_row.resize(contact.candidates.len(), NONE);
         let mut row_cand = vec![NONE; contact.rows.len()];
         for (i, r) in contact.rows.iter().enumerate() {
             if let Ok(k) = contact.candidates.binary_search(&r.pair) {
@@ -33,42 +53,51 @@ impl ContactStep {
             }
         }
         // Candidate by candidate, in parallel (a pile of soft bodies makes hundreds of
-        // thousands); the order is kept.
-        let candidates: Vec<DeviceCandidate> = contact
-            .candidates
-            .par_iter()
+        // thousands), in place.
+        let n_cand = contact.candidates.len();
+        p.cands.clear();
+        p.cands.resize(n_cand, [0; 8]);
+        p.misc.clear();
+        p.misc.resize(n_cand, [0.0; 4]);
+        p.cands
+            .par_iter_mut()
+            .zip(p.misc.par_iter_mut())
             .enumerate()
             .with_min_len(1024)
-            .map(|(k, pair)| {
+            .for_each(|(k, (cand, misc))| {
+                let pair = &contact.candidates[k];
                 let pts = contact.points_of(pair);
                 let soft = pts.iter().find(|&&p| p != NO_POINT && p < g.soft_points);
                 let island =
                     contact.island_of[contact.object_of_point(set, *soft.unwrap_or(&pts[0]))];
                 let friction = pair_friction(set, bodies, contact, pair, &pts);
-                DeviceCandidate {
-                    points: pts,
-                    info: [kind_code(pair.kind), pair.b, cand_row[k], island],
-                    misc: [
-                        contact.candidate_lower[k],
-                        row_stiffness(cfg, set, g, &pts, h2),
-                        friction[0],
-                        friction[1],
-                    ],
-                }
-            })
-            .collect();
-        let rows: Vec<DeviceRow> = contact
-            .rows
-            .iter()
-            .zip(&row_cand)
-            .map(|(r, &k)| device_row(r, k))
-            .collect();
+                let info = [kind_code(pair.kind), pair.b, p.cand_row[k], island];
+                cand[..4].copy_from_slice(&pts);
+                cand[4..].copy_from_slice(&info);
+                *misc = [
+                    contact.candidate_lower[k],
+                    row_stiffness(cfg, set, g, &pts, h2),
+                    friction[0],
+                    friction[1],
+                ];
+            });
+        let points = |c: &[u32; 8]| -> [u32; 4] { [c[0], c[1], c[2], c[3]] };
+        let n_rows = contact.rows.len();
+        p.rows.clear();
+        p.rows.extend(
+            contact
+                .rows
+                .iter()
+                .zip(&row_cand)
+                .map(|(r, &k)| device_row(r, k)),
+        );
+        let rows = &p.rows;
         // Each soft point's list: room for every candidate it belongs to; the carried rows
         // first, in candidate order.
         let mut offsets = vec![0u32; soft_points + 1];
-        for c in &candidates {
-            for &p in c.points.iter().filter(|&&p| (p as usize) < soft_points) {
-                offsets[p as usize + 1] += 1;
+        for c in &p.cands {
+            for &q in c[..4].iter().filter(|&&q| (q as usize) < soft_points) {
+                offsets[q as usize + 1] += 1;
             }
         }
         for p in 0..soft_points {
@@ -76,16 +105,16 @@ impl ContactStep {
         }
         let mut items = vec![0u32; offsets[soft_points] as usize];
         let mut count = vec![0u32; soft_points];
-        let mut order: Vec<usize> = (0..rows.len()).collect();
+        let mut order: Vec<usize> = (0..n_rows).collect();
         order.sort_by_key(|&i| row_cand[i]);
         for &i in &order {
-            for &p in rows[i]
+            for &q in rows[i]
                 .points
                 .iter()
-                .filter(|&&p| (p as usize) < soft_points)
+                .filter(|&&q| (q as usize) < soft_points)
             {
-                items[(offsets[p as usize] + count[p as usize]) as usize] = i as u32;
-                count[p as usize] += 1;
+                items[(offsets[q as usize] + count[q as usize]) as usize] = i as u32;
+                count[q as usize] += 1;
             }
         }
         // Each moving rigid body's list the same way: room for every candidate with a point
@@ -100,11 +129,11 @@ impl ContactStep {
             .collect();
         let bodies_of = |pts: &[u32; 4]| {
             let mut out = [NONE; 4];
-            for (k, &p) in pts.iter().enumerate() {
-                if p == NO_POINT || p < g.soft_points {
+            for (k, &q) in pts.iter().enumerate() {
+                if q == NO_POINT || q < g.soft_points {
                     continue;
                 }
-                let b = g.rigid_points[(p - g.soft_points) as usize].0;
+                let b = g.rigid_points[(q - g.soft_points) as usize].0;
                 if flags[b as usize] & BODY_MOVES != 0 && !out.contains(&b) {
                     out[k] = b;
                 }
@@ -112,8 +141,8 @@ impl ContactStep {
             out
         };
         let mut body_offsets = vec![0u32; n_bodies + 1];
-        for c in &candidates {
-            for b in bodies_of(&c.points).into_iter().filter(|&b| b != NONE) {
+        for c in &p.cands {
+            for b in bodies_of(&points(c)).into_iter().filter(|&b| b != NONE) {
                 body_offsets[b as usize + 1] += 1;
             }
         }
@@ -167,70 +196,71 @@ impl ContactStep {
         // Room for the rows: what the last frames needed, never more than the candidates
         // (every row's pair is one); a step that needs more is run again with more.
         let capacity = (self.row_room as usize)
-            .max(2 * rows.len())
-            .min(candidates.len())
-            .max(rows.len())
+            .max(2 * n_rows)
+            .min(n_cand)
+            .max(n_rows)
             .max(1);
-        let n_cand = candidates.len();
         // Atomics: status, candidate rows, the lists and their lengths, island steps, the
         // growth filter.
-        let mut atomics: Vec<u32> = vec![rows.len() as u32, 0, 0, 0];
+        let atomics = &mut p.atomics;
+        atomics.clear();
+        atomics.extend([n_rows as u32, 0, 0, 0]);
         let mut o = Offsets {
-            cand_row: region(&mut atomics, cand_row.iter().copied()),
+            cand_row: region(atomics, p.cand_row.iter().copied()),
             ..Default::default()
         };
-        o.slot_items = region(&mut atomics, items.iter().copied());
-        o.slot_count = region(&mut atomics, count.iter().copied());
-        o.bslot_items = region(&mut atomics, body_items.iter().copied());
-        o.bslot_count = region(&mut atomics, body_count.iter().copied());
-        o.alpha = region(&mut atomics, std::iter::repeat_n(ONE_BITS, objects));
-        o.reach = region(&mut atomics, std::iter::repeat_n(ONE_BITS, objects));
-        o.earliest_t = region(&mut atomics, std::iter::repeat_n(ONE_BITS, n_points));
-        o.earliest_k = region(&mut atomics, std::iter::repeat_n(NONE, n_points));
-        let mut state: Vec<[f32; 4]> = Vec::new();
-        o.toi = region(&mut state, std::iter::repeat_n([0.0; 4], n_cand));
-        o.certified = region(&mut state, certified.iter().copied());
-        o.tau = region(&mut state, std::iter::repeat_n([0.0; 4], 2 * n_soft));
-        o.beta = region(&mut state, contact.beta.iter().map(|&b| [b, 0.0, 0.0, 0.0]));
+        o.slot_items = region(atomics, items.iter().copied());
+        o.slot_count = region(atomics, count.iter().copied());
+        o.bslot_items = region(atomics, body_items.iter().copied());
+        o.bslot_count = region(atomics, body_count.iter().copied());
+        o.alpha = region(atomics, std::iter::repeat_n(ONE_BITS, objects));
+        o.reach = region(atomics, std::iter::repeat_n(ONE_BITS, objects));
+        o.earliest_t = region(atomics, std::iter::repeat_n(ONE_BITS, n_points));
+        o.earliest_k = region(atomics, std::iter::repeat_n(NONE, n_points));
+        let state = &mut p.state;
+        state.clear();
+        o.toi = region(state, std::iter::repeat_n([0.0; 4], n_cand));
+        o.certified = region(state, certified.iter().copied());
+        o.tau = region(state, std::iter::repeat_n([0.0; 4], 2 * n_soft));
+        o.beta = region(state, contact.beta.iter().map(|&b| [b, 0.0, 0.0, 0.0]));
         o.body_x = region(
-            &mut state,
+            state,
             contact
                 .certified_pose
                 .iter()
                 .flat_map(|pose| [[pose.p.x, pose.p.y, pose.p.z, 0.0], pose.q.to_array()]),
         );
-        let mut fixed: Vec<[f32; 4]> = Vec::new();
-        o.cand_misc = region(&mut fixed, candidates.iter().map(|c| c.misc));
-        o.rigid = region(&mut fixed, rigid_points.iter().copied());
-        o.planes = region(&mut fixed, planes.iter().copied());
-        o.cage_abs = region(&mut fixed, boxes(&cages.absolute));
-        o.cage_com = region(&mut fixed, boxes(&cages.comoving));
-        o.cage_ref = region(&mut fixed, reference.iter().copied());
-        o.body_ref = region(&mut fixed, body_ref.iter().copied());
-        let mut fixed_u: Vec<u32> = Vec::new();
-        o.slot_offsets = region(&mut fixed_u, offsets.iter().copied());
-        o.island = region(&mut fixed_u, contact.island_of.iter().copied());
-        o.owner = region(&mut fixed_u, set.owner.iter().copied());
+        let fixed = &mut p.fixed;
+        fixed.clear();
+        o.cand_misc = region(fixed, p.misc.iter().copied());
+        o.rigid = region(fixed, rigid_points.iter().copied());
+        o.planes = region(fixed, planes.iter().copied());
+        o.cage_abs = region(fixed, boxes(&cages.absolute));
+        o.cage_com = region(fixed, boxes(&cages.comoving));
+        o.cage_ref = region(fixed, reference.iter().copied());
+        o.body_ref = region(fixed, body_ref.iter().copied());
+        let fixed_u = &mut p.fixed_u;
+        fixed_u.clear();
+        o.slot_offsets = region(fixed_u, offsets.iter().copied());
+        o.island = region(fixed_u, contact.island_of.iter().copied());
+        o.owner = region(fixed_u, set.owner.iter().copied());
         o.cands = region(
-            &mut fixed_u,
-            candidates
-                .iter()
-                .flat_map(|c| c.points.into_iter().chain(c.info)),
+            fixed_u,
+            bytemuck::cast_slice::<_, u32>(&p.cands).iter().copied(),
         );
-        o.rigid_body = region(&mut fixed_u, g.rigid_points.iter().map(|&(b, _)| b));
-        o.plane_body = region(&mut fixed_u, g.planes.iter().map(|&(b, _, _)| b));
-        o.ranges = region(&mut fixed_u, ranges.iter().copied());
-        o.body_flags = region(&mut fixed_u, flags.iter().copied());
-        o.bslot_offsets = region(&mut fixed_u, body_offsets.iter().copied());
-        let mut all_rows = rows.clone();
-        all_rows.resize(capacity, DeviceRow::zeroed());
+        o.rigid_body = region(fixed_u, g.rigid_points.iter().map(|&(b, _)| b));
+        o.plane_body = region(fixed_u, g.planes.iter().map(|&(b, _, _)| b));
+        o.ranges = region(fixed_u, ranges.iter().copied());
+        o.body_flags = region(fixed_u, flags.iter().copied());
+        o.bslot_offsets = region(fixed_u, body_offsets.iter().copied());
+        p.rows.resize(capacity, DeviceRow::zeroed());
         let limit = self.device.limits().max_storage_buffer_binding_size as usize;
         let largest = [
-            std::mem::size_of_val(all_rows.as_slice()),
-            4 * atomics.len(),
-            16 * state.len(),
-            16 * fixed.len(),
-            4 * fixed_u.len(),
+            std::mem::size_of_val(p.rows.as_slice()),
+            4 * p.atomics.len(),
+            16 * p.state.len(),
+            16 * p.fixed.len(),
+            4 * p.fixed_u.len(),
         ]
         .into_iter()
         .max()
@@ -239,17 +269,17 @@ impl ContactStep {
             return Err(GpuError::Unsupported {
                 adapter: self.device_name.clone(),
                 reason: format!(
-                    "{} contact candidates take a {largest}-byte buffer; the adapter binds at most {limit}",
-                    candidates.len()
+                    "{n_cand} contact candidates take a {largest}-byte buffer; the adapter binds at most {limit}"
                 ),
             });
         }
         let mut grown = false;
-        grown |= self.put(ROWS, bytemuck::cast_slice(&all_rows));
-        grown |= self.put(ATOMICS, bytemuck::cast_slice(&atomics));
-        grown |= self.put(STATE, bytemuck::cast_slice(&state));
-        grown |= self.put(STATIC_F, bytemuck::cast_slice(&fixed));
-        grown |= self.put(STATIC_U, bytemuck::cast_slice(&fixed_u));
+        grown |= self.put(ROWS, bytemuck::cast_slice(&p.rows));
+        grown |= self.put(ATOMICS, bytemuck::cast_slice(&p.atomics));
+        grown |= self.put(STATE, bytemuck::cast_slice(&p.state));
+        grown |= self.put(STATIC_F, bytemuck::cast_slice(&p.fixed));
+        grown |= self.put(STATIC_U, bytemuck::cast_slice(&p.fixed_u));
+        self.packing = p;
         // Written by the device before every read.
         let terms = 16 * BODY_TERMS * n_bodies as u64;
         if terms > self.buffers[BODY_TERMS_BUFFER].size() {
@@ -274,7 +304,7 @@ impl ContactStep {
             decay: cfg.contact_decay,
             drop_below: cfg.contact_drop,
             lambda_max: cfg.lambda_max,
-            n_candidates: candidates.len() as u32,
+            n_candidates: n_cand as u32,
             n_points: n_points as u32,
             soft_points: soft_points as u32,
             n_objects: objects as u32,
@@ -288,7 +318,7 @@ impl ContactStep {
         self.queue
             .write_buffer(&self.params, 0, bytemuck::bytes_of(&params));
         self.sizes = Sizes {
-            candidates: candidates.len() as u32,
+            candidates: n_cand as u32,
             row_capacity: capacity as u32,
             points: n_points as u32,
             soft_points: soft_points as u32,
