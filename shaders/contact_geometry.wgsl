@@ -11,7 +11,8 @@ fn cubic(c0: f32, c1: f32, c2: f32, c3: f32, t: f32) -> f32 {
     return c0 + t * (c1 + t * (c2 + t * c3));
 }
 
-// inversion::tet_step: the first t in [0, 1] where 6·volume(x + t d) reaches the floor.
+// inversion::tet_step: the first t in [0, 1] where 6·volume(x + t d) reaches the floor
+// (aimed 1% above it), or its volume at x where that is smaller.
 fn tet_step(x: array<vec3<f32>, 4>, d: array<vec3<f32>, 4>, floor_volume: f32) -> f32 {
     let e0 = x[1] - x[0];
     let e1 = x[2] - x[0];
@@ -23,10 +24,10 @@ fn tet_step(x: array<vec3<f32>, 4>, d: array<vec3<f32>, 4>, floor_volume: f32) -
     let c1 = det3(f0, e1, e2) + det3(e0, f1, e2) + det3(e0, e1, f2);
     let c2 = det3(e0, f1, f2) + det3(f0, e1, f2) + det3(f0, f1, e2);
     let c3 = det3(f0, f1, f2);
-    let fl = min(6.0 * floor_volume, 0.5 * c0);
-    if (!(c0 > fl)) {
+    if (!(c0 > 0.0)) {
         return 1.0;
     }
+    let fl = min(6.0 * 1.01 * floor_volume, c0);
     var stops = array<f32, 3>(2.0, 2.0, 1.0);
     let qa = 3.0 * c3;
     let qb = 2.0 * c2;

@@ -645,6 +645,11 @@ pub(super) fn metrics(s: &Scene, m: &mut BTreeMap<String, Value>) {
         "inverted_elements".into(),
         json!(s.tracker.soft.inverted_elements),
     );
+    // Smallest V/V₀ of a tetrahedron at a frame's end (scenes with solids only).
+    let min_j = s.tracker.soft.min_volume_ratio;
+    if min_j.is_finite() {
+        m.insert("min_volume_ratio".into(), json!(min_j));
+    }
     let rigid = m
         .get("max_penetration")
         .and_then(|v| v.as_f64())

@@ -189,3 +189,36 @@ pub fn box_on_the_slab(scene: &Scene) -> (f64, f64, f64) {
     let weight = b.mass as f64 * -w.config.gravity.y as f64;
     (force.y as f64, weight, b.linear_velocity.length() as f64)
 }
+
+/// The inversion filter's case: one tetrahedron (0.1 m legs) with its base pinned and its
+/// apex driven 2 cm a frame straight down through the base, `frames` frames in `world`.
+/// Returns V/V₀ at each frame's end.
+pub fn crush_one_tet(world: &mut bevy_avbd::PhysicsWorld, frames: u32) -> Vec<f32> {
+    use bevy_avbd::glam::Vec3;
+    use bevy_avbd::{DeformableDesc, SolidMaterial, TetMesh};
+    let mesh = TetMesh {
+        vertices: vec![
+            Vec3::ZERO,
+            Vec3::new(0.0, 0.0, 0.1),
+            Vec3::new(0.1, 0.0, 0.0),
+            Vec3::new(0.0, 0.1, 0.0),
+        ],
+        tets: vec![[0, 1, 2, 3]],
+    };
+    let at = Vec3::new(0.0, 0.5, 0.0);
+    let h = world
+        .add_deformable(
+            DeformableDesc::solid(mesh, SolidMaterial::default())
+                .at(at)
+                .pinned([0, 1, 2]),
+        )
+        .expect("a valid tetrahedron");
+    (0..frames)
+        .map(|k| {
+            let apex = at + Vec3::new(0.0, 0.1 - 0.02 * (k + 1) as f32, 0.0);
+            world.drive_vertices(h, &[(3, apex)]).expect("the apex");
+            world.step().expect("a step");
+            world.deformable(h).expect("the body").min_volume_ratio().0
+        })
+        .collect()
+}
