@@ -20,7 +20,7 @@ use rayon::prelude::*;
 
 mod dense;
 
-use dense::{Dense, add_lower};
+use dense::{Blocks, Dense, add_lower};
 
 use super::surface_contact::geometry::Pose;
 use super::surface_contact::{SurfaceContact, rows};
@@ -600,31 +600,29 @@ fn assemble(
     let body = &set.bodies[b];
     let elements = body.tets.len() + body.tris.len() + body.hinges.len();
     let chunks = elements.div_ceil(ASSEMBLY_CHUNK);
-    sys.partial.resize_with(chunks, Vec::new);
-    sys.partial.par_iter_mut().enumerate().for_each(|(k, acc)| {
-        acc.clear();
-        acc.resize(2 * n * n, 0.0);
-        let range = k * ASSEMBLY_CHUNK..((k + 1) * ASSEMBLY_CHUNK).min(elements);
-        let (gn, second) = acc.split_at_mut(n * n);
-        add_elements(gn, second, n, space, set, x, b, range, inv_h);
-    });
+    sys.partial.resize_with(chunks, Default::default);
+    sys.partial
+        .par_iter_mut()
+        .enumerate()
+        .for_each(|(k, (gn, second))| {
+            gn.reset(space.nodes);
+            second.reset(space.nodes);
+            let range = k * ASSEMBLY_CHUNK..((k + 1) * ASSEMBLY_CHUNK).min(elements);
+            add_elements(gn, second, space, set, x, b, range, inv_h);
+        });
     sys.n = n;
     sys.a.clear();
     sys.a.extend_from_slice(&space.constant);
-    for acc in &sys.partial {
-        for (a, p) in sys.a.iter_mut().zip(&acc[..n * n]) {
-            *a += p;
-        }
+    for (gn, _) in &sys.partial {
+        gn.add_to(&mut sys.a);
     }
     add_couplings(sys, cfg, space, set, att, contact, x, b);
     // The exact operator first (with the tets' second-order term); where the body is
     // deformed so far that it is indefinite, the Gauss–Newton one. Both come from one
     // pass over the elements.
     sys.gauss_newton.clone_from(&sys.a);
-    for acc in &sys.partial {
-        for (a, p) in sys.a.iter_mut().zip(&acc[n * n..]) {
-            *a += p;
-        }
+    for (_, second) in &sys.partial {
+        second.add_to(&mut sys.a);
     }
     if !sys.factor() {
         std::mem::swap(&mut sys.a, &mut sys.gauss_newton);
@@ -717,12 +715,11 @@ fn add_couplings(
 }
 
 /// The deformation-dependent terms of body `b`'s elements in `range` (the body's tets,
-/// then membranes, then hinges), added to `a`.
+/// then membranes, then hinges), added to `a` (the tets' second-order terms to `second`).
 #[allow(clippy::too_many_arguments)]
 fn add_elements(
-    a: &mut [f64],
-    second: &mut [f64],
-    n: usize,
+    a: &mut Blocks,
+    second: &mut Blocks,
     space: &CoarseSpace,
     set: &DeformableSet,
     x: &[Vec3A],
@@ -734,13 +731,11 @@ fn add_elements(
     let pos = |v: u32| Vec3::from(x[v as usize]).as_dvec3();
     let (n_tets, n_tris) = (body.tets.len(), body.tris.len());
     let mut g = [DVec3::ZERO; 32];
-    let add_pairs = |a: &mut [f64], terms: &[ElementTerm], g: &[DVec3], scale: f64| {
+    let add_pairs = |a: &mut Blocks, terms: &[ElementTerm], g: &[DVec3], scale: f64| {
         for (p, tp) in terms.iter().enumerate() {
             for (q, tq) in terms.iter().enumerate() {
                 if tp.node >= tq.node {
-                    add_lower(
-                        a,
-                        n,
+                    a.add(
                         tp.node as usize,
                         tq.node as usize,
                         &outer(g[p], g[q] * scale),
@@ -777,7 +772,7 @@ fn add_elements(
                 for tq in terms {
                     if tp.node > tq.node {
                         let w = f * tp.u.cross(tq.u) * -s;
-                        add_lower(second, n, tp.node as usize, tq.node as usize, &skew(w));
+                        second.add(tp.node as usize, tq.node as usize, &skew(w));
                     }
                 }
             }
@@ -788,7 +783,7 @@ fn add_elements(
                     for tq in terms {
                         if tp.node >= tq.node {
                             let h = (ff * tp.u.dot(tq.u) + outer(f * tp.u, f * tq.u)) * damp;
-                            add_lower(a, n, tp.node as usize, tq.node as usize, &h);
+                            a.add(tp.node as usize, tq.node as usize, &h);
                         }
                     }
                 }
@@ -816,7 +811,7 @@ fn add_elements(
                     for tq in terms {
                         if tp.node >= tq.node {
                             let h = (ff * tp.u.dot(tq.u) + outer(f * tp.u, f * tq.u)) * damp;
-                            add_lower(a, n, tp.node as usize, tq.node as usize, &h);
+                            a.add(tp.node as usize, tq.node as usize, &h);
                         }
                     }
                 }
