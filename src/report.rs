@@ -34,8 +34,11 @@ pub struct SurfaceContactStats {
     /// The largest lost motion β over the islands in contact: the share of the step's
     /// motion the budget could not certify (0: nothing lost).
     pub lost_motion: f32,
-    /// Times a coupled rigid body left its motion cage and the broad phase ran again.
+    /// Times an iterate left its motion cage and the broad phase ran again.
     pub rebuilds: usize,
+    /// GPU backend: 1 when the step ran a second time, because its first run made rows
+    /// (the coarse operators must hold them) or an iterate left its cages; 0 otherwise.
+    pub runs_again: usize,
     /// Time in the broad phase (cages, BVH, islands), in CCD and the advance, and in the
     /// rows' dual update (ms).
     pub broad_phase_ms: f64,

@@ -186,6 +186,37 @@ fn dropped_cube_rests_like_the_cpu() {
     assert!(metric(&g, "lost_motion") < 0.01, "{:?}", g.metrics());
 }
 
+/// Frames of a settling soft stack run again on the device for the rows they made (the
+/// coarse operators must hold them), and such a run again keeps the first run's
+/// cages, candidates and islands: the broad phase runs once in those frames
+/// (`SurfaceContactStats`: `runs_again` 1, `rebuilds` 0, the candidates still there). The
+/// bits are those of a broad phase run again (checked by md5 of the exported frames of
+/// `cloth_drape`, `soft_stack` and `squishy_balls` against the code that ran it,
+/// 2026-11-27), and `gpu_contact_is_deterministic` holds them.
+#[test]
+fn a_step_run_again_for_its_new_rows_keeps_its_candidates() {
+    let Some(mut s) = gpu_scene("soft_stack", &[], SolverConfig::default()) else {
+        return;
+    };
+    let (mut again, mut made_only) = (0, 0);
+    for _ in 0..60 {
+        s.run(1).expect("scene steps on the GPU");
+        let sc = s.world.stats().surface_contact;
+        again += sc.runs_again;
+        if sc.runs_again == 1 && sc.rebuilds == 0 {
+            made_only += 1;
+            assert!(sc.candidates > 0 && sc.rows > 0, "{sc:?}");
+        }
+        assert!(sc.runs_again <= 1, "{sc:?}");
+    }
+    println!("soft_stack on the GPU, 60 frames: {again} run again, {made_only} for rows only");
+    assert!(
+        made_only > 0,
+        "{again} frames ran again, none for rows only"
+    );
+    assert_eq!(metric(&s, "intersections"), 0.0);
+}
+
 /// Two runs of the same contact scene on the device give the same bits (the rows a run
 /// makes land in the rows array in whatever order their invocations ran; every sum follows
 /// the candidates' order).

@@ -108,8 +108,11 @@ pub fn begin_contact_and_coarse(
     iterate: &[IterateRecord],
     s: &mut VertexState,
 ) {
-    s.sweep_ms = 0.0;
-    s.coarse_ms = 0.0;
+    // The GPU backend's run again of a step (`seeded`) adds to its first run's times.
+    if !s.contact.seeded {
+        s.sweep_ms = 0.0;
+        s.coarse_ms = 0.0;
+    }
     s.contact_on = SurfaceContact::active(cfg, set);
     if s.contact_on {
         let mut contact = std::mem::take(&mut s.contact);

@@ -416,7 +416,7 @@ pub fn spec(name: &str) -> Option<&'static SceneSpec> {
 pub(crate) struct Tracker {
     /// Sums over the frames of the step's stage times (ms), of the contact broad phase's
     /// runs and candidates, for [`Scene::profile`].
-    pub profile: [f64; 10],
+    pub profile: [f64; 11],
     /// Bodies whose start positions define `max_drift`, and their start positions.
     pub drift_bodies: Vec<(BodyHandle, Vec3)>,
     /// Frame at which a projectile is launched: drift stops being tracked.
@@ -597,6 +597,7 @@ impl Scene {
                 - sc.dual_ms,
             (sc.rebuilds + usize::from(sc.candidates > 0)) as f64,
             sc.candidates as f64,
+            sc.runs_again as f64,
         ]) {
             *sum += ms;
         }
@@ -673,7 +674,8 @@ impl Scene {
     /// `contact_ccd` (CCD and the advance of X), `contact_dual` (the rows' dual update),
     /// `rest` (rigid primal and dual, integration, colouring, warm starts); and per frame
     /// the contact broad phase's runs (`broad_phase_runs`: 1, plus one per iterate that
-    /// left its cage) and its candidate pairs (`candidates`).
+    /// left its cage), its candidate pairs (`candidates`) and, on the GPU backend, the
+    /// steps run a second time (`runs_again`, see `SurfaceContactStats::runs_again`).
     pub fn profile(&self) -> BTreeMap<String, f64> {
         let frames = self.frame.max(1) as f64;
         [
@@ -687,6 +689,7 @@ impl Scene {
             "rest",
             "broad_phase_runs",
             "candidates",
+            "runs_again",
         ]
         .iter()
         .zip(self.tracker.profile)

@@ -245,6 +245,8 @@ impl PhysicsWorld {
                     // does (the device keeps its own).
                     integration::begin_step(cfg, &self.bodies, s);
                     vbd::begin_step(cfg, &self.deformables, &mut s.vertices);
+                    // A frame's first run builds its contact set-up afresh.
+                    s.vertices.contact.seeded = false;
                     vbd::begin_contact_and_coarse(
                         cfg,
                         &self.deformables,

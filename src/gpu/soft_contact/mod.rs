@@ -28,7 +28,10 @@
 //! (`GpuSolver::finish`): with the rows in the active set and the coarse operators from the
 //! frame's start (the CPU assembles its operators again mid-frame), and with cages that
 //! also hold the first run's final iterate, within twice their pad (`Cages::build`), so that
-//! an impact advances all the way as on the CPU instead of stopping at the cages.
+//! an impact advances all the way as on the CPU instead of stopping at the cages. A run
+//! again for rows alone starts from the same X, poses and initial guess as the first run,
+//! so it keeps that run's cages, candidates and islands instead of running the broad phase
+//! again (`SurfaceContact::begin_frame`).
 //!
 //! Not on the device yet: the barrier baseline.
 
@@ -559,7 +562,6 @@ impl ContactStep {
         for (b, v) in contact.beta.iter_mut().zip(beta) {
             *b = v[0];
         }
-        contact.stats.rebuilds += status[2] as usize;
         Ok(())
     }
 }

@@ -52,6 +52,10 @@ impl SurfaceContact {
         self.linked.sort_unstable();
         self.linked.dedup();
         let generation = generation(set, bodies);
+        let again = self.seeded
+            && self.reached.is_empty()
+            && generation == self.generation
+            && !self.cages.reference.is_empty();
         if generation != self.generation {
             self.generation = generation;
             self.geometry = Geometry::build(set, bodies);
@@ -65,10 +69,24 @@ impl SurfaceContact {
         self.certified_pose.clone_from(&self.start_pose);
         self.certified.clone_from(&set.positions);
         self.start.clone_from(&set.positions);
-        self.stats = Default::default();
         self.largest_cut = 0.0;
         self.iterate_poses(bodies, iterate, &mut vs.poses);
-        self.build_candidates(cfg, set, bodies, &vs.x, &vs.poses, &vs.yd);
+        // The GPU backend's run again of a frame whose first run made rows, with every
+        // iterate inside its cages (`reached` empty), starts from the same X, poses and
+        // initial guess: the first run's cages, candidates and islands stand (the broad
+        // phase would find them again), and only the rows are refreshed with the new ones.
+        // A run again adds to the first run's statistics.
+        match self.seeded {
+            true => self.stats.runs_again += 1,
+            false => self.stats = Default::default(),
+        }
+        if again {
+            self.refresh_rows(cfg, set, bodies);
+        } else {
+            // The broad phase ran again for an iterate out of its cages.
+            self.stats.rebuilds += usize::from(self.seeded);
+            self.build_candidates(cfg, set, bodies, &vs.x, &vs.poses, &vs.yd);
+        }
         self.reached.clear();
         // The active set carried over: the rows whose pair is still a candidate (a rebuild
         // within the frame keeps every row: their multipliers hold the contact forces).
@@ -131,6 +149,13 @@ impl SurfaceContact {
         (self.candidates, self.candidate_lower) = self.candidate_pairs(cfg, set);
         self.stats.candidates = self.stats.candidates.max(self.candidates.len());
         self.build_islands(set, bodies);
+        self.refresh_rows(cfg, set, bodies);
+        self.stats.broad_phase_ms += t0.elapsed().as_secs_f64() * 1e3;
+    }
+
+    /// Every row's penalty and linearisation at X (and the barrier's index of the
+    /// candidates), after the candidates or the rows changed.
+    fn refresh_rows(&mut self, cfg: &SolverConfig, set: &DeformableSet, bodies: &BodySet) {
         let h2 = cfg.dt * cfg.dt;
         let mut rows = std::mem::take(&mut self.rows);
         for r in &mut rows {
@@ -141,7 +166,6 @@ impl SurfaceContact {
         if cfg.contact_model == ContactModel::Barrier {
             self.index_barrier(cfg, set, bodies);
         }
-        self.stats.broad_phase_ms += t0.elapsed().as_secs_f64() * 1e3;
     }
 }
 
