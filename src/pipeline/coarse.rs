@@ -317,7 +317,9 @@ impl CoarseLevel {
     }
 
     /// Rebuilds the spaces if needed, then assembles and factors each body's coarse
-    /// operator at positions `x` (the frame's initial guess).
+    /// operator at positions `x` (the frame's initial guess). With `same_elements` (the GPU
+    /// backend's run again of a step, at the same `x` and set), the elements' terms are
+    /// those of the last assembly and only the couplings are summed again.
     pub fn prepare(
         &mut self,
         cfg: &SolverConfig,
@@ -325,8 +327,10 @@ impl CoarseLevel {
         att: &AttachmentSet,
         contact: Option<(&SurfaceContact, &[Pose])>,
         x: &[Vec3A],
+        same_elements: bool,
     ) {
         let max_nodes = cfg.coarse_nodes as usize;
+        let mut same_elements = same_elements;
         if self.generation != set.generation
             || self.max_nodes != max_nodes
             || self.dt != cfg.dt
@@ -349,6 +353,7 @@ impl CoarseLevel {
                 .collect();
             self.systems = vec![Dense::default(); set.bodies.len()];
             self.rhs = vec![Vec::new(); set.bodies.len()];
+            same_elements = false;
         }
         let inv_h = 1.0 / cfg.dt as f64;
         self.systems
@@ -356,7 +361,10 @@ impl CoarseLevel {
             .zip(&self.spaces)
             .enumerate()
             .for_each(|(b, (sys, space))| match space {
-                Some(space) => assemble(sys, cfg, space, set, att, contact, x, b, inv_h),
+                Some(space) => {
+                    let elements = !(same_elements && sys.n == 3 * space.nodes);
+                    assemble(sys, cfg, space, set, att, contact, x, b, inv_h, elements)
+                }
                 None => sys.ok = false,
             });
     }
@@ -583,7 +591,8 @@ const ASSEMBLY_CHUNK: usize = 1024;
 /// [`CoarseSpace::vertex_weights`]): the constant part, the attachments' penalties, and
 /// per element the terms that follow the deformation, `λ' G_p G_qᵀ` (G the weighted
 /// gradients of J) and the damping and bending terms. Elements are summed in fixed chunks
-/// in parallel, then the chunks in order.
+/// in parallel, then the chunks in order; without `elements`, the chunks' sums of the last
+/// assembly are taken as they are.
 #[allow(clippy::too_many_arguments)]
 fn assemble(
     sys: &mut Dense,
@@ -595,21 +604,24 @@ fn assemble(
     x: &[Vec3A],
     b: usize,
     inv_h: f64,
+    elements: bool,
 ) {
     let n = 3 * space.nodes;
-    let body = &set.bodies[b];
-    let elements = body.tets.len() + body.tris.len() + body.hinges.len();
-    let chunks = elements.div_ceil(ASSEMBLY_CHUNK);
-    sys.partial.resize_with(chunks, Default::default);
-    sys.partial
-        .par_iter_mut()
-        .enumerate()
-        .for_each(|(k, (gn, second))| {
-            gn.reset(space.nodes);
-            second.reset(space.nodes);
-            let range = k * ASSEMBLY_CHUNK..((k + 1) * ASSEMBLY_CHUNK).min(elements);
-            add_elements(gn, second, space, set, x, b, range, inv_h);
-        });
+    if elements {
+        let body = &set.bodies[b];
+        let count = body.tets.len() + body.tris.len() + body.hinges.len();
+        sys.partial
+            .resize_with(count.div_ceil(ASSEMBLY_CHUNK), Default::default);
+        sys.partial
+            .par_iter_mut()
+            .enumerate()
+            .for_each(|(k, (gn, second))| {
+                gn.reset(space.nodes);
+                second.reset(space.nodes);
+                let range = k * ASSEMBLY_CHUNK..((k + 1) * ASSEMBLY_CHUNK).min(count);
+                add_elements(gn, second, space, set, x, b, range, inv_h);
+            });
+    }
     sys.n = n;
     sys.a.clear();
     sys.a.extend_from_slice(&space.constant);

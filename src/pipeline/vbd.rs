@@ -128,7 +128,9 @@ pub fn begin_contact_and_coarse(
         }
         let t0 = std::time::Instant::now();
         let contact = s.contact_on.then_some((&s.contact, &s.poses[..]));
-        s.coarse.prepare(cfg, set, att, contact, &s.x);
+        // A run again (`seeded`) starts from the first run's x: its elements' terms stand.
+        s.coarse
+            .prepare(cfg, set, att, contact, &s.x, s.contact.seeded);
         s.coarse_ms += t0.elapsed().as_secs_f64() * 1e3;
     }
 }
@@ -229,7 +231,7 @@ pub fn contact_iteration(
         }
         let t0 = std::time::Instant::now();
         s.coarse
-            .prepare(cfg, set, att, Some((&s.contact, &s.poses[..])), &s.x);
+            .prepare(cfg, set, att, Some((&s.contact, &s.poses[..])), &s.x, false);
         s.coarse_ms += t0.elapsed().as_secs_f64() * 1e3;
     }
 }
