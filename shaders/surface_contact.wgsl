@@ -71,7 +71,7 @@ struct ContactParams {
 // cages' reference R, the penalty and friction of a row made from it.
 struct Candidate {
     points: vec4<u32>,
-    info: vec4<u32>, // kind, b, row, island
+    info: vec4<u32>, // kind, b, 0, island (its row: the cand_row region)
     misc: vec4<f32>, // lower, mu, friction static, friction dynamic
 };
 

@@ -5,7 +5,7 @@
 //! The host sets each frame up as the CPU backend does (`SurfaceContact::begin_frame`: the
 //! geometry, the cages, the candidate pairs with a lower bound on each one's distance, the
 //! islands, the rows carried from the last frame) and uploads it: candidates with their
-//! row, island, penalty and friction; the rows; each soft point's row list, sized by the
+//! island, penalty and friction, and each one's row; the rows; each soft point's row list, sized by the
 //! candidates it belongs to (a row's pair is always a candidate, so neither the rows nor the
 //! lists can overflow); X; the cages; the islands. Each iteration then runs on the device:
 //! the rows' terms in the vertex solves and the coarse residual (`vbd.wgsl`), the rows'
@@ -31,7 +31,8 @@
 //! an impact advances all the way as on the CPU instead of stopping at the cages. A run
 //! again for rows alone starts from the same X, poses and initial guess as the first run,
 //! so it keeps that run's cages, candidates and islands instead of running the broad phase
-//! again (`SurfaceContact::begin_frame`).
+//! again (`SurfaceContact::begin_frame`), and uploads only what the rows change
+//! (`upload.rs`).
 //!
 //! Not on the device yet: the barrier baseline.
 
@@ -245,6 +246,9 @@ pub(super) struct ContactStep {
     /// Bytes uploaded by the last frame.
     pub(super) upload_bytes: u64,
     packing: upload::Packing,
+    /// The broad phase (`SurfaceContact::candidate_build`) whose candidates, cages and
+    /// islands the read-only buffers hold.
+    uploaded_build: Option<u64>,
 }
 
 fn resident(device: &wgpu::Device, size: u64) -> wgpu::Buffer {
@@ -309,6 +313,7 @@ impl ContactStep {
             pairs: Vec::new(),
             upload_bytes: 0,
             packing: Default::default(),
+            uploaded_build: None,
         }
     }
 
@@ -348,13 +353,22 @@ impl ContactStep {
     }
 
     fn put(&mut self, i: usize, bytes: &[u8]) -> bool {
-        let need = (bytes.len() as u64).max(16).next_multiple_of(4);
+        self.put_at(i, bytes.len() as u64, 0, bytes)
+    }
+
+    /// Writes `bytes` at byte `at` of buffer `i`, which is made to hold at least `size`
+    /// (a grown buffer's other contents are lost). Returns whether it grew.
+    fn put_at(&mut self, i: usize, size: u64, at: u64, bytes: &[u8]) -> bool {
+        let need = size
+            .max(at + bytes.len() as u64)
+            .max(16)
+            .next_multiple_of(4);
         let grown = need > self.buffers[i].size();
         if grown {
             self.buffers[i] = resident(&self.device, need.next_power_of_two().max(256));
         }
         if !bytes.is_empty() {
-            self.queue.write_buffer(&self.buffers[i], 0, bytes);
+            self.queue.write_buffer(&self.buffers[i], at, bytes);
             self.upload_bytes += bytes.len() as u64;
         }
         grown
@@ -363,6 +377,7 @@ impl ContactStep {
     /// Turns contact off for this frame (the kernels return at once).
     pub(super) fn off(&mut self) {
         self.on = false;
+        self.uploaded_build = None;
         self.moving = false;
         self.queue.write_buffer(
             &self.params,

@@ -1,6 +1,13 @@
-//! The frame's contact set-up for the device: the candidates with their row, island,
-//! penalty and friction, the rows, each soft point's and each moving body's row list, X,
-//! the cages and the islands, in the buffers and offsets `surface_contact.wgsl` reads.
+//! The frame's contact set-up for the device: the candidates with their island, penalty
+//! and friction, the rows and each candidate's row, each soft point's and each moving
+//! body's row list, X, the cages and the islands, in the buffers and offsets
+//! `surface_contact.wgsl` reads.
+//!
+//! A step run again for rows only (`SurfaceContact::begin_frame` kept the first run's
+//! broad phase) writes only what its rows change: the rows, the candidates' rows and the
+//! lists, and the state the first run's kernels wrote over. The candidates, cages and
+//! islands in the read-only buffers are the first run's (at 27 soft balls, about 14 of
+//! 18–28 MB a run).
 
 use rayon::prelude::*;
 
@@ -10,12 +17,19 @@ use super::*;
 /// thousands of candidates, and fresh vectors that size cost their page faults every frame.
 #[derive(Default)]
 pub(super) struct Packing {
-    /// Per candidate: its points, then kind, b, row, island (the `cands` region).
+    /// Per candidate: its points, then kind, b, 0, island (the `cands` region; its row is
+    /// in the `cand_row` region, which the kernels write).
     cands: Vec<[u32; 8]>,
     /// Per candidate: lower bound, μ, static and dynamic friction.
     misc: Vec<[f32; 4]>,
     /// Per candidate, the row carried into the frame for its pair (or `NONE`).
     cand_row: Vec<u32>,
+    /// The soft points' and the moving bodies' list offsets (CSR, room for every candidate
+    /// of each): they depend on the candidates only.
+    offsets: Vec<u32>,
+    body_offsets: Vec<u32>,
+    /// The rigid bodies' flags as last written.
+    flags: Vec<u32>,
     rows: Vec<DeviceRow>,
     atomics: Vec<u32>,
     state: Vec<[f32; 4]>,
@@ -37,10 +51,12 @@ impl ContactStep {
         self.upload_bytes = 0;
         let mut p = std::mem::take(&mut self.packing);
         self.device_name = device_name.to_string();
+        // The read-only buffers hold this broad phase's candidates, cages and islands
+        // already: a run again for rows only.
+        let uploaded = self.uploaded_build.take();
         let g = &contact.geometry;
         let soft_points = g.soft_points as usize;
         let n_points = g.point_count();
-        let h2 = cfg.dt * cfg.dt;
         // Rows carried into the frame, by candidate.
         let cand_row = &mut p.cand_row;
         cand_row.clear();
@@ -52,36 +68,24 @@ impl ContactStep {
                 row_cand[i] = k as u32;
             }
         }
-        // Candidate by candidate, in parallel (a pile of soft bodies makes hundreds of
-        // thousands), in place.
         let n_cand = contact.candidates.len();
-        p.cands.clear();
-        p.cands.resize(n_cand, [0; 8]);
-        p.misc.clear();
-        p.misc.resize(n_cand, [0.0; 4]);
-        p.cands
-            .par_iter_mut()
-            .zip(p.misc.par_iter_mut())
-            .enumerate()
-            .with_min_len(1024)
-            .for_each(|(k, (cand, misc))| {
-                let pair = &contact.candidates[k];
-                let pts = contact.points_of(pair);
-                let soft = pts.iter().find(|&&p| p != NO_POINT && p < g.soft_points);
-                let island =
-                    contact.island_of[contact.object_of_point(set, *soft.unwrap_or(&pts[0]))];
-                let friction = pair_friction(set, bodies, contact, pair, &pts);
-                let info = [kind_code(pair.kind), pair.b, p.cand_row[k], island];
-                cand[..4].copy_from_slice(&pts);
-                cand[4..].copy_from_slice(&info);
-                *misc = [
-                    contact.candidate_lower[k],
-                    row_stiffness(cfg, set, g, &pts, h2),
-                    friction[0],
-                    friction[1],
-                ];
-            });
-        let points = |c: &[u32; 8]| -> [u32; 4] { [c[0], c[1], c[2], c[3]] };
+        let n_bodies = bodies.len();
+        let flags: Vec<u32> = (0..n_bodies)
+            .map(|i| {
+                let moves = geometry::moves(bodies, i);
+                let coupled = contact.coupled.get(i).copied().unwrap_or(false);
+                (moves as u32 * BODY_MOVES) | (coupled as u32 * BODY_COUPLED)
+            })
+            .collect();
+        // (The bodies' flags are made with the islands and shape the bodies' lists: they
+        // stand with them.)
+        let again = self.on
+            && uploaded == Some(contact.candidate_build)
+            && self.pairs.len() == n_cand
+            && p.flags == flags;
+        if !again {
+            pack_candidates(&mut p, cfg, set, bodies, contact, &flags);
+        }
         let n_rows = contact.rows.len();
         p.rows.clear();
         p.rows.extend(
@@ -94,15 +98,7 @@ impl ContactStep {
         let rows = &p.rows;
         // Each soft point's list: room for every candidate it belongs to; the carried rows
         // first, in candidate order.
-        let mut offsets = vec![0u32; soft_points + 1];
-        for c in &p.cands {
-            for &q in c[..4].iter().filter(|&&q| (q as usize) < soft_points) {
-                offsets[q as usize + 1] += 1;
-            }
-        }
-        for p in 0..soft_points {
-            offsets[p + 1] += offsets[p];
-        }
+        let offsets = &p.offsets;
         let mut items = vec![0u32; offsets[soft_points] as usize];
         let mut count = vec![0u32; soft_points];
         let mut order: Vec<usize> = (0..n_rows).collect();
@@ -117,42 +113,12 @@ impl ContactStep {
                 count[q as usize] += 1;
             }
         }
-        // Each moving rigid body's list the same way: room for every candidate with a point
-        // of it, the carried rows first.
-        let n_bodies = bodies.len();
-        let flags: Vec<u32> = (0..n_bodies)
-            .map(|i| {
-                let moves = geometry::moves(bodies, i);
-                let coupled = contact.coupled.get(i).copied().unwrap_or(false);
-                (moves as u32 * BODY_MOVES) | (coupled as u32 * BODY_COUPLED)
-            })
-            .collect();
-        let bodies_of = |pts: &[u32; 4]| {
-            let mut out = [NONE; 4];
-            for (k, &q) in pts.iter().enumerate() {
-                if q == NO_POINT || q < g.soft_points {
-                    continue;
-                }
-                let b = g.rigid_points[(q - g.soft_points) as usize].0;
-                if flags[b as usize] & BODY_MOVES != 0 && !out.contains(&b) {
-                    out[k] = b;
-                }
-            }
-            out
-        };
-        let mut body_offsets = vec![0u32; n_bodies + 1];
-        for c in &p.cands {
-            for b in bodies_of(&points(c)).into_iter().filter(|&b| b != NONE) {
-                body_offsets[b as usize + 1] += 1;
-            }
-        }
-        for b in 0..n_bodies {
-            body_offsets[b + 1] += body_offsets[b];
-        }
+        // Each moving rigid body's list the same way.
+        let body_offsets = &p.body_offsets;
         let mut body_items = vec![0u32; body_offsets[n_bodies] as usize];
         let mut body_count = vec![0u32; n_bodies];
         for &i in &order {
-            for b in bodies_of(&rows[i].points)
+            for b in moving_bodies_of(g, &flags, &rows[i].points)
                 .into_iter()
                 .filter(|&b| b != NONE)
             {
@@ -166,32 +132,7 @@ impl ContactStep {
             .iter()
             .any(|&(b, _)| flags[b as usize] & BODY_MOVES != 0);
         let v4 = |v: Vec3A, w: f32| [v.x, v.y, v.z, w];
-        let certified: Vec<[f32; 4]> = contact.certified.iter().map(|&x| v4(x, 0.0)).collect();
-        let rigid_points: Vec<[f32; 4]> = g
-            .rigid_points
-            .iter()
-            .map(|&(_, r)| [r.x, r.y, r.z, 0.0])
-            .collect();
-        let planes: Vec<[f32; 4]> = g
-            .planes
-            .iter()
-            .flat_map(|&(_, n, p)| [[n.x, n.y, n.z, 0.0], [p.x, p.y, p.z, 0.0]])
-            .collect();
-        let cages = &contact.cages;
-        let boxes = |b: &[(Vec3A, Vec3A)]| -> Vec<[f32; 4]> {
-            b.iter()
-                .flat_map(|&(lo, hi)| [v4(lo, 0.0), v4(hi, 0.0)])
-                .collect()
-        };
-        let reference: Vec<[f32; 4]> = cages.reference.iter().map(|&r| v4(r, 0.0)).collect();
         let n_soft = set.len();
-        let body_ref: Vec<[f32; 4]> = cages.body_reference.iter().map(|&r| v4(r, 0.0)).collect();
-        let ranges: Vec<u32> = (0..n_soft)
-            .flat_map(|b| {
-                let r = set.vertex_range(b);
-                [r.start as u32, r.end as u32]
-            })
-            .collect();
         let objects = contact.island_of.len();
         // Room for the rows: what the last frames needed, never more than the candidates
         // (every row's pair is one); a step that needs more is run again with more.
@@ -200,15 +141,18 @@ impl ContactStep {
             .min(n_cand)
             .max(n_rows)
             .max(1);
+        // The read-only regions' offsets are those of the first run's upload when they
+        // stand.
+        let mut o = match again {
+            true => self.offsets,
+            false => Offsets::default(),
+        };
         // Atomics: status, candidate rows, the lists and their lengths, island steps, the
         // growth filter.
         let atomics = &mut p.atomics;
         atomics.clear();
         atomics.extend([n_rows as u32, 0, 0, 0]);
-        let mut o = Offsets {
-            cand_row: region(atomics, p.cand_row.iter().copied()),
-            ..Default::default()
-        };
+        o.cand_row = region(atomics, p.cand_row.iter().copied());
         o.slot_items = region(atomics, items.iter().copied());
         o.slot_count = region(atomics, count.iter().copied());
         o.bslot_items = region(atomics, body_items.iter().copied());
@@ -217,48 +161,33 @@ impl ContactStep {
         o.reach = region(atomics, std::iter::repeat_n(ONE_BITS, objects));
         o.earliest_t = region(atomics, std::iter::repeat_n(ONE_BITS, n_points));
         o.earliest_k = region(atomics, std::iter::repeat_n(NONE, n_points));
+        // The f32 state. The times of impact come first and are not uploaded: the CCD
+        // kernel writes every candidate's before anything reads them.
         let state = &mut p.state;
         state.clear();
-        o.toi = region(state, std::iter::repeat_n([0.0; 4], n_cand));
-        o.certified = region(state, certified.iter().copied());
-        o.tau = region(state, std::iter::repeat_n([0.0; 4], 2 * n_soft));
-        o.beta = region(state, contact.beta.iter().map(|&b| [b, 0.0, 0.0, 0.0]));
-        o.body_x = region(
-            state,
-            contact
-                .certified_pose
-                .iter()
-                .flat_map(|pose| [[pose.p.x, pose.p.y, pose.p.z, 0.0], pose.q.to_array()]),
-        );
-        let fixed = &mut p.fixed;
-        fixed.clear();
-        o.cand_misc = region(fixed, p.misc.iter().copied());
-        o.rigid = region(fixed, rigid_points.iter().copied());
-        o.planes = region(fixed, planes.iter().copied());
-        o.cage_abs = region(fixed, boxes(&cages.absolute));
-        o.cage_com = region(fixed, boxes(&cages.comoving));
-        o.cage_ref = region(fixed, reference.iter().copied());
-        o.body_ref = region(fixed, body_ref.iter().copied());
-        let fixed_u = &mut p.fixed_u;
-        fixed_u.clear();
-        o.slot_offsets = region(fixed_u, offsets.iter().copied());
-        o.island = region(fixed_u, contact.island_of.iter().copied());
-        o.owner = region(fixed_u, set.owner.iter().copied());
-        o.cands = region(
-            fixed_u,
-            bytemuck::cast_slice::<_, u32>(&p.cands).iter().copied(),
-        );
-        o.rigid_body = region(fixed_u, g.rigid_points.iter().map(|&(b, _)| b));
-        o.plane_body = region(fixed_u, g.planes.iter().map(|&(b, _, _)| b));
-        o.ranges = region(fixed_u, ranges.iter().copied());
-        o.body_flags = region(fixed_u, flags.iter().copied());
-        o.bslot_offsets = region(fixed_u, body_offsets.iter().copied());
+        o.toi = 0;
+        o.certified = n_cand as u32;
+        state.extend(contact.certified.iter().map(|&x| v4(x, 0.0)));
+        o.tau = o.certified + region(state, std::iter::repeat_n([0.0; 4], 2 * n_soft));
+        o.beta = o.certified + region(state, contact.beta.iter().map(|&b| [b, 0.0, 0.0, 0.0]));
+        o.body_x = o.certified
+            + region(
+                state,
+                contact
+                    .certified_pose
+                    .iter()
+                    .flat_map(|pose| [[pose.p.x, pose.p.y, pose.p.z, 0.0], pose.q.to_array()]),
+            );
+        if !again {
+            pack_fixed(&mut p, &mut o, set, contact, &flags);
+        }
         p.rows.resize(capacity, DeviceRow::zeroed());
         let limit = self.device.limits().max_storage_buffer_binding_size as usize;
+        let state_bytes = 16 * (n_cand + p.state.len());
         let largest = [
             std::mem::size_of_val(p.rows.as_slice()),
             4 * p.atomics.len(),
-            16 * p.state.len(),
+            state_bytes,
             16 * p.fixed.len(),
             4 * p.fixed_u.len(),
         ]
@@ -276,9 +205,17 @@ impl ContactStep {
         let mut grown = false;
         grown |= self.put(ROWS, bytemuck::cast_slice(&p.rows));
         grown |= self.put(ATOMICS, bytemuck::cast_slice(&p.atomics));
-        grown |= self.put(STATE, bytemuck::cast_slice(&p.state));
-        grown |= self.put(STATIC_F, bytemuck::cast_slice(&p.fixed));
-        grown |= self.put(STATIC_U, bytemuck::cast_slice(&p.fixed_u));
+        grown |= self.put_at(
+            STATE,
+            state_bytes as u64,
+            16 * n_cand as u64,
+            bytemuck::cast_slice(&p.state),
+        );
+        if !again {
+            grown |= self.put(STATIC_F, bytemuck::cast_slice(&p.fixed));
+            grown |= self.put(STATIC_U, bytemuck::cast_slice(&p.fixed_u));
+        }
+        p.flags = flags;
         self.packing = p;
         // Written by the device before every read.
         let terms = 16 * BODY_TERMS * n_bodies as u64;
@@ -327,9 +264,153 @@ impl ContactStep {
             tets: set.tets.len() as u32,
             bodies: n_bodies as u32,
         };
-        self.pairs.clone_from(&contact.candidates);
+        if !again {
+            self.pairs.clone_from(&contact.candidates);
+        }
+        self.uploaded_build = Some(contact.candidate_build);
         self.on = true;
         self.moving = moving;
         Ok(())
     }
+}
+
+/// The moving rigid bodies among a pair's points (each once, at its first point).
+fn moving_bodies_of(g: &geometry::Geometry, flags: &[u32], pts: &[u32; 4]) -> [u32; 4] {
+    let mut out = [NONE; 4];
+    for (k, &q) in pts.iter().enumerate() {
+        if q == NO_POINT || q < g.soft_points {
+            continue;
+        }
+        let b = g.rigid_points[(q - g.soft_points) as usize].0;
+        if flags[b as usize] & BODY_MOVES != 0 && !out.contains(&b) {
+            out[k] = b;
+        }
+    }
+    out
+}
+
+/// The candidates' records (points, kind, island; lower bound, penalty, friction) and
+/// the soft points' and moving bodies' list offsets, after a broad phase.
+fn pack_candidates(
+    p: &mut Packing,
+    cfg: &SolverConfig,
+    set: &DeformableSet,
+    bodies: &BodySet,
+    contact: &SurfaceContact,
+    flags: &[u32],
+) {
+    let g = &contact.geometry;
+    let h2 = cfg.dt * cfg.dt;
+    // Candidate by candidate, in parallel (a pile of soft bodies makes hundreds of
+    // thousands), in place.
+    let n_cand = contact.candidates.len();
+    p.cands.clear();
+    p.cands.resize(n_cand, [0; 8]);
+    p.misc.clear();
+    p.misc.resize(n_cand, [0.0; 4]);
+    p.cands
+        .par_iter_mut()
+        .zip(p.misc.par_iter_mut())
+        .enumerate()
+        .with_min_len(1024)
+        .for_each(|(k, (cand, misc))| {
+            let pair = &contact.candidates[k];
+            let pts = contact.points_of(pair);
+            let soft = pts.iter().find(|&&p| p != NO_POINT && p < g.soft_points);
+            let island = contact.island_of[contact.object_of_point(set, *soft.unwrap_or(&pts[0]))];
+            let friction = pair_friction(set, bodies, contact, pair, &pts);
+            cand[..4].copy_from_slice(&pts);
+            cand[4..].copy_from_slice(&[kind_code(pair.kind), pair.b, 0, island]);
+            *misc = [
+                contact.candidate_lower[k],
+                row_stiffness(cfg, set, g, &pts, h2),
+                friction[0],
+                friction[1],
+            ];
+        });
+    let soft_points = g.soft_points as usize;
+    let offsets = &mut p.offsets;
+    offsets.clear();
+    offsets.resize(soft_points + 1, 0);
+    for c in &p.cands {
+        for &q in c[..4].iter().filter(|&&q| (q as usize) < soft_points) {
+            offsets[q as usize + 1] += 1;
+        }
+    }
+    for p in 0..soft_points {
+        offsets[p + 1] += offsets[p];
+    }
+    let n_bodies = bodies.len();
+    let body_offsets = &mut p.body_offsets;
+    body_offsets.clear();
+    body_offsets.resize(n_bodies + 1, 0);
+    for c in &p.cands {
+        let pts = [c[0], c[1], c[2], c[3]];
+        for b in moving_bodies_of(g, flags, &pts)
+            .into_iter()
+            .filter(|&b| b != NONE)
+        {
+            body_offsets[b as usize + 1] += 1;
+        }
+    }
+    for b in 0..n_bodies {
+        body_offsets[b + 1] += body_offsets[b];
+    }
+}
+
+/// The read-only regions: the candidates' records, the rigid points and half-spaces,
+/// the cages, the islands, the list offsets, the deformables' ranges and the bodies'
+/// flags.
+fn pack_fixed(
+    p: &mut Packing,
+    o: &mut Offsets,
+    set: &DeformableSet,
+    contact: &SurfaceContact,
+    flags: &[u32],
+) {
+    let g = &contact.geometry;
+    let v4 = |v: Vec3A, w: f32| [v.x, v.y, v.z, w];
+    let cages = &contact.cages;
+    let boxes = |b: &[(Vec3A, Vec3A)]| -> Vec<[f32; 4]> {
+        b.iter()
+            .flat_map(|&(lo, hi)| [v4(lo, 0.0), v4(hi, 0.0)])
+            .collect()
+    };
+    let fixed = &mut p.fixed;
+    fixed.clear();
+    o.cand_misc = region(fixed, p.misc.iter().copied());
+    o.rigid = region(
+        fixed,
+        g.rigid_points.iter().map(|&(_, r)| [r.x, r.y, r.z, 0.0]),
+    );
+    o.planes = region(
+        fixed,
+        g.planes
+            .iter()
+            .flat_map(|&(_, n, p)| [[n.x, n.y, n.z, 0.0], [p.x, p.y, p.z, 0.0]]),
+    );
+    o.cage_abs = region(fixed, boxes(&cages.absolute));
+    o.cage_com = region(fixed, boxes(&cages.comoving));
+    o.cage_ref = region(fixed, cages.reference.iter().map(|&r| v4(r, 0.0)));
+    o.body_ref = region(fixed, cages.body_reference.iter().map(|&r| v4(r, 0.0)));
+    let fixed_u = &mut p.fixed_u;
+    fixed_u.clear();
+    o.slot_offsets = region(fixed_u, p.offsets.iter().copied());
+    o.island = region(fixed_u, contact.island_of.iter().copied());
+    o.owner = region(fixed_u, set.owner.iter().copied());
+    o.cands = region(
+        fixed_u,
+        bytemuck::cast_slice::<_, u32>(&p.cands).iter().copied(),
+    );
+    o.rigid_body = region(fixed_u, g.rigid_points.iter().map(|&(b, _)| b));
+    o.plane_body = region(fixed_u, g.planes.iter().map(|&(b, _, _)| b));
+    o.ranges = region(
+        fixed_u,
+        (0..set.len()).flat_map(|b| {
+            let r = set.vertex_range(b);
+            [r.start as u32, r.end as u32]
+        }),
+    );
+    o.body_flags = region(fixed_u, flags.iter().copied());
+    o.bslot_offsets = region(fixed_u, p.body_offsets.iter().copied());
 }

@@ -147,6 +147,7 @@ impl SurfaceContact {
         );
         self.cages = cages;
         (self.candidates, self.candidate_lower) = self.candidate_pairs(cfg, set);
+        self.candidate_build = self.candidate_build.wrapping_add(1);
         self.stats.candidates = self.stats.candidates.max(self.candidates.len());
         self.build_islands(set, bodies);
         self.refresh_rows(cfg, set, bodies);

@@ -68,6 +68,9 @@ pub struct SurfaceContact {
     /// cages' reference R.
     pub(crate) candidates: Vec<Pair>,
     pub(crate) candidate_lower: Vec<f32>,
+    /// Counts the broad phases run: what the candidates, cages and islands of this
+    /// frame were built by (the GPU backend uploads them again only when it changes).
+    pub(crate) candidate_build: u64,
     /// Per object (deformables, then rigid bodies): its island; per island: its lost
     /// motion β.
     pub(crate) island_of: Vec<u32>,
