@@ -484,7 +484,8 @@ fn params_size() -> u64 {
 }
 
 impl GpuSolver {
-    /// Bytes the last deformable step uploaded and read back.
+    /// Bytes the last deformable step uploaded and read back, over every run of it (a step
+    /// whose contact stage made rows or left its cages runs twice).
     pub fn deformable_traffic(&self) -> (u64, u64) {
         self.soft
             .as_ref()

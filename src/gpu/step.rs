@@ -110,6 +110,9 @@ impl GpuSolver {
             (solved as u32 * FLAG_SOLVED) | (kinematic as u32 * FLAG_KINEMATIC)
         }));
         self.last_traffic = GpuTraffic::default();
+        if let Some(step) = self.soft.as_mut() {
+            step.begin_step();
+        }
 
         self.flags = flags;
         self.size_and_launch(cfg, bodies, joints, s, pairs, soft, host, t_start)

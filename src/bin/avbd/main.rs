@@ -149,6 +149,8 @@ pub(crate) fn gpu_report(w: &bevy_avbd::PhysicsWorld) -> serde_json::Value {
         "serial_bodies": w.gpu_serial_bodies(),
         "upload_bytes": w.gpu_upload_bytes(),
         "body_upload_bytes": w.gpu_body_upload_bytes(),
+        "deformable_upload_bytes": w.gpu_deformable_traffic().map(|t| t.0),
+        "deformable_download_bytes": w.gpu_deformable_traffic().map(|t| t.1),
         "reallocations": w.gpu_reallocations(),
     })
 }

@@ -241,7 +241,7 @@ pub(super) struct SoftStep {
     line_search_cut: wgpu::ComputePipeline,
     checked_prolong: wgpu::ComputePipeline,
     pending: Option<Pending>,
-    /// Bytes uploaded and read back by the last step.
+    /// Bytes uploaded and read back by the last step, every run of it.
     pub(super) upload_bytes: u64,
     pub(super) download_bytes: u64,
 }
@@ -456,7 +456,6 @@ impl SoftStep {
                 "a deformable step is already in flight".into(),
             ));
         }
-        self.upload_bytes = 0;
         let n = set.vertex_count();
         let key = (set.generation, cfg.coarse_nodes, cfg.dt.to_bits());
         if self.key != Some(key) {
@@ -621,6 +620,7 @@ impl SoftStep {
     /// Requests the map of the staging buffer (after the submission).
     pub(super) fn request_map(&mut self) {
         let bytes = self.readback_bytes();
+        self.download_bytes += bytes;
         let mapped = std::sync::Arc::new(std::sync::OnceLock::new());
         let done = mapped.clone();
         self.staging
@@ -671,6 +671,12 @@ impl SoftStep {
             escaped,
             reached,
         })
+    }
+
+    /// Starts counting a step's traffic (all its runs).
+    pub(super) fn begin_step(&mut self) {
+        self.upload_bytes = 0;
+        self.download_bytes = 0;
     }
 
     /// More room for the rows of the next run.
@@ -788,7 +794,6 @@ impl SoftStep {
             }
         }
         self.staging.unmap();
-        self.download_bytes = bytes;
         Ok(())
     }
 }
