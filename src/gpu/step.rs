@@ -385,8 +385,8 @@ impl GpuSolver {
             let t_unpack = std::time::Instant::now();
             let mut resize = false;
             // The deformables' contact stage asks for a run again, once a frame, when it
-            // made rows (the CPU assembles the coarse operators again to hold them; here
-            // they join the active set at the frame's start) or when an iterate left its
+            // made rows (the CPU shortens its coarse steps by their stiffness; here they
+            // join the active set and the coarse operators at the frame's start) or when an iterate left its
             // cages (the CPU runs the broad phase again mid-step; here the run again's
             // cages hold the first run's final iterate too), and when its rows ran out of
             // room.

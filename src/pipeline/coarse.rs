@@ -262,6 +262,20 @@ impl CoarseSpace {
         self.constant = constant;
     }
 
+    /// The coarse step `delta` at the body's vertex `local` (`P δ` there).
+    pub fn prolong(&self, delta: &[f64], local: usize) -> DVec3 {
+        let mut step = DVec3::ZERO;
+        for k in 0..8 {
+            let node = self.vertex_nodes[local][k];
+            if node != NONE {
+                let n = 3 * node as usize;
+                step += self.vertex_weights[local][k]
+                    * DVec3::new(delta[n], delta[n + 1], delta[n + 2]);
+            }
+        }
+        step
+    }
+
     fn terms(&self, element: usize) -> &[ElementTerm] {
         &self.elements
             [self.element_offsets[element] as usize..self.element_offsets[element + 1] as usize]
@@ -373,6 +387,15 @@ impl CoarseLevel {
     /// from the exact residual at the iterate (attachment and contact forces from
     /// `attach_force` and `contact_force`).
     ///
+    /// Contact rows made since the operators were assembled are not in them: each body's
+    /// step `δ = A⁻¹ r` is then shortened to the minimum along it of the quadratic model
+    /// with their stiffness, `α = rᵀδ / (rᵀδ + δᵀ ΔA δ)`, where `fresh_stiffness(b, step)`
+    /// is `δᵀ ΔA δ` for the prolonged step (`step(v)`, `P δ` at vertex `v`). This is one
+    /// step of conjugate gradients on the operator with those rows, preconditioned by the
+    /// factor without them, and needs no new factorisation. An impact's new rows are a
+    /// change of low rank and far stiffer than the rest, which is what that step resolves
+    /// first.
+    ///
     /// With `line_search` (set while contact terms are in the operators), a body's step
     /// that moves a node by more than 1% of the body's size is checked against the
     /// residual at its end: where the energy rises again along the step (the slope `r·Pδ`
@@ -390,6 +413,7 @@ impl CoarseLevel {
         att: &AttachmentSet,
         attach_force: impl Fn(usize, Vec3) -> Vec3 + Sync,
         contact_force: impl Fn(usize, &[Vec3A]) -> Vec3 + Sync,
+        fresh_stiffness: impl Fn(usize, &(dyn Fn(usize) -> DVec3 + Sync)) -> f64 + Sync,
         line_search: bool,
         yd: &[Vec3A],
         d: &mut [Vec3A],
@@ -410,9 +434,19 @@ impl CoarseLevel {
                 }
                 restrict(space, &residual[set.vertex_range(b)], rhs);
                 // The slope at the start, r·Pδ = (Pᵀr)·δ, before the solve overwrites it.
-                let restricted = line_search.then(|| rhs.clone());
+                let restricted = rhs.clone();
                 sys.solve(rhs);
-                let slope = restricted.map_or(0.0, |g| dot(&g, rhs));
+                let slope = dot(&restricted, rhs);
+                let start = set.vertex_range(b).start;
+                let fresh = fresh_stiffness(b, &|v| space.prolong(rhs, v - start));
+                if fresh > 0.0 && slope > 0.0 {
+                    let alpha = slope / (slope + fresh);
+                    rhs.iter_mut().for_each(|v| *v *= alpha);
+                }
+                let slope = match line_search {
+                    true => dot(&restricted, rhs),
+                    false => 0.0,
+                };
                 if !(slope >= 0.0 && rhs.iter().all(|v| v.is_finite())) {
                     return None; // not a descent step: the model is no good here
                 }
@@ -847,6 +881,70 @@ fn add_elements(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The stiffness the rows made since the assembly put along a coarse step
+    /// (`SurfaceContact::fresh_stiffness`, which shortens the step) is `δᵀ ΔA δ` of their
+    /// terms as the assembly adds them to the operator (`add_couplings`): three soft cubes
+    /// stacked (rows between them and with the ground), random steps of every body.
+    #[test]
+    fn fresh_rows_put_their_assembled_stiffness_along_a_step() {
+        let mut scene =
+            crate::scenes::Scene::build("soft_stack", &[], SolverConfig::default()).unwrap();
+        scene.run(40).unwrap();
+        for r in &mut scene.world.solver.vertices.contact.rows {
+            r.in_coarse = false;
+        }
+        let w = &scene.world;
+        let (cfg, set) = (&w.config, &w.deformables);
+        let vs = &w.solver.vertices;
+        let contact = &vs.contact;
+        assert!(!contact.rows.is_empty(), "the cubes touch");
+        let mut seed = 5u64;
+        let mut rand = || {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ((seed >> 11) as f64 / (1u64 << 53) as f64) * 2.0 - 1.0
+        };
+        let mut touched = 0;
+        for b in 0..set.len() {
+            let space = vs.coarse.space(b).expect("a coarse space");
+            let n = 3 * space.nodes;
+            let delta: Vec<f64> = (0..n).map(|_| 1e-3 * rand()).collect();
+            let range = set.vertex_range(b);
+            let start = range.start;
+            let fresh = contact.fresh_stiffness(range, &|v| space.prolong(&delta, v - start));
+            let mut sys = Dense {
+                n,
+                a: vec![0.0; n * n],
+                ..Default::default()
+            };
+            let none = AttachmentSet::default();
+            add_couplings(
+                &mut sys,
+                cfg,
+                space,
+                set,
+                &none,
+                Some((contact, &vs.poses)),
+                &vs.x,
+                b,
+            );
+            let mut assembled = 0.0;
+            for i in 0..n {
+                for j in 0..=i {
+                    let a = sys.a[i * n + j];
+                    assembled += a * delta[i] * delta[j] * if i == j { 1.0 } else { 2.0 };
+                }
+            }
+            assert!(
+                (fresh - assembled).abs() <= 1e-9 * assembled.abs(),
+                "body {b}: {fresh} against {assembled}"
+            );
+            touched += usize::from(assembled > 0.0);
+        }
+        assert!(touched >= 2, "{touched} bodies with rows");
+    }
 
     #[test]
     fn weights_are_a_partition_of_unity_and_skip_pinned_vertices() {

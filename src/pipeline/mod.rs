@@ -93,14 +93,7 @@ pub fn iterate(
                 attachments::update(cfg, bodies, &s.vertices.x, &s.iterate, attachments);
             }
             if !deformables.is_empty() {
-                vbd::contact_iteration(
-                    cfg,
-                    deformables,
-                    attachments,
-                    bodies,
-                    &s.iterate,
-                    &mut s.vertices,
-                );
+                vbd::contact_iteration(cfg, deformables, bodies, &s.iterate, &mut s.vertices);
             }
         }
     });

@@ -47,8 +47,6 @@ pub struct VertexState {
     pub contact_on: bool,
     /// Scratch: the rigid bodies' poses at the iterate.
     pub poses: Vec<Pose>,
-    /// Whether the coarse operators were assembled again this frame for new contact rows.
-    pub coarse_refreshed: bool,
     /// This frame's time in the vertex sweeps and in the coarse step (assembly and
     /// corrections), ms.
     pub sweep_ms: f64,
@@ -121,7 +119,6 @@ pub fn begin_contact_and_coarse(
         // The barrier's first iterate must be free of intersections too.
         certify_iterate(cfg, set, bodies, iterate, s);
     }
-    s.coarse_refreshed = false;
     if cfg.coarse_nodes > 0 {
         for r in &mut s.contact.rows {
             r.in_coarse = true;
@@ -175,19 +172,23 @@ pub fn coarse_correction(
         } else if barrier {
             contact.barrier_vertex_terms(cfg, v, xs, poses).f
         } else {
-            // The rows the coarse operator holds: a force without its stiffness would
-            // overshoot.
-            contact.vertex_terms_of(cfg, v, xs, poses, true).f
+            contact.vertex_terms(cfg, v, xs, poses).f
         }
     };
+    // The rows made since the operators' assembly: their stiffness along each step.
+    let fresh = |b: usize, step: &(dyn Fn(usize) -> glam::DVec3 + Sync)| match on && !barrier {
+        true => contact.fresh_stiffness(set.vertex_range(b), step),
+        false => 0.0,
+    };
     // The barrier's stiffness is never in the operator: its steps are always checked.
-    let line_search = on && (barrier || contact.rows.iter().any(|r| r.in_coarse));
+    let line_search = on && (barrier || !contact.rows.is_empty());
     coarse.correct(
         cfg,
         set,
         attachments,
         force,
         contact_force,
+        fresh,
         line_search,
         yd,
         d,
@@ -201,7 +202,6 @@ pub fn coarse_correction(
 pub fn contact_iteration(
     cfg: &SolverConfig,
     set: &DeformableSet,
-    att: &AttachmentSet,
     bodies: &BodySet,
     iterate: &[IterateRecord],
     s: &mut VertexState,
@@ -222,18 +222,8 @@ pub fn contact_iteration(
     contact.advance(cfg, set, bodies, iterate, s, &mut poses);
     s.contact = contact;
     s.poses = poses;
-    // Rows made this iteration act on the coarse level only once its operator holds them:
-    // it is assembled again (once a frame: an impact's rows arrive together).
-    if cfg.coarse_nodes > 0 && !s.coarse_refreshed && s.contact.rows.iter().any(|r| !r.in_coarse) {
-        s.coarse_refreshed = true;
-        for r in &mut s.contact.rows {
-            r.in_coarse = true;
-        }
-        let t0 = std::time::Instant::now();
-        s.coarse
-            .prepare(cfg, set, att, Some((&s.contact, &s.poses[..])), &s.x, false);
-        s.coarse_ms += t0.elapsed().as_secs_f64() * 1e3;
-    }
+    // Rows made this iteration join the coarse level through its corrections' step
+    // length (`CoarseLevel::correct`), not a new assembly.
 }
 
 /// The log-barrier baseline's guard (`ContactModel::Barrier`; after the initial guess, the

@@ -26,7 +26,8 @@
 //!
 //! A step whose contact stage made rows, or whose iterate left its cages, runs once more
 //! (`GpuSolver::finish`): with the rows in the active set and the coarse operators from the
-//! frame's start (the CPU assembles its operators again mid-frame), and with cages that
+//! frame's start (the CPU shortens its coarse steps by the new rows' stiffness instead,
+//! `CoarseLevel::correct`, which the device does not do yet), and with cages that
 //! also hold the first run's final iterate, within twice their pad (`Cages::build`), so that
 //! an impact advances all the way as on the CPU instead of stopping at the cages. A run
 //! again for rows alone starts from the same X, poses and initial guess as the first run,

@@ -301,27 +301,10 @@ impl SurfaceContact {
         x: &[Vec3A],
         poses: &[Pose],
     ) -> Block {
-        self.vertex_terms_of(cfg, v, x, poses, false)
-    }
-
-    /// [`Self::vertex_terms`] of the rows the coarse operator holds (`coarse_only`) or of
-    /// every row.
-    #[inline]
-    pub(crate) fn vertex_terms_of(
-        &self,
-        cfg: &SolverConfig,
-        v: usize,
-        x: &[Vec3A],
-        poses: &[Pose],
-        coarse_only: bool,
-    ) -> Block {
         let mut out = Block::default();
         let now = |p| self.iterate_at(p, x, poses);
         for &ri in self.rows_of_point(v) {
             let r = &self.rows[ri as usize];
-            if coarse_only && !r.in_coarse {
-                continue;
-            }
             let c = r.value(now, |p| self.certified_at(p), cfg.contact_gap);
             let f = r.force(c);
             let k = r
@@ -375,6 +358,43 @@ impl SurfaceContact {
                 }
             }
         }
+    }
+
+    /// `δᵀ ΔA δ` of the rows the coarse operators do not hold yet (made since they were
+    /// assembled) with a point among the deformable vertices `body`: their terms of the
+    /// operator (as `for_each_coarse_term` gives them to its assembly) along the coarse
+    /// step `step(v)` of those vertices, the other side held still.
+    pub(crate) fn fresh_stiffness(
+        &self,
+        body: std::ops::Range<usize>,
+        step: &(dyn Fn(usize) -> glam::DVec3 + Sync),
+    ) -> f64 {
+        let inside = |p: u32| p != NO_POINT && body.contains(&(p as usize));
+        let mut sum = 0.0;
+        for v in body.clone() {
+            for &ri in self.rows_of_point(v) {
+                let r = &self.rows[ri as usize];
+                // Each row once: at its first point in the body.
+                if r.in_coarse || r.points.iter().find(|&&p| inside(p)) != Some(&(v as u32)) {
+                    continue;
+                }
+                let (mut u, mut ut) = (glam::DVec3::ZERO, glam::DVec3::ZERO);
+                for (k, &p) in r.points.iter().enumerate() {
+                    if inside(p) {
+                        let s = step(p as usize);
+                        u += s * r.weights[k] as f64;
+                        ut += s * r.lagged_weights[k] as f64;
+                    }
+                }
+                let k = (r.gamma * r.mu) as f64;
+                sum += k * r.normal.as_dvec3().dot(u).powi(2);
+                if r.has_friction() {
+                    let t = r.lagged_normal.as_dvec3();
+                    sum += k * (ut.length_squared() - t.dot(ut).powi(2));
+                }
+            }
+        }
+        sum
     }
 
     /// Adds the contact rows of rigid body `i` to its 6×6 system at the iterate (`poses[i]`

@@ -69,7 +69,7 @@ pub struct Row {
     pub lagged_normal: Vec3,
     pub lagged_weights: [f32; 4],
     /// Whether the coarse operator of this frame holds the row's stiffness (rows made
-    /// after it was assembled act through the vertex sweeps only).
+    /// after it was assembled shorten its steps instead: `CoarseLevel::correct`).
     pub in_coarse: bool,
 }
 
