@@ -501,6 +501,27 @@ fn moved(p: u32) -> f32 {
     return max(length(point_then(p) - r), length(point_target(p) - r));
 }
 
+// ccd::min_sep_floor: 4 ulps of the largest coordinate `m`, the least separation that
+// survives the rounding of the positions to f32.
+fn min_sep_floor(m: f32) -> f32 {
+    let x = max(abs(m), 1.17549435e-38);
+    return 4.0 * bitcast<f32>(bitcast<u32>(x) & 0x7f800000u) * (1.0 / 8388608.0);
+}
+
+fn largest_coord(v: vec3<f32>) -> f32 {
+    let a = abs(v);
+    return max(a.x, max(a.y, a.z));
+}
+
+// The largest coordinate of a pair's points at X and at their target.
+fn pair_largest_coord(pts: vec4<u32>) -> f32 {
+    var m = 0.0;
+    for (var j = 0u; j < 4u; j++) {
+        m = max(m, max(largest_coord(point_then(pts[j])), largest_coord(point_target(pts[j]))));
+    }
+    return m;
+}
+
 // SurfaceContact::toi: the times of impact at the gap δ (when a pair outside the set joins
 // it) and at the minimum separation ξ (how far X may go).
 fn pair_toi(c: Candidate, is_row: bool) -> vec2<f32> {
@@ -521,7 +542,10 @@ fn pair_toi(c: Candidate, is_row: bool) -> vec2<f32> {
                 add = plane_reach(d0, d1, gap);
             }
         }
-        let xi_here = select(0.5 * d0, xi, d0 > xi);
+        // Closer than ξ: half the start distance, not below the rounding (as the CPU).
+        let floor = min_sep_floor(max(largest_coord(point_then(pts.x)),
+            max(largest_coord(point_target(pts.x)), largest_coord(at))));
+        let xi_here = select(max(0.5 * d0, floor), xi, d0 > xi);
         let clear_at_start = d0 > xi_here && xi_here > 0.0;
         return vec2<f32>(add, select(0.0, plane_reach(d0, d1, xi_here), clear_at_start));
     }
@@ -559,7 +583,8 @@ fn pair_toi(c: Candidate, is_row: bool) -> vec2<f32> {
     if (r.stop == STOP_START_INSIDE) {
         let d0 = lower_bound_at_x(kind, pts);
         if (d0 > 0.0) {
-            return vec2<f32>(add, toi_of(run_ccd(kind, pts, 0.5 * d0)));
+            let sep = max(0.5 * d0, min_sep_floor(pair_largest_coord(pts)));
+            return vec2<f32>(add, toi_of(run_ccd(kind, pts, sep)));
         }
     }
     return vec2<f32>(add, toi_of(r));

@@ -11,7 +11,7 @@ use super::rows::{NO_POINT, Pair, PairKind};
 use super::{SurfaceContact, inversion, object};
 use crate::ccd::{
     AccdParams, AccdStop, DEFAULT_MAX_ITERS, edge_edge_accd, edge_edge_distance_lower_bound,
-    point_triangle_accd, point_triangle_distance_lower_bound,
+    min_sep_floor, point_triangle_accd, point_triangle_distance_lower_bound,
 };
 use crate::config::{ContactModel, SolverConfig};
 use crate::deformable::DeformableSet;
@@ -58,8 +58,16 @@ impl SurfaceContact {
             } else {
                 reach(gap)
             };
-            // Closer than ξ at the start: certified against half the start distance.
-            let xi = if d0 > xi { xi } else { 0.5 * d0 };
+            // Closer than ξ at the start: certified against half the start distance, but
+            // never against less than the rounding of the positions (see below).
+            let floor = min_sep_floor(
+                Vec3::from(self.certified_at(pts[0]))
+                    .abs()
+                    .max(Vec3::from(self.iterate_at(pts[0], x, poses)).abs())
+                    .max(at.abs())
+                    .max_element(),
+            );
+            let xi = if d0 > xi { xi } else { (0.5 * d0).max(floor) };
             let clear_at_start = d0 > xi && xi > 0.0; // false for NaN too
             return (add, if clear_at_start { reach(xi) } else { 0.0 });
         }
@@ -104,10 +112,19 @@ impl SurfaceContact {
         if r.stop == AccdStop::StartInside {
             // A pair that starts closer than ξ (added close, or pressed there by a budget
             // that ran out) would hold its island still for ever: it is certified against
-            // half its start distance instead, so it can separate, and never touch.
+            // half its start distance instead, so it can separate, and never touch. Not
+            // below the rounding of its coordinates to f32 (`min_sep_floor`): halved
+            // advance after advance, the distance fell to nothing, and X rounded to f32
+            // crossed (cloth through cloth). There the island holds still.
+            let floor = min_sep_floor(
+                start
+                    .iter()
+                    .chain(&end)
+                    .fold(0.0f32, |m, p| m.max(p.abs().max_element())),
+            );
             let d0 = d0();
             if d0 > 0.0 {
-                return (add, run(0.5 * d0).toi.unwrap_or(1.0));
+                return (add, run((0.5 * d0).max(floor)).toi.unwrap_or(1.0));
             }
         }
         (add, r.toi.unwrap_or(1.0))
