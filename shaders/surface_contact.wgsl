@@ -272,7 +272,7 @@ fn friction_force(r: Row, rel: vec3<f32>, normal_force: f32) -> vec3<f32> {
 
 // The contact terms of vertex v at the iterate (SurfaceContact::vertex_terms_of): its rows
 // (those the coarse operator holds, with `coarse_only`), normal and friction.
-fn contact_block(v: u32, coarse_only: bool) -> Block {
+fn contact_block(v: u32) -> Block {
     var acc = Block(vec3<f32>(0.0), mat3x3<f32>());
     if (cparams.on == 0u || v >= cparams.soft_points) {
         return acc;
@@ -282,7 +282,7 @@ fn contact_block(v: u32, coarse_only: bool) -> Block {
     for (var s = 0u; s < count; s++) {
         let r = rows[atomicLoad(&ca[cparams.o_slot_items + first + s])];
         let flags = r.info.x;
-        if ((flags & ROW_ALIVE) == 0u || (coarse_only && (flags & ROW_COARSE) == 0u)) {
+        if ((flags & ROW_ALIVE) == 0u) {
             continue;
         }
         let f = row_force(r, row_value(r));

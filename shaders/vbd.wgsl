@@ -93,8 +93,8 @@ struct CoarseBody {
     ok: u32, // 0: the frame's factorisation failed (no correction)
     body: u32, // the deformable body
     size: f32, // its size (the line search's threshold is 1% of it)
-    pad0: u32,
-    pad1: u32,
+    vertex_start: u32, // its vertices
+    vertex_end: u32,
 };
 
 // A vertex weighed by a coarse node (the node's CSR list).
@@ -391,9 +391,8 @@ fn is_solved(v: u32) -> bool {
 }
 
 // The inertia block's force and every incident element's, at the iterate; then the
-// attachments' and the contact rows' (surface_contact.wgsl; with `coarse_rows`, only the rows
-// the frame's coarse operator holds, as the coarse residual takes them).
-fn vertex_block(v: u32, coarse_rows: bool) -> Block {
+// attachments' and the contact rows' (surface_contact.wgsl).
+fn vertex_block(v: u32) -> Block {
     let m_h2 = verts[v].p.w * params.inv_h * params.inv_h;
     var acc = Block((verts[v].yd.xyz - disp[v].xyz) * m_h2, diag(m_h2));
     for (var k = incident_offsets[v]; k < incident_offsets[v + 1u]; k++) {
@@ -412,7 +411,7 @@ fn vertex_block(v: u32, coarse_rows: bool) -> Block {
                 vec3<f32>(a.k.x, 0.0, 0.0), vec3<f32>(0.0, a.k.y, 0.0), vec3<f32>(0.0, 0.0, a.k.z));
         }
     }
-    let c = contact_block(v, coarse_rows);
+    let c = contact_block(v);
     acc.f += c.f;
     acc.h += c.h;
     return acc;
@@ -429,7 +428,7 @@ fn vbd_sweep(@builtin(global_invocation_id) gid: vec3<u32>) {
     }
     let v = color_list[range.start + gid.x];
     residual[v] = disp[v];
-    let acc = vertex_block(v, false);
+    let acc = vertex_block(v);
     // glam's Mat3::determinant and inverse, in their order of operations.
     let c0 = cross(acc.h[1], acc.h[2]);
     let c1 = cross(acc.h[2], acc.h[0]);
@@ -463,7 +462,7 @@ fn coarse_residual(@builtin(global_invocation_id) gid: vec3<u32>) {
     }
     var f = vec3<f32>(0.0);
     if (is_solved(v)) {
-        f = vertex_block(v, true).f;
+        f = vertex_block(v).f;
     }
     residual[v] = vec4<f32>(f, 0.0);
 }
@@ -473,11 +472,16 @@ var<workgroup> slope: f32;
 // (Pᵀ r)·δ of the solve, kept for the line search's start (the same sum in the same order
 // as summing `restricted` again, which one lane would gather from every vertex).
 var<workgroup> restricted_slope: f32;
+// Each lane's share of δᵀ ΔA δ, then the step's length α.
+var<workgroup> fresh: array<f32, 64>;
+var<workgroup> alpha: f32;
 
 // 2: one workgroup per body: rhs = Pᵀ r (each lane gathers its nodes' vertices), then
 // L Lᵀ δ = rhs by column-oriented substitution (one column per step, the lanes updating
-// the rows below or above it), into `delta`. A step that is not a descent step or not
-// finite is written as zeros (coarse.rs skips it).
+// the rows below or above it); the step shortened to α = rᵀδ / (rᵀδ + δᵀ ΔA δ) when rows
+// the factor does not hold (made since the frame's start) stiffen it, into `delta`
+// (coarse.rs `correct`). A step that is not a descent step or not finite is written as
+// zeros (coarse.rs skips it).
 @compute @workgroup_size(64)
 fn coarse_solve(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lane: u32) {
     let body = coarse_bodies[wid.x];
@@ -536,8 +540,29 @@ fn coarse_solve(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation
     }
     workgroupBarrier();
     let keep = slope;
+    // δᵀ ΔA δ: each lane over a stride of the body's vertices, then summed in lane order.
+    var own = 0.0;
+    if (keep > 0.0) {
+        for (var v = body.vertex_start + lane; v < body.vertex_end; v += WG) {
+            own += fresh_stiffness(v, body);
+        }
+    }
+    fresh[lane] = own;
+    workgroupBarrier();
+    if (lane == 0u) {
+        var sum = 0.0;
+        for (var i = 0u; i < WG; i++) {
+            sum += fresh[i];
+        }
+        alpha = 1.0;
+        if (sum > 0.0 && restricted_slope > 0.0) {
+            alpha = restricted_slope / (restricted_slope + sum);
+        }
+    }
+    workgroupBarrier();
+    let a = alpha;
     for (var i = lane; i < n; i += WG) {
-        delta[3u * n0 + i] = select(0.0, rhs[i], keep > 0.0);
+        delta[3u * n0 + i] = select(0.0, a * rhs[i], keep > 0.0);
     }
     // A step that moves a node by more than 1% of the body is checked by the line search:
     // its slope at the start, or −1 (no check).
@@ -548,13 +573,71 @@ fn coarse_solve(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation
             for (var i = 0u; i < n / 3u; i++) {
                 largest = max(largest, length(vec3<f32>(rhs[3u * i], rhs[3u * i + 1u], rhs[3u * i + 2u])));
             }
-            if (largest > 0.01 * body.size) {
-                start = restricted_slope;
+            if (a * largest > 0.01 * body.size && atomicLoad(&ca[ST_ROWS]) > 0u) {
+                start = a * restricted_slope;
             }
         }
         delta[params.search_at + 2u * body.body] = start;
         delta[params.search_at + 2u * body.body + 1u] = 0.0;
     }
+}
+
+// The stiffness along the solve's step δ (in `rhs`) of the rows with vertex v as their
+// first point in the body that the frame's factor does not hold (SurfaceContact::
+// fresh_stiffness): k (n·u)² and the friction's k (|u_t|² − (t·u_t)²), u the step of the
+// row's points in the body (the other side held still).
+fn fresh_stiffness(v: u32, body: CoarseBody) -> f32 {
+    var sum = 0.0;
+    if (cparams.on == 0u || v >= cparams.soft_points) {
+        return sum;
+    }
+    let first = su[cparams.o_slot_offsets + v];
+    let count = atomicLoad(&ca[cparams.o_slot_count + v]);
+    for (var s = 0u; s < count; s++) {
+        let r = rows[atomicLoad(&ca[cparams.o_slot_items + first + s])];
+        if ((r.info.x & ROW_ALIVE) == 0u || (r.info.x & ROW_COARSE) != 0u) {
+            continue;
+        }
+        var lead = NONE;
+        var u = vec3<f32>(0.0);
+        var ut = vec3<f32>(0.0);
+        for (var k = 0u; k < 4u; k++) {
+            let p = r.points[k];
+            if (p != NONE && p >= body.vertex_start && p < body.vertex_end) {
+                if (lead == NONE) {
+                    lead = p;
+                }
+                let d = prolonged_solve(p, body.node_start);
+                u += d * r.weights[k];
+                ut += d * r.lagged_weights[k];
+            }
+        }
+        if (lead != v) {
+            continue;
+        }
+        let stiffness = r.fr.x * row_mu(r);
+        let un = dot(r.normal.xyz, u);
+        sum += stiffness * un * un;
+        if (has_friction(r)) {
+            let tu = dot(r.lagged_normal.xyz, ut);
+            sum += stiffness * (dot(ut, ut) - tu * tu);
+        }
+    }
+    return sum;
+}
+
+// (P δ)_p with δ the solve's result in `rhs` (the body's nodes from n0).
+fn prolonged_solve(p: u32, n0: u32) -> vec3<f32> {
+    let c = coarse_vertices[p];
+    var step = vec3<f32>(0.0);
+    for (var k = 0u; k < 8u; k++) {
+        let node = c.nodes[k];
+        if (node != NONE) {
+            let i = 3u * (node - n0);
+            step += c.weights[k] * vec3<f32>(rhs[i], rhs[i + 1u], rhs[i + 2u]);
+        }
+    }
+    return step;
 }
 
 // Component i of Pᵀ r over the body's nodes from node n0 (the residual at the iterate).
@@ -578,7 +661,7 @@ fn coarse_residual_checked(@builtin(global_invocation_id) gid: vec3<u32>) {
     }
     var f = vec3<f32>(0.0);
     if (is_solved(v)) {
-        f = vertex_block(v, true).f;
+        f = vertex_block(v).f;
     }
     residual[v] = vec4<f32>(f, 0.0);
 }

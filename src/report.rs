@@ -36,8 +36,8 @@ pub struct SurfaceContactStats {
     pub lost_motion: f32,
     /// Times an iterate left its motion cage and the broad phase ran again.
     pub rebuilds: usize,
-    /// GPU backend: 1 when the step ran a second time, because its first run made rows
-    /// (the coarse operators must hold them) or an iterate left its cages; 0 otherwise.
+    /// GPU backend: 1 when the step ran a second time, because an iterate of its first run
+    /// left its cages or its rows ran out of room; 0 otherwise.
     pub runs_again: usize,
     /// Time in the broad phase (cages, BVH, islands), in CCD and the advance, and in the
     /// rows' dual update (ms).

@@ -485,7 +485,7 @@ fn params_size() -> u64 {
 
 impl GpuSolver {
     /// Bytes the last deformable step uploaded and read back, over every run of it (a step
-    /// whose contact stage made rows or left its cages runs twice).
+    /// whose iterate left its contact cages, or whose rows ran out of room, runs twice).
     pub fn deformable_traffic(&self) -> (u64, u64) {
         self.soft
             .as_ref()
@@ -518,6 +518,17 @@ impl GpuSolver {
     pub fn pin_rounds(&mut self, rounds: Option<u32>) {
         self.pinned_rounds = rounds.map(|r| r.clamp(1, JPL_ROUNDS));
         self.rounds = self.pinned_rounds.unwrap_or(JPL_ROUNDS);
+    }
+
+    /// Test hook: room for at most `room` deformable contact rows (or the rows carried
+    /// into the frame, if more) in the next step's first run, so that a step making rows
+    /// runs out of it and runs again with more.
+    #[doc(hidden)]
+    pub fn cap_contact_rows_once(&mut self, room: u32) {
+        let step = self
+            .soft
+            .get_or_insert_with(|| soft::SoftStep::new(&self.device, &self.queue, &self.info.name));
+        step.cap_rows_once(room);
     }
 
     /// Colours used by the last step's GPU colouring.

@@ -384,18 +384,18 @@ impl GpuSolver {
             host.wait_ms += elapsed_ms(t_wait);
             let t_unpack = std::time::Instant::now();
             let mut resize = false;
-            // The deformables' contact stage asks for a run again, once a frame, when it
-            // made rows (the CPU shortens its coarse steps by their stiffness; here they
-            // join the active set and the coarse operators at the frame's start) or when an iterate left its
-            // cages (the CPU runs the broad phase again mid-step; here the run again's
-            // cages hold the first run's final iterate too), and when its rows ran out of
-            // room.
+            // The deformables' contact stage asks for a run again, once a frame, when an
+            // iterate left its cages (the CPU runs the broad phase again mid-step; here the
+            // run again's cages hold the first run's final iterate too) or its rows ran out
+            // of room; the rows the first run made then start the run again in the active
+            // set and the coarse operators. Rows made during a run need none: as on the
+            // CPU, they shorten the coarse steps by their stiffness (vbd.wgsl `coarse_solve`).
             let outcome = match (self.soft_active, self.soft.as_ref()) {
                 (true, Some(step)) => step.contact_outcome()?,
                 _ => Default::default(),
             };
             let made = outcome.made;
-            let seed = (!made.is_empty() || outcome.escaped) && !s.vertices.contact.seeded;
+            let seed = (outcome.escaped || outcome.overflow) && !s.vertices.contact.seeded;
             if outcome.overflow {
                 self.soft.as_mut().expect("uploaded").grow_rows();
             }

@@ -72,6 +72,15 @@ impl PhysicsWorld {
         }
     }
 
+    /// Test hook: room for at most `room` deformable contact rows (or those carried in) in
+    /// the next GPU step's first run; a step that makes more runs again with more room.
+    #[doc(hidden)]
+    pub fn gpu_cap_contact_rows_once_for_tests(&mut self, room: u32) {
+        if let Some(g) = self.gpu.as_mut() {
+            g.cap_contact_rows_once(room);
+        }
+    }
+
     /// Test hook: on the GPU backend, find the contact points on the CPU (and upload them)
     /// even where the device could find them, to compare the two paths.
     #[doc(hidden)]

@@ -91,7 +91,8 @@ struct CoarseBody {
     ok: u32,
     body: u32,
     size: f32,
-    pad: [u32; 2],
+    vertex_start: u32,
+    vertex_end: u32,
 }
 
 #[repr(C)]
@@ -178,7 +179,7 @@ pub struct DeformableStep<'a> {
 /// What a step's contact stage asks of a run again (`SoftStep::contact_outcome`).
 #[derive(Default)]
 pub(super) struct ContactOutcome {
-    /// The pairs of the rows the step made.
+    /// The pairs of the rows the step made, when it runs again (empty otherwise).
     pub(super) made: Vec<Pair>,
     /// The rows ran out of room.
     pub(super) overflow: bool,
@@ -518,9 +519,10 @@ impl SoftStep {
         self.n_attachments = attachments.records.len() as u32;
         self.iterations = cfg.iterations;
         self.coarse_on = self.coarse_bodies > 0 && cfg.coarse_nodes > 0;
-        // As the CPU: while contact rows are in the coarse operators.
-        self.line_search =
-            self.coarse_on && vs.contact_on && vs.contact.rows.iter().any(|r| r.in_coarse);
+        // As the CPU: while the contact stage has rows, which the step may make during the
+        // frame, so the passes are recorded whenever contact is on and each body's solve
+        // checks for rows (the device's count holds rows dropped during the frame too).
+        self.line_search = self.coarse_on && vs.contact_on;
         let params = SoftParams {
             n_vertices: n as u32,
             n_bodies: self.coarse_bodies,
@@ -665,9 +667,15 @@ impl SoftStep {
             }
             false => Vec::new(),
         };
+        let overflow = status[3] != 0;
+        // The rows made seed a run again only.
+        let made = match escaped || overflow {
+            true => self.contact.new_pairs(&data),
+            false => Vec::new(),
+        };
         Ok(ContactOutcome {
-            made: self.contact.new_pairs(&data),
-            overflow: status[3] != 0,
+            made,
+            overflow,
             escaped,
             reached,
         })
@@ -682,6 +690,11 @@ impl SoftStep {
     /// More room for the rows of the next run.
     pub(super) fn grow_rows(&mut self) {
         self.contact.row_room = self.contact.row_room.saturating_mul(4);
+    }
+
+    /// Room for at most `room` rows (or the rows carried) in the next upload.
+    pub(super) fn cap_rows_once(&mut self, room: u32) {
+        self.contact.row_cap_once = Some(room);
     }
 
     /// Drops a readback whose step is run again (the device has finished it: the caller
@@ -740,7 +753,8 @@ fn factors(
             ok: ok as u32,
             body: b as u32,
             size: space.size,
-            pad: [0; 2],
+            vertex_start: set.vertex_range(b).start as u32,
+            vertex_end: set.vertex_range(b).end as u32,
         });
         node_start += space.nodes as u32;
     }

@@ -24,16 +24,16 @@
 //! `contact_end_bodies` puts each coupled body's iterate at its certified pose, before the
 //! integration kernel writes velocities and poses from it.
 //!
-//! A step whose contact stage made rows, or whose iterate left its cages, runs once more
-//! (`GpuSolver::finish`): with the rows in the active set and the coarse operators from the
-//! frame's start (the CPU shortens its coarse steps by the new rows' stiffness instead,
-//! `CoarseLevel::correct`, which the device does not do yet), and with cages that
-//! also hold the first run's final iterate, within twice their pad (`Cages::build`), so that
-//! an impact advances all the way as on the CPU instead of stopping at the cages. A run
-//! again for rows alone starts from the same X, poses and initial guess as the first run,
-//! so it keeps that run's cages, candidates and islands instead of running the broad phase
-//! again (`SurfaceContact::begin_frame`), and uploads only what the rows change
-//! (`upload.rs`).
+//! Rows made during a step shorten each body's coarse step by their stiffness along it, as
+//! on the CPU (`CoarseLevel::correct`; vbd.wgsl `coarse_solve`). A step whose iterate left
+//! its cages, or whose rows ran out of room, runs once more (`GpuSolver::finish`): with
+//! the rows its first run made in the active set and the coarse operators, and with cages
+//! that also hold the first run's final iterate, within twice their pad (`Cages::build`),
+//! so that an impact advances all the way as on the CPU instead of stopping at the cages.
+//! A run again with no iterate out of its cages starts from the same X, poses and initial
+//! guess as the first run, so it keeps that run's cages, candidates and islands instead of
+//! running the broad phase again (`SurfaceContact::begin_frame`), and uploads only what
+//! the rows change (`upload.rs`).
 //!
 //! Not on the device yet: the barrier baseline.
 
@@ -241,6 +241,8 @@ pub(super) struct ContactStep {
     on: bool,
     /// The rows' room for the next frame: grows when a step runs out of it.
     pub(super) row_room: u32,
+    /// A cap on the rows' room for the next upload only (a test hook).
+    pub(super) row_cap_once: Option<u32>,
     device_name: String,
     /// The candidates' pairs, for the rows read back.
     pairs: Vec<Pair>,
@@ -310,6 +312,7 @@ impl ContactStep {
             offsets: Offsets::default(),
             on: false,
             row_room: 4096,
+            row_cap_once: None,
             device_name: String::new(),
             pairs: Vec::new(),
             upload_bytes: 0,

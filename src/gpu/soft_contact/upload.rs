@@ -3,8 +3,9 @@
 //! body's row list, X, the cages and the islands, in the buffers and offsets
 //! `surface_contact.wgsl` reads.
 //!
-//! A step run again for rows only (`SurfaceContact::begin_frame` kept the first run's
-//! broad phase) writes only what its rows change: the rows, the candidates' rows and the
+//! A step run again with no iterate out of its cages (its rows ran out of room;
+//! `SurfaceContact::begin_frame` kept the first run's broad phase) writes only what its
+//! rows change: the rows, the candidates' rows and the
 //! lists, and the state the first run's kernels wrote over. The candidates, cages and
 //! islands in the read-only buffers are the first run's (at 27 soft balls, about 14 of
 //! 18–28 MB a run).
@@ -52,7 +53,7 @@ impl ContactStep {
         let mut p = std::mem::take(&mut self.packing);
         self.device_name = device_name.to_string();
         // The read-only buffers hold this broad phase's candidates, cages and islands
-        // already: a run again for rows only.
+        // already: a run again with its first run's broad phase.
         let uploaded = self.uploaded_build.take();
         let g = &contact.geometry;
         let soft_points = g.soft_points as usize;
@@ -139,6 +140,7 @@ impl ContactStep {
         let capacity = (self.row_room as usize)
             .max(2 * n_rows)
             .min(n_cand)
+            .min(self.row_cap_once.take().map_or(usize::MAX, |c| c as usize))
             .max(n_rows)
             .max(1);
         // The read-only regions' offsets are those of the first run's upload when they

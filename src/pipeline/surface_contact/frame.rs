@@ -71,7 +71,7 @@ impl SurfaceContact {
         self.start.clone_from(&set.positions);
         self.largest_cut = 0.0;
         self.iterate_poses(bodies, iterate, &mut vs.poses);
-        // The GPU backend's run again of a frame whose first run made rows, with every
+        // The GPU backend's run again of a frame whose rows ran out of room, with every
         // iterate inside its cages (`reached` empty), starts from the same X, poses and
         // initial guess: the first run's cages, candidates and islands stand (the broad
         // phase would find them again), and only the rows are refreshed with the new ones.
@@ -103,7 +103,7 @@ impl SurfaceContact {
     }
 
     /// Adds a fresh row (λ = 0, γ = 1) for each of `pairs` not in the active set yet, before
-    /// [`Self::begin_frame`] (the GPU backend's run again of a step that made rows).
+    /// [`Self::begin_frame`] (the GPU backend's run again of a step: the rows its first run made).
     pub(crate) fn seed_rows(
         &mut self,
         cfg: &SolverConfig,
