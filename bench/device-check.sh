@@ -6,7 +6,9 @@
 #   bench/device-check.sh [out]    default out: $OUT, else bench/device
 #   SMALL=1 bench/device-check.sh  tiny sizes: checks the script itself (lavapipe will do)
 #
-# Uses target/release/avbd (AVBD=path for another binary; built here if missing).
+# Uses target/release/avbd (AVBD=path for another binary; built here if missing). BASE=path
+# runs a second binary (an earlier commit's) right after it on #22's two scenes, into
+# files named base-*, so that the two compare on one machine.
 set -euo pipefail
 out=${1:-${OUT:-bench/device}}
 avbd=${AVBD:-target/release/avbd}
@@ -34,9 +36,12 @@ run "$avbd" bench --backend gpu --scene pile --pile-counts $pile4 --gpu-iteratio
 
 # #22: cloth_drape at 2,500 vertices (goal: <= 2 ms a frame) and squishy_balls at 140 balls,
 # 200,620 tets (<= 16 ms a frame), both with 0 intersections.
-run "$avbd" run cloth_drape --backend gpu $short --json > "$out/cloth_drape.json"
-run "$avbd" run squishy_balls --backend gpu --set count=$balls --frames $frames --json \
-    > "$out/squishy_balls.json"
+for bin in "$avbd" ${BASE:+"$BASE"}; do
+    tag=$([ "$bin" = "$avbd" ] && echo "" || echo "base-")
+    run "$bin" run cloth_drape --backend gpu $short --json > "$out/${tag}cloth_drape.json"
+    run "$bin" run squishy_balls --backend gpu --set count=$balls --frames $frames --json \
+        > "$out/${tag}squishy_balls.json"
+done
 # #20: the 510k pile at 3 iterations (<= 17.6 ms a frame); the longest run, so after #22's two.
 run "$avbd" bench --backend gpu --scene pile --pile-counts $pile3 --gpu-iterations 3 \
     --gpu-settle $settle --gpu-frames 10 --out "$out/pile-3it" > "$out/pile-3it.md"
@@ -57,7 +62,7 @@ for f in "$out"/*.json; do
 import json, sys
 r = json.load(open(sys.argv[1]))
 m, t = r.get("metrics", {}), r.get("timing_ms", {})
-print(f"{r['scene']:15} {r['backend']:3} frames {r['frames']:4} median {t.get('median', 0):9.3f} ms "
+print(f"{sys.argv[1].split('/')[-1]:28} {r['scene']:15} {r['backend']:3} frames {r['frames']:4} median {t.get('median', 0):9.3f} ms "
       f"p95 {t.get('p95', 0):9.3f} ms  intersections {m.get('intersections')} "
       f"inverted {m.get('inverted_elements')}  {r.get('adapter', '')}")
 PY

@@ -542,7 +542,8 @@ fn pair_toi(c: Candidate, is_row: bool) -> vec2<f32> {
                 add = plane_reach(d0, d1, gap);
             }
         }
-        // Closer than ξ: half the start distance, not below the rounding (as the CPU).
+        // Closer than ξ: half the start distance, not below the rounding
+        // (ccd::close_pair_separation).
         let floor = min_sep_floor(max(largest_coord(point_then(pts.x)),
             max(largest_coord(point_target(pts.x)), largest_coord(at))));
         let xi_here = select(max(0.5 * d0, floor), xi, d0 > xi);
@@ -583,6 +584,7 @@ fn pair_toi(c: Candidate, is_row: bool) -> vec2<f32> {
     if (r.stop == STOP_START_INSIDE) {
         let d0 = lower_bound_at_x(kind, pts);
         if (d0 > 0.0) {
+            // ccd::close_pair_separation.
             let sep = max(0.5 * d0, min_sep_floor(pair_largest_coord(pts)));
             return vec2<f32>(add, toi_of(run_ccd(kind, pts, sep)));
         }

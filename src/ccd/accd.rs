@@ -94,6 +94,19 @@ pub fn min_sep_floor(max_abs_coord: f32) -> f32 {
     4.0 * pow2 * (1.0 / 8_388_608.0)
 }
 
+/// The separation against which a pair that starts an advance closer than ξ is certified:
+/// half its start distance `d0`, so that it can separate and never touch, but never less
+/// than the rounding of its coordinates to f32 ([`min_sep_floor`] of the largest
+/// coordinate of `points`, the pair's positions at both ends): halved advance after
+/// advance, the distance would fall below that rounding, and the positions rounded to f32
+/// would cross. At the floor the pair's island holds still.
+pub fn close_pair_separation<'a>(d0: f32, points: impl IntoIterator<Item = &'a Vec3>) -> f32 {
+    let largest = points
+        .into_iter()
+        .fold(0.0f32, |m, p| m.max(p.abs().max_element()));
+    (0.5 * d0).max(min_sep_floor(largest))
+}
+
 /// Parameters of the additive CCD.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct AccdParams {
@@ -562,6 +575,24 @@ mod tests {
         // Half an ulp of 1 − 2⁻²⁴... rounds to 1 (ties to even), then back down.
         let t = 1.0 - f32::EPSILON / 2.0;
         assert_eq!(add_down(t, f32::EPSILON / 4.0), t);
+    }
+
+    /// Half the start distance while that is above the rounding of the coordinates, the
+    /// rounding's floor below it (a distance that is no longer a number included), at the
+    /// largest coordinate of either end.
+    #[test]
+    fn close_pair_separation_halves_down_to_the_rounding() {
+        let near = [Vec3::new(0.5, 1.0, -0.25), Vec3::new(0.5, 1.0, -0.2)];
+        let floor = 4.0 * (1.0f32.next_up() - 1.0);
+        assert_eq!(close_pair_separation(1e-3, &near), 5e-4);
+        assert_eq!(close_pair_separation(1e-9, &near), floor);
+        assert_eq!(close_pair_separation(0.0, &near), floor);
+        assert_eq!(close_pair_separation(f32::NAN, &near), floor);
+        // The far end decides: a point that went to x = −1000.
+        let far = [near[0], Vec3::new(-1000.0, 0.0, 0.0)];
+        let floor = 4.0 * (1000.0f32.next_up() - 1000.0);
+        assert_eq!(close_pair_separation(1e-4, &far), floor);
+        assert!(floor > 5e-5 && floor < 1e-3);
     }
 
     #[test]

@@ -153,9 +153,10 @@ pub mod exact;
 
 pub use accd::{
     AccdMargins, AccdParams, AccdResult, AccdStop, DEFAULT_ETA, DEFAULT_MAX_ITERS, DEFAULT_MIN_SEP,
-    edge_edge_accd, edge_edge_accd_with_margins, edge_edge_ccd, edge_edge_distance_lower_bound,
-    edge_edge_may_collide, min_sep_floor, point_triangle_accd, point_triangle_accd_with_margins,
-    point_triangle_ccd, point_triangle_distance_lower_bound, point_triangle_may_collide,
+    close_pair_separation, edge_edge_accd, edge_edge_accd_with_margins, edge_edge_ccd,
+    edge_edge_distance_lower_bound, edge_edge_may_collide, min_sep_floor, point_triangle_accd,
+    point_triangle_accd_with_margins, point_triangle_ccd, point_triangle_distance_lower_bound,
+    point_triangle_may_collide,
 };
 pub use distance::{
     Closest, EdgeEdgeClosest, EdgeEdgeDistanceType, PointTriangleClosest,

@@ -10,8 +10,8 @@ use super::geometry::{self, Pose};
 use super::rows::{NO_POINT, Pair, PairKind};
 use super::{SurfaceContact, inversion, object};
 use crate::ccd::{
-    AccdParams, AccdStop, DEFAULT_MAX_ITERS, edge_edge_accd, edge_edge_distance_lower_bound,
-    min_sep_floor, point_triangle_accd, point_triangle_distance_lower_bound,
+    AccdParams, AccdStop, DEFAULT_MAX_ITERS, close_pair_separation, edge_edge_accd,
+    edge_edge_distance_lower_bound, point_triangle_accd, point_triangle_distance_lower_bound,
 };
 use crate::config::{ContactModel, SolverConfig};
 use crate::deformable::DeformableSet;
@@ -60,14 +60,15 @@ impl SurfaceContact {
             };
             // Closer than ξ at the start: certified against half the start distance, but
             // never against less than the rounding of the positions (see below).
-            let floor = min_sep_floor(
-                Vec3::from(self.certified_at(pts[0]))
-                    .abs()
-                    .max(Vec3::from(self.iterate_at(pts[0], x, poses)).abs())
-                    .max(at.abs())
-                    .max_element(),
-            );
-            let xi = if d0 > xi { xi } else { (0.5 * d0).max(floor) };
+            let ends = [
+                Vec3::from(self.certified_at(pts[0])),
+                Vec3::from(self.iterate_at(pts[0], x, poses)),
+                at,
+            ];
+            let xi = match d0 > xi {
+                true => xi,
+                false => close_pair_separation(d0, &ends),
+            };
             let clear_at_start = d0 > xi && xi > 0.0; // false for NaN too
             return (add, if clear_at_start { reach(xi) } else { 0.0 });
         }
@@ -116,15 +117,10 @@ impl SurfaceContact {
             // below the rounding of its coordinates to f32 (`min_sep_floor`): halved
             // advance after advance, the distance fell to nothing, and X rounded to f32
             // crossed (cloth through cloth). There the island holds still.
-            let floor = min_sep_floor(
-                start
-                    .iter()
-                    .chain(&end)
-                    .fold(0.0f32, |m, p| m.max(p.abs().max_element())),
-            );
             let d0 = d0();
             if d0 > 0.0 {
-                return (add, run((0.5 * d0).max(floor)).toi.unwrap_or(1.0));
+                let sep = close_pair_separation(d0, start.iter().chain(&end));
+                return (add, run(sep).toi.unwrap_or(1.0));
             }
         }
         (add, r.toi.unwrap_or(1.0))

@@ -20,7 +20,9 @@ use super::frame::{pair_friction, row_stiffness};
 use super::geometry::{Owner, Pose};
 use super::rows::{NO_POINT, Pair, PairKind, closest};
 use super::{CoarseTerm, SurfaceContact, outer};
-use crate::ccd::{AccdParams, DEFAULT_MAX_ITERS, edge_edge_ccd, min_sep_floor, point_triangle_ccd};
+use crate::ccd::{
+    AccdParams, DEFAULT_MAX_ITERS, close_pair_separation, edge_edge_ccd, point_triangle_ccd,
+};
 use crate::config::SolverConfig;
 use crate::deformable::DeformableSet;
 use crate::deformable::elastic::Block;
@@ -312,21 +314,14 @@ impl SurfaceContact {
             }
             // Closer than ξ: half the start distance, never below the rounding of the
             // coordinates (as `SurfaceContact::toi`).
-            let floor = min_sep_floor(
-                start
-                    .iter()
-                    .chain(&end)
-                    .fold(0.0f32, |m, p| m.max(p.abs().max_element())),
-            );
+            let close = |d0: f32, more: &[Vec3]| {
+                close_pair_separation(d0, start.iter().chain(&end).chain(more))
+            };
             let reach = match pair.kind {
                 PairKind::PointPlane => {
                     let (n, at) = self.plane(pair.b);
                     let (d0, d1) = (n.dot(start[0] - at), n.dot(end[0] - at));
-                    let sep = if d0 > xi {
-                        xi
-                    } else {
-                        (0.5 * d0).max(floor.max(min_sep_floor(at.abs().max_element())))
-                    };
+                    let sep = if d0 > xi { xi } else { close(d0, &[at]) };
                     if d1 > sep || d1 >= d0 {
                         1.0
                     } else if d0 <= sep {
@@ -349,7 +344,7 @@ impl SurfaceContact {
                     match run(xi) {
                         // Closer than ξ already: certified against half the start distance.
                         Some(0.0) => match closest(kind, start, None).0 {
-                            d0 if d0 > 0.0 => run((0.5 * d0).max(floor)).unwrap_or(1.0),
+                            d0 if d0 > 0.0 => run(close(d0, &[])).unwrap_or(1.0),
                             _ => 0.0,
                         },
                         r => r.unwrap_or(1.0),
