@@ -272,15 +272,23 @@ fn friction_force(r: Row, rel: vec3<f32>, normal_force: f32) -> vec3<f32> {
 
 // The contact terms of vertex v at the iterate (SurfaceContact::vertex_terms_of): its rows
 // (those the coarse operator holds, with `coarse_only`), normal and friction.
+// Soft point v's row list: its length, and its s-th row.
+fn point_row_count(v: u32) -> u32 {
+    return atomicLoad(&ca[cparams.o_slot_count + v]);
+}
+
+fn point_row(v: u32, s: u32) -> Row {
+    return rows[atomicLoad(&ca[cparams.o_slot_items + su[cparams.o_slot_offsets + v] + s])];
+}
+
 fn contact_block(v: u32) -> Block {
     var acc = Block(vec3<f32>(0.0), mat3x3<f32>());
     if (cparams.on == 0u || v >= cparams.soft_points) {
         return acc;
     }
-    let first = su[cparams.o_slot_offsets + v];
-    let count = atomicLoad(&ca[cparams.o_slot_count + v]);
+    let count = point_row_count(v);
     for (var s = 0u; s < count; s++) {
-        let r = rows[atomicLoad(&ca[cparams.o_slot_items + first + s])];
+        let r = point_row(v, s);
         let flags = r.info.x;
         if ((flags & ROW_ALIVE) == 0u) {
             continue;

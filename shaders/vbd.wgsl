@@ -473,7 +473,7 @@ var<workgroup> slope: f32;
 // as summing `restricted` again, which one lane would gather from every vertex).
 var<workgroup> restricted_slope: f32;
 // Each lane's share of δᵀ ΔA δ, then the step's length α.
-var<workgroup> fresh: array<f32, 64>;
+var<workgroup> fresh: array<f32, WG>;
 var<workgroup> alpha: f32;
 
 // 2: one workgroup per body: rhs = Pᵀ r (each lane gathers its nodes' vertices), then
@@ -591,10 +591,9 @@ fn fresh_stiffness(v: u32, body: CoarseBody) -> f32 {
     if (cparams.on == 0u || v >= cparams.soft_points) {
         return sum;
     }
-    let first = su[cparams.o_slot_offsets + v];
-    let count = atomicLoad(&ca[cparams.o_slot_count + v]);
+    let count = point_row_count(v);
     for (var s = 0u; s < count; s++) {
-        let r = rows[atomicLoad(&ca[cparams.o_slot_items + first + s])];
+        let r = point_row(v, s);
         if ((r.info.x & ROW_ALIVE) == 0u || (r.info.x & ROW_COARSE) != 0u) {
             continue;
         }
