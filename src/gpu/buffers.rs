@@ -167,21 +167,11 @@ pub(super) const NAMES: [&str; 63] = [
 
 /// Buffers uploaded by difference: only the chunks whose bytes differ from what the device
 /// holds go up (the CPU's copy of what the device holds is `GpuSolver::shadow`).
-pub(super) const TRACKED: [usize; 11] = [
-    SHAPES,
-    CLASSES,
-    SPECIALS,
-    EXCLUDED,
-    MASSES,
-    JOINTS,
-    BODY_FLAGS,
-    POSES,
-    VELOCITIES,
-    PREV_VELOCITIES,
-    FORCES,
+pub(super) const TRACKED: [usize; 7] = [
+    SHAPES, CLASSES, SPECIALS, EXCLUDED, MASSES, JOINTS, BODY_FLAGS,
 ];
 
-/// The per-body state (resident, uploaded by difference).
+/// The per-body records (resident; counted in `GpuTraffic::body_upload_bytes`).
 pub(super) const BODY_STATE: [usize; 6] = [
     POSES,
     VELOCITIES,
@@ -191,9 +181,10 @@ pub(super) const BODY_STATE: [usize; 6] = [
     BODY_FLAGS,
 ];
 
-/// Tracked buffers the device writes (the end-of-step kernel); their shadows are the bytes
-/// read back.
-pub(super) const DEVICE_WRITTEN: [usize; 3] = [POSES, VELOCITIES, PREV_VELOCITIES];
+/// The body state the CPU writes and the device keeps from step to step: what goes up is
+/// what the CPU recorded in `BodySet::edits` (`GpuSolver::upload_body_state`), with no
+/// copy of the device's bytes to compare with.
+pub(super) const RESIDENT_STATE: [usize; 4] = [POSES, VELOCITIES, PREV_VELOCITIES, FORCES];
 
 /// Granularity of the upload by difference (bytes; a multiple of every record size's
 /// 4-byte alignment that wgpu requires of buffer writes).
@@ -307,6 +298,8 @@ impl GpuSolver {
         let size = need.max(buf.capacity * 2).min(self.max_binding.max(need));
         self.buffers[slot] = Self::make_buffer(&self.device, NAMES[slot], size, usage_of(slot));
         self.shadow[slot].clear();
+        self.layout_uploaded[slot] = None;
+        self.state_stale |= RESIDENT_STATE.contains(&slot);
         self.reallocations += 1;
         true
     }
@@ -355,6 +348,78 @@ impl GpuSolver {
                 self.last_traffic.body_upload_bytes += (at - start) as u64;
             }
         }
+    }
+
+    /// [`Self::upload`] of what follows from the bodies' layout and the margin (`key`):
+    /// skipped, not compared, while the buffer holds the data of that key.
+    pub(super) fn upload_for_layout(&mut self, slot: usize, data: &[u8], key: (u64, u32)) {
+        if self.layout_uploaded[slot] != Some(key) {
+            self.upload(slot, data);
+            self.layout_uploaded[slot] = Some(key);
+        }
+    }
+
+    /// Uploads the body state the CPU wrote since the last step: all of it when its
+    /// buffers are new, the step ran again or the CPU wrote every body (`BodyEdits::all`),
+    /// else the touched bodies' records, one write per run of consecutive bodies.
+    pub(super) fn upload_body_state(&mut self, bodies: &BodySet) {
+        use std::mem::size_of;
+        let velocity = size_of::<VelocityRecord>();
+        let parts: [(usize, &[u8], usize); 4] = [
+            (
+                POSES,
+                bytemuck::cast_slice(&bodies.poses),
+                size_of::<PoseRecord>(),
+            ),
+            (
+                VELOCITIES,
+                bytemuck::cast_slice(&bodies.velocities),
+                velocity,
+            ),
+            (
+                PREV_VELOCITIES,
+                bytemuck::cast_slice(&bodies.prev_velocities),
+                velocity,
+            ),
+            (
+                FORCES,
+                bytemuck::cast_slice(&bodies.forces),
+                size_of::<[f32; 8]>(),
+            ),
+        ];
+        let mut runs = std::mem::take(&mut self.touched_runs);
+        runs.clear();
+        if self.state_stale || bodies.edits.all {
+            runs.push((0, bodies.len()));
+        } else {
+            let mut touched = std::mem::take(&mut self.touched);
+            touched.clear();
+            touched.extend_from_slice(&bodies.edits.touched);
+            touched.sort_unstable();
+            touched.dedup();
+            for &i in &touched {
+                match runs.last_mut() {
+                    Some((_, end)) if *end == i as usize => *end += 1,
+                    _ => runs.push((i as usize, i as usize + 1)),
+                }
+            }
+            self.touched = touched;
+        }
+        for &(slot, data, size) in &parts {
+            debug_assert_eq!(data.len(), size * bodies.len());
+            for &(first, end) in &runs {
+                let bytes = &data[first * size..end * size];
+                if bytes.is_empty() {
+                    continue;
+                }
+                self.queue
+                    .write_buffer(&self.buffers[slot].buffer, (first * size) as u64, bytes);
+                self.last_traffic.upload_bytes += bytes.len() as u64;
+                self.last_traffic.body_upload_bytes += bytes.len() as u64;
+            }
+        }
+        self.touched_runs = runs;
+        self.state_stale = false;
     }
 
     /// Stages buffers that go up whole every step in the upload belt (copied into place

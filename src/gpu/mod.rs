@@ -431,7 +431,18 @@ pub struct GpuSolver {
     /// through `narrow_args_group`).
     narrow_args: wgpu::Buffer,
     narrow_args_group: wgpu::BindGroup,
+    /// Per body: solved, kinematic (`FLAG_*`), for the layout generation
+    /// `BodyEdits::layout` in `flags_layout`.
     flags: Vec<u32>,
+    flags_layout: Option<u64>,
+    /// Whether the device's body state may differ from the CPU's beyond the bodies the
+    /// CPU touched since (a new or grown buffer, a step run again): it all goes up.
+    state_stale: bool,
+    /// Per buffer: the layout key (`upload_for_layout`) whose data it holds.
+    layout_uploaded: Vec<Option<(u64, u32)>>,
+    /// Scratch of `upload_body_state`: the touched bodies, sorted, and their runs.
+    touched: Vec<u32>,
+    touched_runs: Vec<(usize, usize)>,
     last_colors: u32,
     last_palette: u32,
     last_serial: u32,

@@ -102,19 +102,22 @@ impl GpuSolver {
         // The adjacency is built on the device (`adjacency.wgsl`); the CPU only gathers the
         // constraint ends, for the momentum projection's islands.
         crate::pipeline::coloring::gather_ends(&s.points, joints, &mut s.adjacency);
-        let mut flags = std::mem::take(&mut self.flags);
-        flags.clear();
-        flags.extend((0..n).map(|i| {
-            let solved = bodies.is_solved(i);
-            let kinematic = bodies.kinds[i] == BodyKind::Kinematic && !bodies.frozen[i];
-            (solved as u32 * FLAG_SOLVED) | (kinematic as u32 * FLAG_KINEMATIC)
-        }));
+        // The flags follow from the layout: made again only when it changed.
+        let layout = bodies.edits.layout;
+        if self.flags_layout != Some(layout) || self.flags.len() != n {
+            self.flags.clear();
+            self.flags.extend((0..n).map(|i| {
+                let solved = bodies.is_solved(i);
+                let kinematic = bodies.kinds[i] == BodyKind::Kinematic && !bodies.frozen[i];
+                (solved as u32 * FLAG_SOLVED) | (kinematic as u32 * FLAG_KINEMATIC)
+            }));
+            self.flags_layout = Some(layout);
+        }
         self.last_traffic = GpuTraffic::default();
         if let Some(step) = self.soft.as_mut() {
             step.begin_step();
         }
 
-        self.flags = flags;
         self.size_and_launch(cfg, bodies, joints, s, pairs, soft, host, t_start)
     }
 
@@ -449,26 +452,19 @@ impl GpuSolver {
                     self.serial_capacity = self.serial_capacity.max(serial);
                     true
                 } else {
-                    for (slot, bytes, mirror) in [
-                        (POSES, poses, bytemuck::cast_slice_mut(&mut bodies.poses)),
-                        (
-                            VELOCITIES,
-                            velocities,
-                            bytemuck::cast_slice_mut(&mut bodies.velocities),
-                        ),
-                        (
-                            PREV_VELOCITIES,
-                            prev,
-                            bytemuck::cast_slice_mut(&mut bodies.prev_velocities),
-                        ),
+                    // The CPU's copy is the device's again (what the CPU writes from here
+                    // on is recorded in `bodies.edits`).
+                    for (bytes, mirror) in [
+                        (poses, bytemuck::cast_slice_mut(&mut bodies.poses)),
+                        (velocities, bytemuck::cast_slice_mut(&mut bodies.velocities)),
+                        (prev, bytemuck::cast_slice_mut(&mut bodies.prev_velocities)),
                     ] {
                         par_copy(mirror, bytes);
-                        self.shadow[slot].resize(bytes.len(), 0);
-                        par_copy(&mut self.shadow[slot], bytes);
                     }
                     let status: &[u32] = bytemuck::cast_slice(status);
                     for (i, _) in status.iter().enumerate().filter(|(_, s)| **s != 0) {
                         bodies.frozen[i] = true;
+                        bodies.relayout();
                         report.frozen.push(bodies.handles[i]);
                     }
                     joints.states.copy_from_slice(bytemuck::cast_slice(c));
@@ -552,9 +548,7 @@ impl GpuSolver {
                 .as_ref()
                 .map(|(set, attachments)| DeformableStep { set, attachments });
             // The end-of-step kernel overwrote the start state: upload it again.
-            for slot in DEVICE_WRITTEN {
-                self.shadow[slot].clear();
-            }
+            self.state_stale = true;
             if self.slot_count < SLOTS + self.serial_capacity as u64 {
                 let count = SLOTS + self.serial_capacity as u64;
                 (self.slots, self.slot_group) =
@@ -655,23 +649,22 @@ impl GpuSolver {
         shape: &StepShape,
     ) -> Result<(), GpuError> {
         let n = bodies.len();
-        // The body state is resident: only what the CPU changed since the last readback
+        // The body state is resident: only what the CPU wrote since the last readback
         // (user edits, the momentum projection, added or removed bodies) goes up.
-        self.upload(POSES, bytemuck::cast_slice(&bodies.poses));
-        self.upload(VELOCITIES, bytemuck::cast_slice(&bodies.velocities));
-        self.upload(
-            PREV_VELOCITIES,
-            bytemuck::cast_slice(&bodies.prev_velocities),
-        );
-        self.upload(FORCES, bytemuck::cast_slice(&bodies.forces));
-        self.upload(MASSES, bytemuck::cast_slice(&bodies.masses));
+        self.upload_body_state(bodies);
+        // What follows from the bodies' layout (and the margin, for the grid's classes)
+        // goes up by difference when that changed, else is not even compared.
+        let layout = (bodies.edits.layout, cfg.collision_margin.to_bits());
+        self.upload_for_layout(MASSES, bytemuck::cast_slice(&bodies.masses), layout);
         self.upload(JOINTS, bytemuck::cast_slice(&joints.records));
         if shape.device_narrow {
             // Colliders, classes, special bodies and jointed pairs: by difference, nothing
             // while they stay the same.
-            self.upload(SHAPES, bytemuck::cast_slice(&pairs.shapes));
-            self.upload(CLASSES, bytemuck::cast_slice(&pairs.layout.classes));
-            self.upload(SPECIALS, bytemuck::cast_slice(&pairs.layout.specials));
+            self.upload_for_layout(SHAPES, bytemuck::cast_slice(&pairs.shapes), layout);
+            let classes = bytemuck::cast_slice(&pairs.layout.classes);
+            self.upload_for_layout(CLASSES, classes, layout);
+            let specials = bytemuck::cast_slice(&pairs.layout.specials);
+            self.upload_for_layout(SPECIALS, specials, layout);
             self.upload(EXCLUDED, bytemuck::cast_slice(&pairs.excluded));
             let layout = &pairs.layout;
             let broad = super::broad::BroadParams {
@@ -706,7 +699,7 @@ impl GpuSolver {
         whole.push((JOINT_STATES, bytemuck::cast_slice(&joints.states)));
         self.upload_whole(&whole)?;
         let flags = std::mem::take(&mut self.flags);
-        self.upload(BODY_FLAGS, bytemuck::cast_slice(&flags));
+        self.upload_for_layout(BODY_FLAGS, bytemuck::cast_slice(&flags), layout);
         self.flags = flags;
         let params = Params {
             dt: cfg.dt,

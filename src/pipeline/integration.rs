@@ -80,6 +80,8 @@ pub fn end_step(
     report: &mut StepReport,
 ) {
     let h = cfg.dt;
+    // The CPU writes every body's state (the GPU backend's device keeps its own).
+    bodies.touch_all();
     for i in 0..bodies.len() {
         let it = &s.iterate[i];
         let moving =
@@ -94,6 +96,7 @@ pub fn end_step(
         if !finite {
             // Dynamic and kinematic alike: keep the start pose, drop the velocity, report.
             bodies.frozen[i] = true;
+            bodies.relayout();
             bodies.velocities[i] = VelocityRecord::default();
             bodies.prev_velocities[i] = VelocityRecord::default();
             report.frozen.push(bodies.handles[i]);
@@ -383,6 +386,7 @@ impl IslandMomentum {
                 w *= max_angular_speed / ws;
             }
             bodies.velocities[i] = VelocityRecord::new(v.as_vec3(), w);
+            bodies.touch(i);
         }
     }
 }

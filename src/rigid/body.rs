@@ -266,6 +266,32 @@ pub struct BodySet {
     pub(crate) forces: Vec<[f32; 8]>,
     /// A body that became non-finite is restored to its last pose and frozen.
     pub(crate) frozen: Vec<bool>,
+    /// What the CPU wrote since the GPU backend last uploaded the bodies.
+    pub(crate) edits: BodyEdits,
+}
+
+/// What the CPU wrote into a [`BodySet`] since the GPU backend last uploaded it. The device
+/// keeps the body state from step to step, so a step after which the CPU wrote nothing
+/// uploads nothing and compares nothing: its host work does not grow with the bodies.
+#[derive(Default)]
+pub(crate) struct BodyEdits {
+    /// Bodies whose pose, velocity or force the CPU wrote (any order, repeats allowed).
+    pub(crate) touched: Vec<u32>,
+    /// Every body's state goes up (bodies added or removed, the CPU integrated them, or
+    /// more were touched than a list is worth).
+    pub(crate) all: bool,
+    /// Counts the changes to what is not state: bodies added or removed, a body frozen or
+    /// thawed (kinds, masses, colliders, the solver's flags and the broad phase's layout
+    /// follow from these).
+    pub(crate) layout: u64,
+}
+
+impl BodyEdits {
+    /// The state is uploaded and nothing is pending.
+    pub(crate) fn clear_state(&mut self) {
+        self.touched.clear();
+        self.all = false;
+    }
 }
 
 impl BodySet {
@@ -284,5 +310,28 @@ impl BodySet {
             Some(&i) if i != u32::MAX => Some(i as usize),
             _ => None,
         }
+    }
+    /// Records that the CPU wrote body `i`'s pose, velocity or force.
+    pub(crate) fn touch(&mut self, i: usize) {
+        let e = &mut self.edits;
+        if e.all {
+            return;
+        }
+        // Past a quarter of the bodies, a whole upload costs less than the list.
+        if 4 * e.touched.len() >= self.handles.len() {
+            self.touch_all();
+        } else {
+            e.touched.push(i as u32);
+        }
+    }
+    /// Records that the CPU wrote every body's state.
+    pub(crate) fn touch_all(&mut self) {
+        self.edits.all = true;
+        self.edits.touched.clear();
+    }
+    /// Records a change of what is not state (and of the state: indices may have moved).
+    pub(crate) fn relayout(&mut self) {
+        self.edits.layout += 1;
+        self.touch_all();
     }
 }

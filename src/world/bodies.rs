@@ -35,6 +35,7 @@ impl PhysicsWorld {
         b.shape_offsets.push(offset);
         b.forces.push([0.0; 8]);
         b.frozen.push(false);
+        b.relayout();
         // Beside deformables, a collider must not start inside or across their surfaces.
         if !self.deformables.is_empty() && self.bodies.colliders.last().is_some_and(|c| c.is_some())
         {
@@ -88,6 +89,7 @@ impl PhysicsWorld {
         b.shape_offsets.swap_remove(i);
         b.forces.swap_remove(i);
         b.frozen.swap_remove(i);
+        b.relayout();
         b.index_of[h.0 as usize] = u32::MAX;
         if i != last {
             let moved = b.handles[i];
@@ -179,7 +181,11 @@ impl PhysicsWorld {
             });
         }
         self.bodies.poses[i] = PoseRecord::new(position, rotation.normalize());
-        self.bodies.frozen[i] = false;
+        if self.bodies.frozen[i] {
+            self.bodies.frozen[i] = false;
+            self.bodies.relayout();
+        }
+        self.bodies.touch(i);
         Ok(())
     }
 
@@ -206,6 +212,7 @@ impl PhysicsWorld {
         let v = VelocityRecord::new(linear, angular);
         self.bodies.velocities[i] = v;
         self.bodies.prev_velocities[i] = v;
+        self.bodies.touch(i);
         Ok(())
     }
 
@@ -233,6 +240,7 @@ impl PhysicsWorld {
         self.bodies.forces[i] = [
             force.x, force.y, force.z, 0.0, torque.x, torque.y, torque.z, 0.0,
         ];
+        self.bodies.touch(i);
         Ok(())
     }
 }

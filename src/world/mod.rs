@@ -271,6 +271,8 @@ impl PhysicsWorld {
                 soft,
             )
             .map_err(|e| PhysicsError::Gpu(e.to_string()))?;
+            // The device holds what the CPU wrote; from here on it keeps the state.
+            self.bodies.edits.clear_state();
         } else {
             warm_start::contacts(cfg, &self.bodies, s);
             integration::begin_step(cfg, &self.bodies, s);
@@ -309,6 +311,8 @@ impl PhysicsWorld {
                 &s.vertices,
                 &mut report,
             );
+            // (Recorded for the GPU backend only: nothing reads it here.)
+            self.bodies.edits.clear_state();
         }
         self.in_flight = Some(StepInFlight {
             config: cfg.clone(),

@@ -61,6 +61,12 @@ pub struct DevicePairs {
     /// The bodies and classes of the last step's list.
     last_handles: Vec<BodyHandle>,
     last_classes: Vec<u32>,
+    /// The bodies' layout generation (`BodyEdits::layout`) and margin that `shapes` and
+    /// `layout` were made for, whether every collider was a primitive then, and the bodies
+    /// in the grid: a step with the same key makes none of it again.
+    made_for: Option<(u64, u32)>,
+    all_primitive: bool,
+    in_grid: u32,
     /// After the step: the pairs the broad phase found, and of them those with points (the
     /// list stays on the device: `GpuSolver::pair_list` reads it on demand).
     pub candidates: u32,
@@ -80,11 +86,7 @@ impl DevicePairs {
     }
     /// Bodies in the broad phase's grid.
     pub fn grid_bodies(&self) -> u32 {
-        self.layout
-            .classes
-            .iter()
-            .filter(|&&c| c == grid::class::GRID)
-            .count() as u32
+        self.in_grid
     }
 }
 
@@ -134,16 +136,32 @@ pub fn detect_pairs(
     state: &mut CollisionState,
 ) -> bool {
     use crate::config::NarrowPhase;
-    if cfg.narrow_phase != NarrowPhase::Primitive
-        || state.device.host_only
-        || !collect_shapes(bodies, &mut state.device.shapes)
-    {
+    if cfg.narrow_phase != NarrowPhase::Primitive || state.device.host_only {
         return false;
     }
     let device = &mut state.device;
+    // The colliders and the grid's layout change only with the bodies' layout (added,
+    // removed, frozen, thawed) or the margin: a steady scene makes them once.
+    let key = (bodies.edits.layout, cfg.collision_margin.to_bits());
+    let remade = device.made_for != Some(key);
+    if remade {
+        device.made_for = Some(key);
+        device.all_primitive = collect_shapes(bodies, &mut device.shapes);
+        if device.all_primitive {
+            grid::layout(&device.shapes, cfg.collision_margin, &mut device.layout);
+            device.in_grid = device
+                .layout
+                .classes
+                .iter()
+                .filter(|&&c| c == grid::class::GRID)
+                .count() as u32;
+        }
+    }
+    if !device.all_primitive {
+        return false;
+    }
     let was_active = device.active;
     device.active = true;
-    grid::layout(&device.shapes, cfg.collision_margin, &mut device.layout);
     // Broken joints no longer keep their bodies from colliding.
     device.excluded.clear();
     device.excluded.extend(
@@ -162,11 +180,15 @@ pub fn detect_pairs(
     );
     device.excluded.sort_unstable();
     device.excluded.dedup();
+    // (Unless remade, the bodies and classes are those of the last step that made them.)
     device.has_old = was_active
-        && device.last_handles == bodies.handles
-        && device.last_classes == device.layout.classes;
-    device.last_handles.clone_from(&bodies.handles);
-    device.last_classes.clone_from(&device.layout.classes);
+        && (!remade
+            || (device.last_handles == bodies.handles
+                && device.last_classes == device.layout.classes));
+    if remade {
+        device.last_handles.clone_from(&bodies.handles);
+        device.last_classes.clone_from(&device.layout.classes);
+    }
     true
 }
 
