@@ -8,7 +8,7 @@
 // kinematic, frozen or the world). common.wgsl and shapes.wgsl (StepPair) are prepended.
 //
 // Dispatch order: island_init (bodies), island_link (pairs, then joints), island_flatten
-// (bodies).
+// (bodies), island_mark (bodies), island_count (bodies).
 
 // Only the bodies and flags of a joint record are read; the rest keeps the stride.
 struct JointEnds {
@@ -31,6 +31,9 @@ struct JointEnds {
 // Per body: its island's root, bit 31 set if the body is anchored; 0xffffffff for a body
 // that is not solved. Read back.
 @group(0) @binding(8) var<storage, read_write> islands: array<u32>;
+// The narrow phase's status (contact_narrow.wgsl); [3] counts the islands anchored nowhere,
+// which the momentum projection corrects (none: the host skips it).
+@group(0) @binding(9) var<storage, read_write> narrow_status: array<atomic<u32>>;
 
 const JOINT_BROKEN: u32 = 1u;
 const ANCHORED: u32 = 0x80000000u;
@@ -122,4 +125,31 @@ fn island_flatten(@builtin(global_invocation_id) gid: vec3<u32>) {
         return;
     }
     islands[i] = root_of(i) | select(0u, ANCHORED, atomicLoad(&anchored[i]) != 0u);
+}
+
+// The union–find is done: bit 31 of a root's parent entry marks its island anchored (by
+// any of its bodies).
+@compute @workgroup_size(64)
+fn island_mark(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let i = gid.x;
+    if i >= params.n_bodies {
+        return;
+    }
+    let r = islands[i];
+    if r != 0xffffffffu && (r & ANCHORED) != 0u {
+        atomicOr(&parent[r & ~ANCHORED], ANCHORED);
+    }
+}
+
+// Each island anchored nowhere counts once, at its root (a count: the same on every run).
+@compute @workgroup_size(64)
+fn island_count(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let i = gid.x;
+    if i >= params.n_bodies {
+        return;
+    }
+    let r = islands[i];
+    if r != 0xffffffffu && (r & ~ANCHORED) == i && (atomicLoad(&parent[i]) & ANCHORED) == 0u {
+        atomicAdd(&narrow_status[3], 1u);
+    }
 }

@@ -303,6 +303,20 @@ fn gpu_islands_match_a_union_find() {
             .map(|r| r & !(1 << 31))
             .collect();
         isolated_steps += (roots.len() >= 4) as usize;
+        // The islands none of whose bodies is anchored: the device's count decides whether
+        // the host runs the momentum projection at all.
+        let anchored_roots: std::collections::BTreeSet<u32> = islands
+            .iter()
+            .filter(|&&r| r != u32::MAX && r & (1 << 31) != 0)
+            .map(|r| r & !(1 << 31))
+            .collect();
+        let free = roots.difference(&anchored_roots).count() as u32;
+        assert_eq!(
+            w.gpu_isolated_islands_for_tests(),
+            Some(free),
+            "step {step}"
+        );
+        assert!(free >= 3, "the chain and the lone boxes fly free: {free}");
     }
     assert!(
         isolated_steps > 10,

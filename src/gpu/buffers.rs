@@ -70,13 +70,14 @@ pub(super) const COLOR_SEEDS: [usize; 2] = [POINTS + 3 * HALF_CHUNKS, POINTS + 3
 /// what each pair carries to the next step (two buffers alternating like `CARRIED`), each
 /// pair's point count (a byte per pair; alternating too, so the last step's stays
 /// readable while the next one runs) and the narrow phase's status (deepest penetration,
-/// points, touching pairs; read back).
+/// points, touching pairs, and the islands anchored nowhere, from `islands.wgsl`; read
+/// back).
 pub(super) const SHAPES: usize = COLOR_SEEDS[1] + 1;
 pub(super) const PAIR_STATE: [usize; 2] = [SHAPES + 1, SHAPES + 2];
 pub(super) const PAIR_COUNTS: [usize; 2] = [SHAPES + 3, SHAPES + 21];
 pub(super) const NARROW_STATUS: usize = SHAPES + 4;
 /// Bytes of `NARROW_STATUS`.
-pub(super) const NARROW_STATUS_BYTES: u64 = 12;
+pub(super) const NARROW_STATUS_BYTES: u64 = 16;
 /// The device broad phase (`broad_phase.wgsl`): each body's class, the special bodies and
 /// the jointed pairs (uploaded by difference), each body's box, the hash table's bucket
 /// starts and fill cursors, its entries, and each body's first pair and the pair list

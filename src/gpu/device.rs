@@ -286,8 +286,14 @@ impl GpuSolver {
                 .map(|k| pipeline(&scan_pipeline_layout, &scan_module, k)),
             islands: {
                 let layout = single(&island_layout, "avbd islands");
-                ["island_init", "island_link", "island_flatten"]
-                    .map(|k| pipeline(&layout, &island_module, k))
+                [
+                    "island_init",
+                    "island_link",
+                    "island_flatten",
+                    "island_mark",
+                    "island_count",
+                ]
+                .map(|k| pipeline(&layout, &island_module, k))
             },
             adj_clear: adjacency("adj_clear"),
             adj_count: adjacency("adj_count"),

@@ -627,7 +627,7 @@ impl GpuSolver {
         let mut total_bytes = fixed_bytes;
         for (slot, b) in self.buffers.iter().enumerate() {
             if matches!(slot, RANGES | INDIRECT | COUNTER | NARROW_STATUS) {
-                // (NARROW_STATUS: 8 bytes; the broad phase's parameters are below.)
+                // (NARROW_STATUS: 16 bytes; the broad phase's parameters are below.)
                 fixed_bytes += b.capacity;
             }
             total_bytes += b.capacity;

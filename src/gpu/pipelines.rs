@@ -154,7 +154,7 @@ pub const ISLANDS_SHADER: &str = concat!(
 
 /// Bindings 1.. of the islands (`islands.wgsl`) over this step's pair list
 /// (`PAIR_LIST[1 - side]`).
-pub(super) const fn island_bindings(side: usize) -> [(usize, bool); 8] {
+pub(super) const fn island_bindings(side: usize) -> [(usize, bool); 9] {
     [
         (BODY_FLAGS, true),
         (PAIR_LIST[1 - side], true),
@@ -164,6 +164,7 @@ pub(super) const fn island_bindings(side: usize) -> [(usize, bool); 8] {
         (ISLAND_PARENT, false),
         (ISLAND_ANCHORED, false),
         (ISLANDS, false),
+        (NARROW_STATUS, false),
     ]
 }
 
@@ -207,8 +208,8 @@ pub(super) struct Pipelines {
     /// `bp_seed_fill`) and the prefix sum's (`broad::SCAN_KERNELS`).
     pub(super) broad: [wgpu::ComputePipeline; 7],
     pub(super) scan: [wgpu::ComputePipeline; 3],
-    /// `island_init`, `island_link`, `island_flatten`.
-    pub(super) islands: [wgpu::ComputePipeline; 3],
+    /// `island_init`, `island_link`, `island_flatten`, `island_mark`, `island_count`.
+    pub(super) islands: [wgpu::ComputePipeline; 5],
     pub(super) adj_clear: wgpu::ComputePipeline,
     pub(super) adj_count: wgpu::ComputePipeline,
     pub(super) adj_scan_blocks: wgpu::ComputePipeline,

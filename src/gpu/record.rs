@@ -368,7 +368,8 @@ impl GpuSolver {
                     [self.carried_side];
                 let (ex, ey) = grid(groups(n_pairs + n_joints).max(1), self.max_groups);
                 pass.set_bind_group(0, islands, &[]);
-                for (k, (x, y)) in p.islands.iter().zip([(all, 1), (ex, ey), (all, 1)]) {
+                let sizes = [(all, 1), (ex, ey), (all, 1), (all, 1), (all, 1)];
+                for (k, (x, y)) in p.islands.iter().zip(sizes) {
                     pass.set_pipeline(k);
                     pass.dispatch_workgroups(x, y, 1);
                     dispatches += 1;

@@ -452,6 +452,15 @@ impl GpuSolver {
                     self.serial_capacity = self.serial_capacity.max(serial);
                     true
                 } else {
+                    // The momentum projection's targets come from the start state, which
+                    // the CPU's copy holds until here: recorded only when the device found
+                    // an island anchored nowhere (a settled pile has none).
+                    if shape.device_narrow && cfg.conserve_momentum {
+                        let status: [u32; 4] = bytemuck::pod_read_unaligned(narrow);
+                        if status[3] > 0 {
+                            s.islands.record_targets(cfg, bodies);
+                        }
+                    }
                     // The CPU's copy is the device's again (what the CPU writes from here
                     // on is recorded in `bodies.edits`).
                     for (bytes, mirror) in [
@@ -469,11 +478,12 @@ impl GpuSolver {
                     }
                     joints.states.copy_from_slice(bytemuck::cast_slice(c));
                     if shape.device_narrow {
-                        let status: [u32; 3] = bytemuck::pod_read_unaligned(narrow);
+                        let status: [u32; 4] = bytemuck::pod_read_unaligned(narrow);
                         pairs.candidates = found as u32;
                         pairs.max_penetration = f32::from_bits(status[0]);
                         pairs.points = status[1];
                         pairs.touching = status[2];
+                        pairs.isolated = status[3];
                         pairs.islands.clear();
                         pairs
                             .islands

@@ -96,6 +96,14 @@ impl PhysicsWorld {
         (self.gpu.is_some() && device.active()).then_some(device.islands.as_slice())
     }
 
+    /// Test hook: how many of those islands the device counted as anchored nowhere (the
+    /// momentum projection's work; none and it is skipped).
+    #[doc(hidden)]
+    pub fn gpu_isolated_islands_for_tests(&self) -> Option<u32> {
+        let device = &self.collision.device;
+        (self.gpu.is_some() && device.active()).then_some(device.isolated)
+    }
+
     /// Candidate pairs of the last step's broad phase (pairs of colliders whose bounds,
     /// loosened by the margin, overlap).
     pub fn candidate_pairs(&self) -> usize {

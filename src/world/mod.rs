@@ -230,8 +230,10 @@ impl PhysicsWorld {
         //    velocities and poses (bodies that became non-finite are frozen)
         let mut report = StepReport::default();
         let s = &mut self.solver;
-        if cfg.conserve_momentum {
-            // From the start state, before the backend overwrites it.
+        if cfg.conserve_momentum && !on_device {
+            // From the start state, before the backend overwrites it (where the device
+            // finds the islands, `GpuSolver::finish` records them, if any island needs
+            // them, before it overwrites the start state).
             s.islands.record_targets(cfg, &self.bodies);
         }
         if let Some(gpu) = self.gpu.as_mut() {
@@ -376,13 +378,16 @@ impl PhysicsWorld {
         // 4. momentum of isolated islands, on the CPU for both backends (its islands are a
         //    union–find, or the device's connected components when it found the contacts)
         if cfg.conserve_momentum && self.gpu.is_some() && self.collision.device.active() {
-            // The device found the islands with the contacts.
-            s.islands.project_roots(
-                &mut self.bodies,
-                &self.collision.device.islands,
-                &self.attachments,
-                cfg.max_angular_speed,
-            );
+            // The device found the islands with the contacts, and counted those anchored
+            // nowhere: with none, there is nothing to correct.
+            if self.collision.device.isolated > 0 {
+                s.islands.project_roots(
+                    &mut self.bodies,
+                    &self.collision.device.islands,
+                    &self.attachments,
+                    cfg.max_angular_speed,
+                );
+            }
         } else if cfg.conserve_momentum {
             let soft_contact: &[bool] = match s.vertices.contact_on {
                 true => &s.vertices.contact.coupled,

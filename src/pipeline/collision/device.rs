@@ -74,6 +74,9 @@ pub struct DevicePairs {
     /// After the step: the deepest penetration (m, ≥ 0) and the number of points.
     pub max_penetration: f32,
     pub points: u32,
+    /// After the step: the islands anchored nowhere (by no constraint to a body that is
+    /// not solved), which the momentum projection corrects.
+    pub isolated: u32,
     /// After the step: each body's island root (bit 31: anchored; `u32::MAX`: not solved),
     /// from the device's connected components (`shaders/islands.wgsl`).
     pub islands: Vec<u32>,
