@@ -1,5 +1,5 @@
-//! Device buffers: the slot of each buffer, growth by doubling, the upload by difference of
-//! the resident body state, the upload belt for what goes up whole every step, and blocking
+//! Device buffers: the slot of each buffer, growth by doubling, the upload of the body
+//! state the CPU wrote and by difference of what follows from the layout, the upload belt for what goes up whole every step, and blocking
 //! reads for tools and tests.
 
 use std::num::NonZeroU64;

@@ -21,10 +21,11 @@
 //!    lever arms, start errors) and each point's index in the previous step's records, and
 //!    they go up. Then the joint warm start (the same code as the CPU backend).
 //! 2. Upload. The body state (poses, velocities, last velocities, external forces, masses,
-//!    flags) is resident on the device: it goes up by difference, only the 1 KiB chunks
-//!    whose bytes differ from what the device holds ([`GpuSolver::body_upload_bytes`];
-//!    zero in a step after which the CPU changed no body); so do the colliders, their
-//!    classes and the jointed pairs. What changes every step goes up
+//!    flags) is resident on the device: only the records of the bodies the CPU recorded
+//!    writing go up (`BodySet::edits`; [`GpuSolver::body_upload_bytes`], zero in a step
+//!    after which the CPU wrote no body), and the masses, flags, colliders and classes
+//!    only when a body was added, removed, frozen or thawed (then by difference, as the
+//!    jointed pairs always are). What changes every step goes up
 //!    whole: the contact points (when the CPU found them) and the joint row states, written in parallel into a persistent mapped staging buffer (the upload
 //!    belt) and copied into place at the start of the step's command buffer. Buffers grow
 //!    by doubling, so a steady scene never reallocates ([`GpuSolver::reallocations`]).
@@ -57,12 +58,13 @@
 //!    out the poses, velocities, non-finite flags, joint states, the colouring summary and,
 //!    when the device found the contacts, each body's island (`islands.wgsl`: connected
 //!    components over the touching pairs and joints) and a status block (pairs, touching
-//!    pairs, points, deepest penetration). Nothing per contact or pair: the records and
+//!    pairs, points, deepest penetration, islands anchored nowhere). Nothing per contact
+//!    or pair: the records and
 //!    the pair list stay on the device ([`GpuSolver::contacts`] and
 //!    [`GpuSolver::pair_list`] read them on demand). The CPU then restores the momentum
 //!    of isolated islands (from those islands, or a union–find over its own contacts;
-//!    `integration::IslandMomentum`; the bodies it corrects go up by difference next
-//!    step) and runs fracture.
+//!    `integration::IslandMomentum`; skipped when the device counted no island anchored
+//!    nowhere; the bodies it corrects go up next step) and runs fracture.
 //!
 //! # Latency
 //!
