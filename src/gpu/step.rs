@@ -455,11 +455,14 @@ impl GpuSolver {
                     // The momentum projection's targets come from the start state, which
                     // the CPU's copy holds until here: recorded only when the device found
                     // an island anchored nowhere (a settled pile has none).
-                    if shape.device_narrow && cfg.conserve_momentum {
-                        let status: [u32; 4] = bytemuck::pod_read_unaligned(narrow);
-                        if status[3] > 0 {
-                            s.islands.record_targets(cfg, bodies);
-                        }
+                    // The narrow phase's status: deepest penetration, points, touching
+                    // pairs, islands anchored nowhere.
+                    let narrow_status: [u32; 4] = match shape.device_narrow {
+                        true => bytemuck::pod_read_unaligned(narrow),
+                        false => [0; 4],
+                    };
+                    if cfg.conserve_momentum && narrow_status[3] > 0 {
+                        s.islands.record_targets(cfg, bodies);
                     }
                     // The CPU's copy is the device's again (what the CPU writes from here
                     // on is recorded in `bodies.edits`).
@@ -478,12 +481,12 @@ impl GpuSolver {
                     }
                     joints.states.copy_from_slice(bytemuck::cast_slice(c));
                     if shape.device_narrow {
-                        let status: [u32; 4] = bytemuck::pod_read_unaligned(narrow);
+                        let [deepest, points, touching, isolated] = narrow_status;
                         pairs.candidates = found as u32;
-                        pairs.max_penetration = f32::from_bits(status[0]);
-                        pairs.points = status[1];
-                        pairs.touching = status[2];
-                        pairs.isolated = status[3];
+                        pairs.max_penetration = f32::from_bits(deepest);
+                        pairs.points = points;
+                        pairs.touching = touching;
+                        pairs.isolated = isolated;
                         pairs.islands.clear();
                         pairs
                             .islands
