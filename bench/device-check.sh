@@ -42,6 +42,14 @@ for bin in "$avbd" ${BASE:+"$BASE"}; do
     run "$bin" run squishy_balls --backend gpu --set count=$balls --frames $frames --json \
         > "$out/${tag}squishy_balls.json"
 done
+# #22: lanes per vertex in the sweeps (SolverConfig::gpu_vertex_lanes, default 1), on the
+# cloth (360 vertices a colour) and the balls: which count the default should be.
+for lanes in 4 8 16; do
+    run "$avbd" run cloth_drape --backend gpu $short --config gpu_vertex_lanes=$lanes --json \
+        > "$out/lanes$lanes-cloth_drape.json"
+    run "$avbd" run squishy_balls --backend gpu --set count=$balls --frames $frames \
+        --config gpu_vertex_lanes=$lanes --json > "$out/lanes$lanes-squishy_balls.json"
+done
 # #20: the 510k pile at 3 iterations (<= 17.6 ms a frame); the longest run, so after #22's two.
 run "$avbd" bench --backend gpu --scene pile --pile-counts $pile3 --gpu-iterations 3 \
     --gpu-settle $settle --gpu-frames 10 --out "$out/pile-3it" > "$out/pile-3it.md"

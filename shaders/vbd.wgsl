@@ -390,16 +390,32 @@ fn is_solved(v: u32) -> bool {
     return verts[v].yd.w > 0.5;
 }
 
-// The inertia block's force and every incident element's, at the iterate; then the
-// attachments' and the contact rows' (surface_contact.wgsl).
-fn vertex_block(v: u32) -> Block {
+// The inertia block of vertex v at the iterate.
+fn inertia_block(v: u32) -> Block {
     let m_h2 = verts[v].p.w * params.inv_h * params.inv_h;
-    var acc = Block((verts[v].yd.xyz - disp[v].xyz) * m_h2, diag(m_h2));
-    for (var k = incident_offsets[v]; k < incident_offsets[v + 1u]; k++) {
+    return Block((verts[v].yd.xyz - disp[v].xyz) * m_h2, diag(m_h2));
+}
+
+// `start` plus every `stride`-th incident element of v from its `first`, in list order.
+fn add_elements(v: u32, start: Block, first: u32, stride: u32) -> Block {
+    var acc = start;
+    for (var k = incident_offsets[v] + first; k < incident_offsets[v + 1u]; k += stride) {
         let b = element_block(incident[k]);
         acc.f += b.f;
         acc.h += b.h;
     }
+    return acc;
+}
+
+// The inertia block's force and every incident element's, at the iterate; then the
+// attachments' and the contact rows' (surface_contact.wgsl).
+fn vertex_block(v: u32) -> Block {
+    return add_rows(v, add_elements(v, inertia_block(v), 0u, 1u));
+}
+
+// `start` plus v's attachment and contact rows.
+fn add_rows(v: u32, start: Block) -> Block {
+    var acc = start;
     // Attachment rows (the vertex side of pipeline::vbd's block); the lists hold unbroken
     // attachments only.
     if (v + 1u < arrayLength(&att_vertex_offsets)) {
@@ -428,7 +444,58 @@ fn vbd_sweep(@builtin(global_invocation_id) gid: vec3<u32>) {
     }
     let v = color_list[range.start + gid.x];
     residual[v] = disp[v];
-    let acc = vertex_block(v);
+    solve_vertex(v, vertex_block(v));
+}
+
+// Lanes per vertex of `vbd_sweep_lanes` (SolverConfig::gpu_vertex_lanes; a power of two).
+override VERTEX_LANES: u32 = 1u;
+var<workgroup> lane_f: array<vec3<f32>, WG>;
+var<workgroup> lane_h: array<mat3x3<f32>, WG>;
+
+// `vbd_sweep` with VERTEX_LANES lanes per vertex: lane s of a vertex sums its elements s,
+// s + VERTEX_LANES, … (lane 0 from the inertia block), then its first lane adds the
+// lanes' sums in lane order and the rows, and solves. With one lane, `vbd_sweep`'s sums.
+// A workgroup takes WG / VERTEX_LANES vertices at a time, striding over the colour (the
+// dispatch is capped at the device's workgroup count).
+@compute @workgroup_size(64)
+fn vbd_sweep_lanes(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) groups: vec3<u32>,
+    @builtin(local_invocation_index) lane: u32,
+) {
+    let per_group = WG / VERTEX_LANES;
+    let sub = lane % VERTEX_LANES;
+    for (var first = wid.x * per_group; first < range.count; first += groups.x * per_group) {
+        let i = first + lane / VERTEX_LANES;
+        let live = i < range.count;
+        var v = 0u;
+        var part = Block(vec3<f32>(0.0), mat3x3<f32>());
+        if (live) {
+            v = color_list[range.start + i];
+            if (sub == 0u) {
+                part = inertia_block(v);
+            }
+            part = add_elements(v, part, sub, VERTEX_LANES);
+        }
+        lane_f[lane] = part.f;
+        lane_h[lane] = part.h;
+        workgroupBarrier();
+        if (live && sub == 0u) {
+            var acc = part;
+            for (var s = 1u; s < VERTEX_LANES; s++) {
+                acc.f += lane_f[lane + s];
+                acc.h += lane_h[lane + s];
+            }
+            residual[v] = disp[v];
+            solve_vertex(v, add_rows(v, acc));
+        }
+        workgroupBarrier();
+    }
+}
+
+// v's block solve at the colour's positions, into `residual[v]` (kept as it is when the
+// block is not SPD).
+fn solve_vertex(v: u32, acc: Block) {
     // glam's Mat3::determinant and inverse, in their order of operations.
     let c0 = cross(acc.h[1], acc.h[2]);
     let c1 = cross(acc.h[2], acc.h[0]);

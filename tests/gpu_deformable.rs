@@ -168,6 +168,86 @@ fn gpu_deformables_are_deterministic() {
     }
 }
 
+/// Several lanes per vertex in the sweeps (`gpu_vertex_lanes`): the same blocks summed in
+/// another order. The cantilever at 4 lanes stays within 1% of the Newton solve and 1e-4
+/// of one lane's deflection (the order changes only the rounding, as the CPU's f64 coarse
+/// step does: 1e-4 is this file's tolerance against the CPU); at 64 lanes, more than any
+/// vertex has elements, each lane holds at most one element and the lanes' sums are one
+/// lane's sum in its order: the same bits. The cloth (triangles and hinges) at 8 lanes:
+/// two runs bit-identical, within 1e-4 of its size of one lane's.
+#[test]
+fn vertex_lanes_on_the_gpu_sum_the_same_blocks() {
+    let lanes = |n: u32| SolverConfig {
+        gpu_vertex_lanes: n,
+        ..no_contact(10)
+    };
+    let tip = |n: u32| -> Option<(f64, f64)> {
+        let g = run_gpu("cantilever", &[], lanes(n), 300)?;
+        Some((
+            metric(&g, "tip_deflection"),
+            metric(&g, "newton_tip_deflection"),
+        ))
+    };
+    let Some((one, newton)) = tip(1) else {
+        return;
+    };
+    let (four, _) = tip(4).unwrap();
+    let (all, _) = tip(64).unwrap();
+    println!(
+        "cantilever tip: 1 lane {one:.9}, 4 lanes {four:.9}, 64 lanes {all:.9}, Newton {newton:.9}"
+    );
+    assert!(
+        (four / newton - 1.0).abs() < 0.01,
+        "{four} vs Newton {newton}"
+    );
+    assert!(close(four, one, 1e-4), "4 lanes {four} vs 1 lane {one}");
+    assert_eq!(
+        all.to_bits(),
+        one.to_bits(),
+        "64 lanes {all} vs 1 lane {one}"
+    );
+    let cloth = |n: u32| {
+        let s = run_gpu("cloth_hang", &[], lanes(n), 40).unwrap();
+        common::all_positions(&s.world)
+    };
+    let (a, b, one) = (cloth(8), cloth(8), cloth(1));
+    assert_eq!(a, b, "two runs at 8 lanes differ");
+    let span = one
+        .iter()
+        .flat_map(|p| p.iter())
+        .fold((f32::MAX, f32::MIN), |(lo, hi), &c| (lo.min(c), hi.max(c)));
+    let size = (span.1 - span.0) as f64;
+    let worst = a
+        .iter()
+        .zip(&one)
+        .map(|(p, q)| (Vec3::from(*p) - Vec3::from(*q)).length() as f64)
+        .fold(0.0, f64::max);
+    println!("cloth at 8 lanes: largest distance from 1 lane {worst:.3e} m, size {size:.3} m");
+    assert!(worst <= 1e-4 * size, "{worst} m of {size} m");
+}
+
+/// An invalid lane count is a typed error that leaves the config as it was.
+#[test]
+fn vertex_lanes_must_be_a_power_of_two_up_to_64() {
+    let mut c = SolverConfig::default();
+    for bad in [0.0, 3.0, 128.0, 2.5] {
+        let e = c.set("gpu_vertex_lanes", bad).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                PhysicsError::InvalidConfig {
+                    field: "gpu_vertex_lanes",
+                    ..
+                }
+            ),
+            "{bad}: {e:?}"
+        );
+        assert_eq!(c.gpu_vertex_lanes, 1);
+    }
+    c.set("gpu_vertex_lanes", 16.0).unwrap();
+    assert_eq!(c.gpu_vertex_lanes, 16);
+}
+
 /// The GPU timings split out the deformables' passes: the vertex sweeps take time, and
 /// every stage, theirs included, is a disjoint part of the step's span.
 #[test]

@@ -203,6 +203,12 @@ pub(super) struct SoftStep {
     layout: wgpu::BindGroupLayout,
     range_layout: wgpu::BindGroupLayout,
     sweep: wgpu::ComputePipeline,
+    /// `vbd_sweep_lanes` for `SolverConfig::gpu_vertex_lanes` > 1, made when first asked
+    /// for (each lane count compiles the module again).
+    lanes_sweep: Option<(u32, wgpu::ComputePipeline)>,
+    vertex_lanes: u32,
+    module: wgpu::ShaderModule,
+    pipeline_layout: wgpu::PipelineLayout,
     commit: wgpu::ComputePipeline,
     residual: wgpu::ComputePipeline,
     solve: wgpu::ComputePipeline,
@@ -315,6 +321,10 @@ impl SoftStep {
             max_groups: device.limits().max_compute_workgroups_per_dimension,
             adapter: adapter.to_string(),
             sweep: pipeline("vbd_sweep"),
+            lanes_sweep: None,
+            vertex_lanes: 1,
+            module: module.clone(),
+            pipeline_layout: pipeline_layout.clone(),
             commit: pipeline("vbd_commit"),
             residual: pipeline("coarse_residual"),
             solve: pipeline("coarse_solve"),
@@ -458,6 +468,7 @@ impl SoftStep {
             ));
         }
         let n = set.vertex_count();
+        self.use_vertex_lanes(cfg.gpu_vertex_lanes);
         let key = (set.generation, cfg.coarse_nodes, cfg.dt.to_bits());
         if self.key != Some(key) {
             self.upload_topology(cfg, set, vs)?;
@@ -617,6 +628,29 @@ impl SoftStep {
     /// The rigid primal's group 2 for this step.
     pub(super) fn coupling(&self) -> Option<&wgpu::BindGroup> {
         self.coupling.as_ref()
+    }
+
+    /// Sweeps with `lanes` lanes per vertex from the next recording on.
+    fn use_vertex_lanes(&mut self, lanes: u32) {
+        self.vertex_lanes = lanes;
+        if lanes == 1 || self.lanes_sweep.as_ref().is_some_and(|(l, _)| *l == lanes) {
+            return;
+        }
+        let constants = [("VERTEX_LANES", lanes as f64)];
+        let pipeline = self
+            .device
+            .create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+                label: Some("vbd_sweep_lanes"),
+                layout: Some(&self.pipeline_layout),
+                module: &self.module,
+                entry_point: Some("vbd_sweep_lanes"),
+                compilation_options: wgpu::PipelineCompilationOptions {
+                    constants: &constants,
+                    ..Default::default()
+                },
+                cache: None,
+            });
+        self.lanes_sweep = Some((lanes, pipeline));
     }
 
     /// Requests the map of the staging buffer (after the submission).

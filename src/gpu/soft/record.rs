@@ -45,13 +45,17 @@ impl SoftStep {
                 dispatches += 3;
             }
         }
+        let (sweep, per_group) = match &self.lanes_sweep {
+            Some((lanes, p)) if *lanes == self.vertex_lanes => (p, WG / lanes),
+            _ => (&self.sweep, WG),
+        };
         for (c, &(_, count)) in self.colors.iter().enumerate() {
             pass.set_bind_group(1, &self.range_group, &[(c as u64 * SLOT) as u32]);
-            for p in [&self.sweep, &self.commit] {
-                pass.set_pipeline(p);
-                pass.dispatch_workgroups(count.div_ceil(WG), 1, 1);
-                dispatches += 1;
-            }
+            pass.set_pipeline(sweep);
+            pass.dispatch_workgroups(count.div_ceil(per_group).min(self.max_groups), 1, 1);
+            pass.set_pipeline(&self.commit);
+            pass.dispatch_workgroups(count.div_ceil(WG), 1, 1);
+            dispatches += 2;
         }
         dispatches
     }
