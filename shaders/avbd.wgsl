@@ -62,6 +62,12 @@ struct JointState {
 @group(0) @binding(16) var<storage, read_write> contacts5: array<Contact>;
 @group(0) @binding(17) var<storage, read_write> contacts6: array<Contact>;
 @group(0) @binding(18) var<storage, read_write> contacts7: array<Contact>;
+// The joints' row states as the last accepted step left them (read by the warm start,
+// which writes joint_states), the heaviest body of each joint's island ([mass, moment],
+// dual.rs JointIslands) and the fracture test's result per joint.
+@group(0) @binding(19) var<storage, read> joint_carried: array<JointState>;
+@group(0) @binding(20) var<storage, read> joint_heaviest: array<vec2<f32>>;
+@group(0) @binding(21) var<storage, read_write> joint_broken: array<u32>;
 @group(1) @binding(0) var<uniform> color: ColorSlot;
 
 // Deformable vertices attached to bodies (src/deformable/attachment.rs, the vertices of
@@ -128,6 +134,8 @@ const INSIDE_CONE: u32 = 2u;
 const HAS_LIMIT: u32 = 2u;
 const HAS_MOTOR: u32 = 4u;
 const BROKEN: u32 = 1u;
+const BREAKABLE_FORCE: u32 = 8u;
+const BREAKABLE_TORQUE: u32 = 16u;
 const K_BALL: u32 = 0u;
 const K_FIXED: u32 = 1u;
 const K_REVOLUTE: u32 = 2u;
@@ -810,6 +818,97 @@ fn dual_contacts(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_wor
         c.flags &= ~(STICK | INSIDE_CONE);
     }
     store_contact_dual(ci, c);
+}
+
+// A body's pose at the step's start (or, after end_bodies, its end), the world's for WORLD.
+fn stored_pose(b: u32) -> Pose {
+    if (b == WORLD) {
+        return Pose(vec4<f32>(0.0), vec4<f32>(0.0, 0.0, 0.0, 1.0));
+    }
+    return poses[b];
+}
+
+fn mass_of(b: u32) -> Mass {
+    if (b == WORLD) {
+        return Mass(0.0, 0.0, vec2<f32>(0.0), vec4<f32>(0.0), vec4<f32>(0.0));
+    }
+    return masses[b];
+}
+
+// The joint's warm start (dual.rs warm_start_joints) from what it carried out of the last
+// step: the start error C*(xᵗ) of every row and the hinge angle; a fresh hard row's
+// penalty from the larger mass or principal moment of its two bodies; λ = α γ λ (γ λ for
+// a spring, whose λ is its force); k = max(γ k, k_start, load-aware floor capped by the
+// heaviest body of the joint's island).
+@compute @workgroup_size(64)
+fn warm_start_joints(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    let ji = grid_index(gid, nwg);
+    if (ji >= params.n_joints) {
+        return;
+    }
+    let j = joints[ji];
+    var st = joint_carried[ji];
+    if ((j.flags & BROKEN) != 0u) {
+        joint_states[ji] = st;
+        return;
+    }
+    evaluate_joint(j, stored_pose(j.body_a), stored_pose(j.body_b));
+    st.angle0.x = hinge_angle;
+    let ma = mass_of(j.body_a);
+    let mb = mass_of(j.body_b);
+    let lin_mass = max(ma.mass, mb.mass);
+    let ang_mass = max(max(max(max(max(max(max(max(0.0, ma.inertia.x), ma.inertia.y), ma.inertia.z), ma.inertia.w), mb.inertia.x), mb.inertia.y), mb.inertia.z), mb.inertia.w);
+    let heaviest = joint_heaviest[ji];
+    for (var r = 0u; r < n_rows; r++) {
+        let row = rows[r];
+        st.c0[r] = row.c;
+        if (st.k[r] == 0.0 && row.stiffness == 0.0) {
+            st.k[r] = initial_penalty(select(lin_mass, ang_mass, row.angular));
+        }
+        var decay = params.alpha * params.gamma;
+        if (row.stiffness > 0.0) {
+            decay = params.gamma;
+        }
+        st.lambda[r] *= decay;
+        // Springs and rows bounded on both sides (motors) take no floor (dual.rs scale).
+        var floor = 0.0;
+        if (row.stiffness <= 0.0 && !(row.fmin > -INF && row.fmax < INF)) {
+            floor = load_floor(st.lambda[r], params.joint_error_scale, select(heaviest.x, heaviest.y, row.angular));
+        }
+        st.k[r] = warm_penalty(st.k[r], floor);
+    }
+    joint_states[ji] = st;
+}
+
+// Fracture (dual.rs fracture), after end_bodies: a breakable joint whose positional force
+// (or torque), the norm of its rows' final multipliers, exceeds its threshold breaks. The
+// CPU marks the joints flagged here when it reads them back.
+@compute @workgroup_size(64)
+fn fracture_joints(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    let ji = grid_index(gid, nwg);
+    if (ji >= params.n_joints) {
+        return;
+    }
+    let j = joints[ji];
+    var broken = 0u;
+    if ((j.flags & BROKEN) == 0u && (j.flags & (BREAKABLE_FORCE | BREAKABLE_TORQUE)) != 0u) {
+        evaluate_joint(j, stored_pose(j.body_a), stored_pose(j.body_b));
+        let st = joint_states[ji];
+        var force2 = 0.0;
+        var torque2 = 0.0;
+        for (var r = 0u; r < n_rows; r++) {
+            let l2 = st.lambda[r] * st.lambda[r];
+            if (rows[r].angular) {
+                torque2 += l2;
+            } else {
+                force2 += l2;
+            }
+        }
+        let by_force = (j.flags & BREAKABLE_FORCE) != 0u && sqrt(force2) > j.params.z;
+        let by_torque = (j.flags & BREAKABLE_TORQUE) != 0u && sqrt(torque2) > j.params.w;
+        broken = select(0u, 1u, by_force || by_torque);
+    }
+    joint_broken[ji] = broken;
 }
 
 // Dual update of one joint's rows.

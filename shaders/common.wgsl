@@ -28,8 +28,8 @@ struct Params {
     gravity: vec4<f32>,
     margin: f32,          // collision margin (SolverConfig::collision_margin)
     color_classes: u32,   // colour classes the colouring's re-greedy pass covers
+    joint_error_scale: f32, // the joints' warm start (SolverConfig::joint_error_scale)
     pad1: u32,
-    pad2: u32,
 };
 
 // The invocation's index in a dispatch of 64-wide workgroups on a 2-D grid: a dispatch

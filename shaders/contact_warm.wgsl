@@ -127,19 +127,6 @@ fn store_record(i: u32, c: Contact) {
     }
 }
 
-// SolverConfig::initial_penalty, warm_penalty (floor 0) and load_floor.
-fn initial_penalty(mass: f32) -> f32 {
-    return min(max(params.new_row_mass_ratio * mass / (params.dt * params.dt), params.k_start), params.k_max);
-}
-
-fn warm_penalty(k_prev: f32) -> f32 {
-    return min(max(max(params.gamma * k_prev, params.k_start), 0.0), params.k_max);
-}
-
-fn load_floor(lambda: f32, mass: f32) -> f32 {
-    return min(min(abs(lambda) / params.contact_error_scale, params.floor_mass_ratio * mass / (params.dt * params.dt)), params.k_max);
-}
-
 @compute @workgroup_size(64)
 fn warm_start_contacts(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
     let i = grid_index(gid, nwg);
@@ -186,10 +173,10 @@ fn warm_record(i: u32, p: ContactPoint) {
     var k = vec4<f32>(vec3<f32>(initial_penalty(floor_mass)), 0.0);
     if (carried) {
         lambda = bitcast<vec3<f32>>(w.lambda_flags.xyz) * alpha * params.gamma;
-        k = vec4<f32>(warm_penalty(w.k.x), warm_penalty(w.k.y), warm_penalty(w.k.z - w.k.w), 0.0);
+        k = vec4<f32>(warm_penalty(w.k.x, 0.0), warm_penalty(w.k.y, 0.0), warm_penalty(w.k.z - w.k.w, 0.0), 0.0);
         // Friction rows take no load-aware floor (they are bounded on both sides); the
         // normal row's floor is kept apart in k.w so it is not carried (see the CPU's).
-        let k_floor = max(load_floor(lambda.z, floor_mass) - k.z, 0.0);
+        let k_floor = max(load_floor(lambda.z, params.contact_error_scale, floor_mass) - k.z, 0.0);
         k.z += k_floor;
         k.w = k_floor;
     }

@@ -1399,3 +1399,152 @@ fn gpu_coloring_rounds_on_a_2d_grid_give_the_same_bits() {
     assert_eq!(ca, cb);
     assert_eq!(a, b);
 }
+
+/// A chain of 8 equal boxes hanging by ball joints from the world (as in
+/// `tests/joints.rs`): `n` bodies, the joints' handles, the bodies.
+fn hanging_chain(
+    backend: Backend,
+    breakable: bool,
+    joined: bool,
+) -> Option<(
+    bevy_avbd::PhysicsWorld,
+    Vec<bevy_avbd::JointHandle>,
+    Vec<bevy_avbd::BodyHandle>,
+)> {
+    use bevy_avbd::glam::Vec3;
+    use bevy_avbd::{BodyDesc, Collider, JointDesc, JointKind, PhysicsWorld};
+    let mut w = match PhysicsWorld::with_backend(SolverConfig::default(), backend) {
+        Ok(w) => w,
+        Err(e) => {
+            assert!(!require_gpu(), "{e}");
+            return None;
+        }
+    };
+    let (n, step_y) = (8, 0.25f32);
+    let top = n as f32 * step_y;
+    let half = Vec3::new(0.25, 0.125, 0.125);
+    let links: Vec<_> = (0..n)
+        .map(|i| {
+            let at = Vec3::new(0.0, top - step_y * (i as f32 + 0.5), 0.0);
+            let desc = BodyDesc::dynamic().at(at);
+            w.add_body(desc.with_collider(Collider::cuboid(half).unwrap()))
+                .unwrap()
+        })
+        .collect();
+    if !joined {
+        return Some((w, Vec::new(), links));
+    }
+    let up = Vec3::Y * step_y / 2.0;
+    let rated = |d: JointDesc| if breakable { d.breakable(1e9) } else { d };
+    let mut joints = vec![
+        w.add_joint(rated(
+            JointDesc::new(JointKind::Ball, links[0], None).anchors(up, Vec3::Y * top),
+        ))
+        .unwrap(),
+    ];
+    for pair in links.windows(2) {
+        let d = JointDesc::new(JointKind::Ball, pair[0], Some(pair[1])).anchors(-up, up);
+        joints.push(w.add_joint(rated(d)).unwrap());
+    }
+    Some((w, joints, links))
+}
+
+/// The joints' warm start and fracture test run on the device, from row states that stay
+/// there: a hanging chain's joints carry the weight below them on the GPU as on the CPU,
+/// and a steady step moves no byte per joint across the bus (the same traffic as the same
+/// bodies with no joints; 4 bytes per joint down where joints are breakable).
+#[test]
+fn gpu_joint_rows_stay_on_the_device() {
+    let Some((mut gpu, joints, links)) = hanging_chain(Backend::Gpu, false, true) else {
+        return;
+    };
+    let (mut cpu, cpu_joints, _) = hanging_chain(Backend::Cpu, false, true).unwrap();
+    let mass = gpu.body(links[0]).unwrap().mass;
+    let mut peak = 0.0f32;
+    for _ in 0..300 {
+        gpu.step().unwrap();
+        cpu.step().unwrap();
+        peak = peak.max(gpu.joint_force(joints[0]).unwrap().0);
+    }
+    let n = links.len();
+    assert!(peak < 2.0 * n as f32 * mass * 9.81, "peak {peak} N");
+    for (k, (&j, &c)) in joints.iter().zip(&cpu_joints).enumerate() {
+        // Joint k holds the n − k links below it.
+        let weight = (n - k) as f32 * mass * 9.81;
+        let (on_gpu, on_cpu) = (gpu.joint_force(j).unwrap().0, cpu.joint_force(c).unwrap().0);
+        assert!(
+            (on_gpu - weight).abs() < 0.03 * weight,
+            "joint {k}: {on_gpu} N vs {weight} N"
+        );
+        // (The backends' colourings differ: a few newtons apart at the bottom joint.)
+        let total = n as f32 * mass * 9.81;
+        assert!(
+            (on_gpu - on_cpu).abs() < 0.005 * total,
+            "joint {k}: {on_gpu} N on the GPU, {on_cpu} N on the CPU"
+        );
+    }
+    // Traffic of a steady step against the same bodies, free, with no joints. (Falling
+    // freely, their momentum projection uploads them: bodies' bytes left out.)
+    let traffic = |w: &mut bevy_avbd::PhysicsWorld| {
+        w.step().unwrap();
+        let t = w.gpu_traffic().unwrap();
+        (t.upload_bytes - t.body_upload_bytes, t.download_bytes, t)
+    };
+    let (mut free, _, _) = hanging_chain(Backend::Gpu, false, false).unwrap();
+    free.step().unwrap();
+    let (t, t_free) = (traffic(&mut gpu), traffic(&mut free));
+    assert_eq!(t.2.body_upload_bytes, 0, "{t:?}");
+    assert_eq!(t.0, t_free.0, "{t:?} vs {t_free:?}");
+    assert_eq!(t.1, t_free.1, "{t:?} vs {t_free:?}");
+    let (mut breakable, joints, _) = hanging_chain(Backend::Gpu, true, true).unwrap();
+    breakable.step().unwrap();
+    let t = traffic(&mut breakable);
+    let per_joint = 4 * joints.len() as u64;
+    assert_eq!(t.0, t_free.0, "{t:?} vs {t_free:?}");
+    assert_eq!(t.1, t_free.1 + per_joint, "{t:?} vs {t_free:?}");
+}
+
+/// A joint that breaks is reported by its handle on both backends, also after another
+/// joint's removal moved it to another index in the joint storage.
+#[test]
+fn broken_joints_are_reported_by_handle() {
+    use bevy_avbd::glam::Vec3;
+    use bevy_avbd::{BodyDesc, JointDesc, JointKind, PhysicsWorld};
+    for backend in [Backend::Cpu, Backend::Gpu] {
+        let mut w = match PhysicsWorld::with_backend(SolverConfig::default(), backend) {
+            Ok(w) => w,
+            Err(e) => {
+                assert!(!require_gpu(), "{e}");
+                return;
+            }
+        };
+        let hang = |w: &mut PhysicsWorld, x: f32, rating: Option<f32>| {
+            let b = w
+                .add_body(
+                    BodyDesc::dynamic()
+                        .with_mass(10.0)
+                        .at(Vec3::new(x, 5.0, 0.0)),
+                )
+                .unwrap();
+            let d = JointDesc::new(JointKind::Ball, b, None)
+                .anchors(Vec3::new(0.0, 0.5, 0.0), Vec3::new(x, 5.5, 0.0));
+            w.add_joint(match rating {
+                Some(f) => d.breakable(f),
+                None => d,
+            })
+            .unwrap()
+        };
+        let first = hang(&mut w, 0.0, None);
+        let strong = hang(&mut w, 3.0, Some(1.2 * 98.1));
+        // Rated at 0.8 of the weight it holds; the last joint, so the removal of the
+        // first moves it to index 0.
+        let weak = hang(&mut w, 6.0, Some(0.8 * 98.1));
+        w.remove_joint(first).unwrap();
+        let mut broken = Vec::new();
+        for _ in 0..120 {
+            broken.extend(w.step().unwrap().broken);
+        }
+        assert_eq!(broken, vec![weak], "{backend:?}");
+        assert!(w.joint_broken(weak).unwrap() && !w.joint_broken(strong).unwrap());
+    }
+}

@@ -100,7 +100,16 @@ pub(super) const ISLAND_ANCHORED: usize = SHAPES + 19;
 pub(super) const ISLANDS: usize = SHAPES + 20;
 /// The device narrow phase's worklist: the pairs whose manifold was not carried.
 pub(super) const NARROW_WORK: usize = SHAPES + 22;
-pub(super) const NAMES: [&str; 63] = [
+/// The joints' row states stay on the device: `JOINT_STATES` is the step's, warm-started
+/// (`avbd.wgsl` `warm_start_joints`) from what the last accepted step left, copied into
+/// `JOINT_CARRIED` when the next step begins (a step run again reads the same), or the
+/// CPU's copy after joints were added or removed. Per joint also the heaviest body of
+/// its island (`[mass, moment]`, from the CPU, by difference) and whether the step's
+/// fracture test broke it (`fracture_joints`; read back where a joint is breakable).
+pub(super) const JOINT_CARRIED: usize = SHAPES + 23;
+pub(super) const JOINT_HEAVIEST: usize = SHAPES + 24;
+pub(super) const JOINT_BROKEN: usize = SHAPES + 25;
+pub(super) const NAMES: [&str; 66] = [
     "poses",
     "masses",
     "iterate",
@@ -164,12 +173,22 @@ pub(super) const NAMES: [&str; 63] = [
     "islands",
     "pair_counts_b",
     "narrow_work",
+    "joint_carried",
+    "joint_heaviest",
+    "joint_broken",
 ];
 
 /// Buffers uploaded by difference: only the chunks whose bytes differ from what the device
 /// holds go up (the CPU's copy of what the device holds is `GpuSolver::shadow`).
-pub(super) const TRACKED: [usize; 7] = [
-    SHAPES, CLASSES, SPECIALS, EXCLUDED, MASSES, JOINTS, BODY_FLAGS,
+pub(super) const TRACKED: [usize; 8] = [
+    SHAPES,
+    CLASSES,
+    SPECIALS,
+    EXCLUDED,
+    MASSES,
+    JOINTS,
+    BODY_FLAGS,
+    JOINT_HEAVIEST,
 ];
 
 /// The per-body records (resident; counted in `GpuTraffic::body_upload_bytes`).

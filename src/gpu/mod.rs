@@ -19,21 +19,30 @@
 //!    when they change ([`crate::pipeline::collision::grid`]). Otherwise the CPU's
 //!    collision detection makes this step's contact points (64 bytes each: bodies, normal,
 //!    lever arms, start errors) and each point's index in the previous step's records, and
-//!    they go up. Then the joint warm start (the same code as the CPU backend).
+//!    they go up. The heaviest body of each joint's island (the cap of the joints'
+//!    load-aware floor, `dual::JointIslands`) is found again only when joints or bodies
+//!    were added, removed, broken, frozen or thawed.
 //! 2. Upload. The body state (poses, velocities, last velocities, external forces, masses,
 //!    flags) is resident on the device: only the records of the bodies the CPU recorded
 //!    writing go up (`BodySet::edits`; [`GpuSolver::body_upload_bytes`], zero in a step
 //!    after which the CPU wrote no body), and the masses, flags, colliders and classes
 //!    only when a body was added, removed, frozen or thawed (then by difference, as the
-//!    jointed pairs always are). What changes every step goes up
-//!    whole: the contact points (when the CPU found them) and the joint row states, written in parallel into a persistent mapped staging buffer (the upload
+//!    jointed pairs, the joint records and each joint's heaviest island body always
+//!    are). The joints' row states stay on the device; the CPU's copy goes up only after
+//!    joints were added or removed (`PhysicsWorld` reads the device's back first). What
+//!    changes every step goes up whole: the contact points (when the CPU found them),
+//!    written in parallel into a persistent mapped staging buffer (the upload
 //!    belt) and copied into place at the start of the step's command buffer. Buffers grow
 //!    by doubling, so a steady scene never reallocates ([`GpuSolver::reallocations`]).
-//! 3. One submission: the broad phase (device contacts only); `begin_bodies` (inertial targets and the adaptive initial guess,
+//! 3. One submission: the last accepted step's joint row states copied into the carried
+//!    ones (a step run again reads the same); the broad phase (device contacts only);
+//!    `begin_bodies` (inertial targets and the adaptive initial guess,
 //!    `integration::begin_step`); `warm_start_contacts` (`contact_warm.wgsl`, the formulas
 //!    of `pipeline::warm_start`: each point becomes a 128-byte contact record carrying the
 //!    λ, k, stick flag and anchors its previous record left, read by index from the
-//!    resident carried state); the body → constraint adjacency (`adjacency.wgsl`:
+//!    resident carried state); `warm_start_joints` (`avbd.wgsl`, `dual::warm_start_joints`:
+//!    start errors, hinge angles, Eq. 19 from the carried row states); the body →
+//!    constraint adjacency (`adjacency.wgsl`:
 //!    counts, a prefix sum, an atomic fill, and a sort of each body's list into the CPU's
 //!    order, so that it is the list [`crate::pipeline::coloring::build_adjacency`] builds);
 //!    Jones–Plassmann–Luby colouring (`coloring.wgsl`: fixed
@@ -45,7 +54,8 @@
 //!    arguments); `iterations` × (primal per colour through indirect dispatches, the serial
 //!    group one body per dispatch, dual of contacts, dual of joints); `end_bodies`
 //!    (velocities, poses, the non-finite guard and the angular speed cap of
-//!    `integration::end_step`) and `store_contact_warm` (what each contact carries to the
+//!    `integration::end_step`), `fracture_joints` (`dual::fracture`, at the final poses and
+//!    multipliers, where a joint is breakable) and `store_contact_warm` (what each contact carries to the
 //!    next step, into the other of two alternating carried-state buffers: it never leaves
 //!    the device); then a copy of the results into a staging buffer. The
 //!    number of colour and serial dispatches recorded per sweep is a capacity: a step
@@ -55,7 +65,8 @@
 //!    the window used. Colours beyond the ones used are empty indirect dispatches.
 //! 4. Readback: [`GpuSolver::submit`] requests the map of one of two `MAP_READ` staging
 //!    buffers, used alternately, and returns; [`GpuSolver::finish`] waits for it and copies
-//!    out the poses, velocities, non-finite flags, joint states, the colouring summary and,
+//!    out the poses, velocities, non-finite flags, each joint's fracture flag (where a joint
+//!    is breakable; the CPU marks those broken), the colouring summary and,
 //!    when the device found the contacts, each body's island (`islands.wgsl`: connected
 //!    components over the touching pairs and joints) and a status block (pairs, touching
 //!    pairs, points, deepest penetration, islands anchored nowhere). Nothing per contact
@@ -64,7 +75,7 @@
 //!    [`GpuSolver::pair_list`] read them on demand). The CPU then restores the momentum
 //!    of isolated islands (from those islands, or a union–find over its own contacts;
 //!    `integration::IslandMomentum`; skipped when the device counted no island anchored
-//!    nowhere; the bodies it corrects go up next step) and runs fracture.
+//!    nowhere; the bodies it corrects go up next step).
 //!
 //! # Latency
 //!
@@ -354,7 +365,9 @@ struct Params {
     margin: f32,
     /// Colour classes the colouring's re-greedy pass covers (`color_regreedy` dispatches).
     color_classes: u32,
-    pad: [u32; 2],
+    /// The joints' warm start: SolverConfig::joint_error_scale.
+    joint_error_scale: f32,
+    pad: u32,
 }
 
 const WORKGROUP: u32 = 64;
@@ -399,6 +412,15 @@ pub struct GpuSolver {
     warm_groups: Option<[wgpu::BindGroup; 2]>,
     /// Which of `CARRIED` holds what the last step's contacts carry.
     carried_side: usize,
+    /// `JointSet::edits` of the row states in `JOINT_CARRIED` when the CPU's copy went up
+    /// (`None`: never).
+    joints_uploaded: Option<u64>,
+    /// A step was accepted since: its row states (`JOINT_STATES`) are what the next step
+    /// warm-starts from, and go to `JOINT_CARRIED` when it begins.
+    joint_carry: bool,
+    /// The device's row states are newer than the CPU's copy (`JointSet::states`), which
+    /// is brought up to date only before joints are added or removed.
+    joint_states_newer: bool,
     /// The broad phase's parameters (`BroadParams`) and its group for each side.
     broad_params: wgpu::Buffer,
     broad_layout: wgpu::BindGroupLayout,
@@ -612,8 +634,11 @@ impl GpuSolver {
         let point = sz(std::mem::size_of::<ContactPoint>());
         let carried = sz(std::mem::size_of::<ContactWarm>());
         let bytes_per_contact = contact + 2 * point + 2 * 4 + 2 * carried;
+        // The record, the step's row states and the carried ones, the island's heaviest
+        // body, the fracture flag (on the device and in both staging buffers) and two
+        // adjacency items.
         let bytes_per_joint =
-            sz(std::mem::size_of::<JointRecord>()) + 2 * state + 2 * 4 + 2 * state;
+            sz(std::mem::size_of::<JointRecord>()) + 2 * state + 8 + 3 * 4 + 2 * 4;
         // Two pair lists (this step's and the last), what the pair carries and its point
         // count (two buffers each).
         let step_pair = sz(std::mem::size_of::<crate::pipeline::collision::StepPair>());

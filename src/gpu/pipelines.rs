@@ -9,6 +9,7 @@ use super::*;
 /// The WGSL source of the solver kernels (after the shared records and helpers).
 pub const SHADER: &str = concat!(
     include_str!("../../shaders/common.wgsl"),
+    include_str!("../../shaders/penalties.wgsl"),
     include_str!("../../shaders/avbd.wgsl")
 );
 
@@ -19,6 +20,7 @@ pub const CONTACT_WARM_SHADER: &str = concat!(
     include_str!("../../shaders/narrow_phase.wgsl"),
     include_str!("../../shaders/box_box.wgsl"),
     include_str!("../../shaders/contact_persistence.wgsl"),
+    include_str!("../../shaders/penalties.wgsl"),
     include_str!("../../shaders/contact_warm.wgsl"),
     include_str!("../../shaders/contact_narrow.wgsl")
 );
@@ -45,7 +47,7 @@ pub const INTEGRATION_SHADER: &str = concat!(
 );
 
 /// Bindings 1.. of the solver's group 0 (`avbd.wgsl`): (buffer, read-only).
-pub(super) const SOLVER_BINDINGS: [(usize, bool); 18] = [
+pub(super) const SOLVER_BINDINGS: [(usize, bool); 21] = [
     (POSES, true),
     (MASSES, true),
     (ITERATE, false),
@@ -64,6 +66,9 @@ pub(super) const SOLVER_BINDINGS: [(usize, bool); 18] = [
     (contact_chunk(5), false),
     (contact_chunk(6), false),
     (contact_chunk(7), false),
+    (JOINT_CARRIED, true),
+    (JOINT_HEAVIEST, true),
+    (JOINT_BROKEN, false),
 ];
 
 /// Bindings 1.. of the colouring's group 0 (`coloring.wgsl`), seeding from
@@ -197,6 +202,9 @@ pub(super) struct Pipelines {
     pub(super) primal_serial: wgpu::ComputePipeline,
     pub(super) dual_contacts: wgpu::ComputePipeline,
     pub(super) dual_joints: wgpu::ComputePipeline,
+    /// The joints' warm start at the step's start and their fracture test at its end.
+    pub(super) warm_start_joints: wgpu::ComputePipeline,
+    pub(super) fracture_joints: wgpu::ComputePipeline,
     pub(super) warm_start_contacts: wgpu::ComputePipeline,
     pub(super) store_contact_warm: wgpu::ComputePipeline,
     /// The device narrow phase: the carried manifolds and the worklist of the other pairs,

@@ -80,6 +80,30 @@ impl GpuSolver {
         Ok((bytemuck::pod_collect_to_vec(&pairs), counts))
     }
 
+    /// Row state of joint `i` as the last step left it where the device's copy is newer
+    /// than the CPU's (`None`: the CPU's, `JointSet::states`, is current). Blocking, and
+    /// waiting for a step in flight.
+    pub fn joint_state(&self, i: usize) -> Result<Option<JointRowState>, GpuError> {
+        if !self.joint_states_newer {
+            return Ok(None);
+        }
+        let size = std::mem::size_of::<JointRowState>() as u64;
+        let bytes = self.read(JOINT_STATES, i as u64 * size, size)?;
+        Ok(Some(bytemuck::pod_read_unaligned(&bytes)))
+    }
+
+    /// Brings the CPU's copy of the joints' row states up to date (before joints are added
+    /// or removed, when the whole copy goes up again). Blocking.
+    pub fn pull_joint_states(&mut self, states: &mut [JointRowState]) -> Result<(), GpuError> {
+        if !self.joint_states_newer || states.is_empty() {
+            return Ok(());
+        }
+        let bytes = self.read(JOINT_STATES, 0, std::mem::size_of_val(states) as u64)?;
+        states.copy_from_slice(&bytemuck::pod_collect_to_vec(&bytes));
+        self.joint_states_newer = false;
+        Ok(())
+    }
+
     /// The body → constraint adjacency the last step built on the device: `(offsets,
     /// items)`, with lists for solved bodies only (read back on demand, for tests).
     pub fn adjacency(&self) -> Result<CsrLists, GpuError> {

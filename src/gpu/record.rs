@@ -28,7 +28,7 @@ impl GpuSolver {
                     pose_len,
                     vel_len,
                     status_len,
-                    js_len,
+                    broken_len,
                     total_len,
                     narrow_len,
                     islands_len,
@@ -41,9 +41,13 @@ impl GpuSolver {
         } else {
             0
         };
-        let ranges_at =
-            (pose_len + 2 * vel_len + status_len + js_len + total_len + narrow_len + islands_len)
-                as u64;
+        let ranges_at = (pose_len
+            + 2 * vel_len
+            + status_len
+            + broken_len
+            + total_len
+            + narrow_len
+            + islands_len) as u64;
         let read_bytes = ranges_at + RANGES_BYTES + ts_bytes;
         let k = (self.frame % 2) as usize;
         self.frame += 1;
@@ -67,6 +71,13 @@ impl GpuSolver {
             for &(slot, offset, bytes) in self.belt.copies.iter().filter(|c| c.2 > 0) {
                 encoder.copy_buffer_to_buffer(belt, offset, &self.buffers[slot].buffer, 0, bytes);
             }
+        }
+        if std::mem::take(&mut self.joint_carry) && n_joints > 0 {
+            // The last accepted step's row states are what this one warm-starts from (a
+            // run again of this step reads them again).
+            let bytes = (n_joints * std::mem::size_of::<JointRowState>()) as u64;
+            let (from, to) = (&self.buffers[JOINT_STATES], &self.buffers[JOINT_CARRIED]);
+            encoder.copy_buffer_to_buffer(&from.buffer, 0, &to.buffer, 0, bytes);
         }
         let groups = |n: usize| (n as u32).div_ceil(WORKGROUP);
         let (mut dispatches, mut indirect_dispatches) = (0u32, 0u32);
@@ -189,6 +200,24 @@ impl GpuSolver {
                 dispatches += 1;
             }
         }
+        let soft = match self.soft_active {
+            true => self.soft.as_ref(),
+            false => None,
+        };
+        let coupling = soft.and_then(|s| s.coupling()).unwrap_or(&self.no_coupling);
+        let (jx, jy) = grid(groups(n_joints).max(1), self.max_groups);
+        if n_joints > 0 {
+            let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                label: Some("avbd joint warm start"),
+                timestamp_writes: writes(Stage::WarmStart),
+            });
+            pass.set_bind_group(0, self.solver_group.as_ref(), &[]);
+            pass.set_bind_group(1, &self.slot_group, &[0]);
+            pass.set_bind_group(2, coupling, &[]);
+            pass.set_pipeline(&p.warm_start_joints);
+            pass.dispatch_workgroups(jx, jy, 1);
+            dispatches += 1;
+        }
         let coloring_group = &self
             .coloring_groups
             .as_ref()
@@ -272,11 +301,6 @@ impl GpuSolver {
         let colors = self.color_capacity.min(palette) as u64;
         // The deformable half (`soft`), coupled through the attachments: its passes run
         // after each primal sweep and dual update of the bodies.
-        let soft = match self.soft_active {
-            true => self.soft.as_ref(),
-            false => None,
-        };
-        let coupling = soft.and_then(|s| s.coupling()).unwrap_or(&self.no_coupling);
         let primal = match n_joints == 0 && soft.is_none() {
             true => &p.primal_contacts,
             false => &p.primal,
@@ -348,6 +372,15 @@ impl GpuSolver {
             pass.set_pipeline(&p.end_bodies);
             pass.dispatch_workgroups(bx, by, 1);
             dispatches += 1;
+            if broken_len > 0 {
+                // The fracture test at the step's final poses and multipliers.
+                pass.set_bind_group(0, self.solver_group.as_ref(), &[]);
+                pass.set_bind_group(1, &self.slot_group, &[0]);
+                pass.set_bind_group(2, coupling, &[]);
+                pass.set_pipeline(&p.fracture_joints);
+                pass.dispatch_workgroups(jx, jy, 1);
+                dispatches += 1;
+            }
         }
         {
             let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
@@ -383,7 +416,7 @@ impl GpuSolver {
             (PREV_VELOCITIES, vel_len as u64),
             (STATUS, status_len as u64),
         ];
-        copies.push((JOINT_STATES, js_len as u64));
+        copies.push((JOINT_BROKEN, broken_len as u64));
         let written = 1 - self.carried_side;
         copies.extend([
             (PAIR_START[written], total_len as u64),

@@ -3,6 +3,7 @@
 
 use super::buffers::*;
 use super::*;
+use crate::rigid::joint::flags;
 
 /// What one step records: sizes and options.
 #[derive(Clone, Copy)]
@@ -158,12 +159,19 @@ impl GpuSolver {
         };
         let counts_len = n_pairs.div_ceil(4) * 4;
         let list_len = n_pairs * std::mem::size_of::<crate::pipeline::collision::StepPair>();
+        let n_joints = joints.records.len();
         let (pose_len, vel_len, status_len, js_len) = (
             std::mem::size_of_val(bodies.poses.as_slice()),
             std::mem::size_of_val(bodies.velocities.as_slice()),
             n * 4,
             std::mem::size_of_val(joints.states.as_slice()),
         );
+        // The fracture test's flags come back only where a joint can break.
+        let breakable = flags::BREAKABLE_FORCE | flags::BREAKABLE_TORQUE;
+        let broken_len = match joints.records.iter().any(|r| r.flags & breakable != 0) {
+            true => n_joints * 4,
+            false => 0,
+        };
         let mut grown = false;
         let chunk_bytes = std::mem::size_of::<ContactRecord>() << self.contact_shift;
         let mut sizes = vec![
@@ -173,6 +181,9 @@ impl GpuSolver {
             (INERTIAL, n * std::mem::size_of::<InertialRecord>()),
             (JOINTS, std::mem::size_of_val(joints.records.as_slice())),
             (JOINT_STATES, js_len),
+            (JOINT_CARRIED, js_len),
+            (JOINT_HEAVIEST, n_joints * 8),
+            (JOINT_BROKEN, n_joints * 4),
             (ADJ_OFFSETS, (n + 1) * 4),
             // At most two items per constraint (a list for each solved body).
             (ADJ_ITEMS, 2 * (n_contacts + joints.records.len()) * 4),
@@ -247,8 +258,8 @@ impl GpuSolver {
             self.rebuild_bind_groups();
         }
         self.pop_error_scopes(scopes)?;
-        // Readback layout: poses | velocities | previous velocities | status | joint
-        // states | pair total | pair list | pair counts | narrow status | ranges |
+        // Readback layout: poses | velocities | previous velocities | status | joints
+        // broken | pair total | pair list | pair counts | narrow status | ranges |
         // timestamps.
         let timed = self.ensure_timestamps(2 * pass_count(iterations, soft.is_some()));
         host.prepare_ms += elapsed_ms(t_start);
@@ -259,7 +270,7 @@ impl GpuSolver {
             timed,
             n,
             n_contacts,
-            n_joints: joints.records.len(),
+            n_joints,
             n_pairs,
             device_narrow,
             table: table as u32,
@@ -267,7 +278,7 @@ impl GpuSolver {
                 pose_len,
                 vel_len,
                 status_len,
-                js_len,
+                broken_len,
                 narrow_only(4),
                 narrow_only(NARROW_STATUS_BYTES as usize),
                 narrow_only(n * 4),
@@ -367,7 +378,7 @@ impl GpuSolver {
                 pose_len,
                 vel_len,
                 status_len,
-                js_len,
+                broken_len,
                 total_len,
                 narrow_len,
                 islands_len,
@@ -410,7 +421,7 @@ impl GpuSolver {
                 let (velocities, rest) = rest.split_at(vel_len);
                 let (prev, rest) = rest.split_at(vel_len);
                 let (status, rest) = rest.split_at(status_len);
-                let (c, rest) = rest.split_at(js_len);
+                let (broken, rest) = rest.split_at(broken_len);
                 let (total, rest) = rest.split_at(total_len);
                 let (narrow, rest) = rest.split_at(narrow_len);
                 let (islands, rest) = rest.split_at(islands_len);
@@ -479,7 +490,14 @@ impl GpuSolver {
                         bodies.relayout();
                         report.frozen.push(bodies.handles[i]);
                     }
-                    joints.states.copy_from_slice(bytemuck::cast_slice(c));
+                    // The device tested the joints at the step's final poses and
+                    // multipliers (`dual::fracture` on the CPU).
+                    let broken: &[u32] = bytemuck::cast_slice(broken);
+                    for (i, _) in broken.iter().enumerate().filter(|(_, b)| **b != 0) {
+                        joints.records[i].flags |= flags::BROKEN;
+                        report.broken.push(joints.handles[i]);
+                        joints.breaks += 1;
+                    }
                     if shape.device_narrow {
                         let [deepest, points, touching, isolated] = narrow_status;
                         pairs.candidates = found as u32;
@@ -520,6 +538,8 @@ impl GpuSolver {
             host.unpack_ms += elapsed_ms(t_unpack);
             if !rerun {
                 self.counts = (shape.n, shape.n_contacts, shape.n_joints);
+                // The next step warm-starts its joints from this one's row states.
+                self.joint_carry = shape.n_joints > 0;
                 self.last_pairs = match shape.device_narrow {
                     true => pairs.candidates,
                     false => 0,
@@ -703,14 +723,24 @@ impl GpuSolver {
         // The contact points, if any, go up whole (the device warm-starts them into
         // records).
         let per_chunk = 2usize << self.contact_shift;
-        let mut whole: Vec<(usize, &[u8])> = s
+        let whole: Vec<(usize, &[u8])> = s
             .points
             .chunks(per_chunk)
             .enumerate()
             .map(|(j, chunk)| (POINTS + j, bytemuck::cast_slice(chunk)))
             .collect();
-        whole.push((JOINT_STATES, bytemuck::cast_slice(&joints.states)));
         self.upload_whole(&whole)?;
+        // The joints' row states stay on the device; the CPU's copy goes up only after
+        // joints were added or removed (`PhysicsWorld` brings it up to date first).
+        if self.joints_uploaded != Some(joints.edits) {
+            debug_assert!(!self.joint_states_newer, "the CPU's joint states are stale");
+            self.upload(JOINT_CARRIED, bytemuck::cast_slice(&joints.states));
+            self.joints_uploaded = Some(joints.edits);
+            self.joint_carry = false;
+        }
+        self.joint_states_newer |= !joints.records.is_empty();
+        let heaviest = bytemuck::cast_slice(&s.joint_islands.per_joint);
+        self.upload(JOINT_HEAVIEST, heaviest);
         let flags = std::mem::take(&mut self.flags);
         self.upload_for_layout(BODY_FLAGS, bytemuck::cast_slice(&flags), layout);
         self.flags = flags;
@@ -741,7 +771,8 @@ impl GpuSolver {
                 true => self.class_capacity,
                 false => 0,
             },
-            pad: [0; 2],
+            joint_error_scale: cfg.joint_error_scale,
+            pad: 0,
         };
         self.queue
             .write_buffer(&self.params, 0, bytemuck::bytes_of(&params));
@@ -750,12 +781,13 @@ impl GpuSolver {
     }
 }
 
-/// The most compute passes a step records: broad phase, begin, contact warm start,
+/// The most compute passes a step records: broad phase, begin, contact warm start, joint
+/// warm start,
 /// adjacency, colouring, a primal and a dual pass per iteration, end, contact store; with
 /// deformables (`soft`) also their contact terms, vertex sweep and dual update per
 /// iteration and their end.
 pub(super) fn pass_count(iterations: u32, soft: bool) -> u32 {
-    7 + 2 * iterations + if soft { 3 * iterations + 1 } else { 0 }
+    8 + 2 * iterations + if soft { 3 * iterations + 1 } else { 0 }
 }
 
 /// The stage of [`GpuTimings`] a timed compute pass counts towards.

@@ -7,7 +7,6 @@ use super::manifold;
 use super::primal::{row_error, row_force};
 use super::{SolverData, warm_start};
 use crate::config::SolverConfig;
-use crate::error::JointHandle;
 use crate::graph::Forest;
 use crate::math::Vec6;
 use crate::report::StepReport;
@@ -29,17 +28,40 @@ fn scale(cfg: &SolverConfig, row: &crate::rigid::joint::Row) -> f32 {
     }
 }
 
-/// The inertia that caps a joint row's load-aware floor: per body, the mass and the largest
+/// The inertia that caps a joint row's load-aware floor: per joint, the mass and the largest
 /// principal moment of the heaviest body of its joint island (dynamic bodies linked by
-/// unbroken joints). Rebuilt every step; the allocations are kept.
+/// unbroken joints). Built again only when the joints or the bodies' layout change (the
+/// GPU backend uploads `per_joint` for its warm start); the allocations are kept.
 #[derive(Default)]
 pub struct JointIslands {
     forest: Forest,
     /// Per island root: `[mass, largest principal moment]` of its heaviest body.
     heaviest: Vec<[f32; 2]>,
+    /// Per joint: `[mass, moment]` of the heavier of its two bodies' islands.
+    pub(crate) per_joint: Vec<[f32; 2]>,
+    /// `(joints added or removed, fractures, bodies' layout)` of `per_joint`.
+    key: Option<(u64, u64, u64)>,
 }
 
 impl JointIslands {
+    /// Builds `per_joint` again if the joints or the bodies' layout (kinds, masses, frozen
+    /// flags) changed since it was built.
+    pub(crate) fn update(&mut self, bodies: &BodySet, joints: &JointSet) {
+        let key = (joints.edits, joints.breaks, bodies.edits.layout);
+        if self.key == Some(key) {
+            return;
+        }
+        self.build(bodies, joints);
+        let mut per_joint = std::mem::take(&mut self.per_joint);
+        per_joint.clear();
+        per_joint.extend(joints.records.iter().map(|rec| {
+            let (ha, hb) = (self.of(rec.body_a), self.of(rec.body_b));
+            [ha[0].max(hb[0]), ha[1].max(hb[1])]
+        }));
+        self.per_joint = per_joint;
+        self.key = Some(key);
+    }
+
     fn build(&mut self, bodies: &BodySet, joints: &JointSet) {
         let n = bodies.len();
         self.forest.reset(n);
@@ -86,8 +108,13 @@ pub fn warm_start_joints(
     islands: &mut JointIslands,
 ) {
     let ident = PoseRecord::new(glam::Vec3::ZERO, glam::Quat::IDENTITY);
-    islands.build(bodies, joints);
-    for (rec, st) in joints.records.iter().zip(joints.states.iter_mut()) {
+    islands.update(bodies, joints);
+    for ((rec, st), heaviest) in joints
+        .records
+        .iter()
+        .zip(joints.states.iter_mut())
+        .zip(&islands.per_joint)
+    {
         if rec.broken() {
             continue;
         }
@@ -109,8 +136,6 @@ pub fn warm_start_joints(
             }
         };
         let (ma, mb) = (mass_of(rec.body_a), mass_of(rec.body_b));
-        let (ha, hb) = (islands.of(rec.body_a), islands.of(rec.body_b));
-        let heaviest = [ha[0].max(hb[0]), ha[1].max(hb[1])];
         let lin_mass = ma.mass.max(mb.mass);
         let ang_mass = ma
             .inertia
@@ -224,7 +249,8 @@ pub fn update(
 /// rather than every iterate keeps transient overshoot inside a step from breaking a joint
 /// whose sustained load is below its threshold.
 pub fn fracture(bodies: &BodySet, joints: &mut JointSet, report: &mut StepReport) {
-    for (i, (rec, st)) in joints.records.iter_mut().zip(&joints.states).enumerate() {
+    let (records, states, handles) = (&mut joints.records, &joints.states, &joints.handles);
+    for (i, (rec, st)) in records.iter_mut().zip(states).enumerate() {
         if rec.broken() || rec.flags & (flags::BREAKABLE_FORCE | flags::BREAKABLE_TORQUE) == 0 {
             continue;
         }
@@ -249,7 +275,8 @@ pub fn fracture(bodies: &BodySet, joints: &mut JointSet, report: &mut StepReport
             || (rec.flags & flags::BREAKABLE_TORQUE != 0 && torque2.sqrt() > rec.params[3]);
         if broken {
             rec.flags |= flags::BROKEN;
-            report.broken.push(JointHandle(i as u32));
+            report.broken.push(handles[i]);
+            joints.breaks += 1;
         }
     }
 }

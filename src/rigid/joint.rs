@@ -423,6 +423,11 @@ pub struct JointSet {
     pub(crate) records: Vec<JointRecord>,
     pub(crate) states: Vec<JointRowState>,
     pub(crate) bodies: Vec<(BodyHandle, Option<BodyHandle>)>,
+    /// Counts the joints added and removed (the GPU backend uploads its copy of the row
+    /// states when this changes).
+    pub(crate) edits: u64,
+    /// Counts the fractures (the joint islands change with them).
+    pub(crate) breaks: u64,
 }
 
 impl JointSet {

@@ -153,6 +153,7 @@ impl PhysicsWorld {
             rec.flags |= flags::BREAKABLE_TORQUE;
             rec.params[3] = t;
         }
+        self.pull_joint_states()?;
         let j = &mut self.joints;
         let handle = JointHandle(j.index_of.len() as u32);
         j.index_of.push(j.handles.len() as u32);
@@ -160,6 +161,7 @@ impl PhysicsWorld {
         j.records.push(rec);
         j.states.push(JointRowState::default());
         j.bodies.push((desc.body_a, desc.body_b));
+        j.edits += 1;
         self.collision.joints_changed();
         Ok(handle)
     }
@@ -167,12 +169,14 @@ impl PhysicsWorld {
     pub fn remove_joint(&mut self, h: JointHandle) -> Result<(), PhysicsError> {
         self.idle()?;
         let i = self.joints.index(h).ok_or(PhysicsError::MissingJoint(h))?;
+        self.pull_joint_states()?;
         let j = &mut self.joints;
         let last = j.handles.len() - 1;
         j.handles.swap_remove(i);
         j.records.swap_remove(i);
         j.states.swap_remove(i);
         j.bodies.swap_remove(i);
+        j.edits += 1;
         j.index_of[h.0 as usize] = u32::MAX;
         if i != last {
             let moved = j.handles[i];
@@ -180,6 +184,17 @@ impl PhysicsWorld {
         }
         self.collision.joints_changed();
         Ok(())
+    }
+
+    /// Brings the CPU's copy of the joints' row states up to date where the device keeps
+    /// them (before joints are added or removed).
+    fn pull_joint_states(&mut self) -> Result<(), PhysicsError> {
+        match self.gpu.as_mut() {
+            Some(gpu) => gpu
+                .pull_joint_states(&mut self.joints.states)
+                .map_err(|e| PhysicsError::Gpu(e.to_string())),
+            None => Ok(()),
+        }
     }
 
     pub fn joint_count(&self) -> usize {
@@ -223,7 +238,14 @@ impl PhysicsWorld {
     pub fn joint_force(&self, h: JointHandle) -> Result<(f32, f32), PhysicsError> {
         let i = self.joints.index(h).ok_or(PhysicsError::MissingJoint(h))?;
         let rec = &self.joints.records[i];
-        let st = &self.joints.states[i];
+        // (The GPU backend keeps the row states on the device.)
+        let device = match &self.gpu {
+            Some(gpu) => gpu
+                .joint_state(i)
+                .map_err(|e| PhysicsError::Gpu(e.to_string()))?,
+            None => None,
+        };
+        let st = device.as_ref().unwrap_or(&self.joints.states[i]);
         let pa = self.bodies.poses[rec.body_a as usize];
         let pb = if rec.body_b == WORLD {
             PoseRecord::new(Vec3::ZERO, Quat::IDENTITY)

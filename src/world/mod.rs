@@ -213,13 +213,18 @@ impl PhysicsWorld {
         }
         let collision_ms = t0.elapsed().as_secs_f64() * 1e3;
 
-        // 2. joints: start error C*(xᵗ), warm start of k and λ
-        dual::warm_start_joints(
-            cfg,
-            &self.bodies,
-            &mut self.joints,
-            &mut self.solver.joint_islands,
-        );
+        // 2. joints: start error C*(xᵗ), warm start of k and λ (on the GPU backend, by
+        //    the device from the row states it keeps, with each joint's island's heaviest
+        //    body from here)
+        match self.gpu {
+            Some(_) => self.solver.joint_islands.update(&self.bodies, &self.joints),
+            None => dual::warm_start_joints(
+                cfg,
+                &self.bodies,
+                &mut self.joints,
+                &mut self.solver.joint_islands,
+            ),
+        }
         //    attachments of deformable vertices to bodies: the same, and their lists
         attachments::warm_start(cfg, &self.bodies, &self.deformables, &mut self.attachments);
 
@@ -402,9 +407,13 @@ impl PhysicsWorld {
             );
         }
 
-        // 5. fracture of overloaded joints and attachments; what the contacts carry to the
-        //    next step (the GPU backend keeps it on the device)
-        dual::fracture(&self.bodies, &mut self.joints, &mut report);
+        // 5. fracture of overloaded joints (the GPU backend's device tested them at the
+        //    step's end, and `GpuSolver::finish` marked those it broke) and attachments;
+        //    what the contacts carry to the next step (the GPU backend keeps it on the
+        //    device)
+        if self.gpu.is_none() {
+            dual::fracture(&self.bodies, &mut self.joints, &mut report);
+        }
         attachments::fracture(&mut self.attachments, &mut report);
         if self.gpu.is_none() {
             warm_start::store(&mut self.solver);
@@ -434,11 +443,6 @@ impl PhysicsWorld {
         if !report.broken.is_empty() {
             self.collision.joints_changed();
         }
-        report.broken = report
-            .broken
-            .iter()
-            .map(|j| self.joints.handles[j.0 as usize])
-            .collect();
         Ok(report)
     }
 

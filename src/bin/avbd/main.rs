@@ -118,7 +118,8 @@ impl From<BackendArg> for Backend {
 
 /// The `gpu` object of `avbd run --json` (null on the CPU backend): adapter, memory per
 /// body/contact/joint, per-kernel times of the last frame from timestamp queries (or
-/// `"unsupported"`), serial-fallback bodies and bytes uploaded in the last frame.
+/// `"unsupported"`), serial-fallback bodies, bytes uploaded and read back and dispatches
+/// in the last frame.
 pub(crate) fn gpu_report(w: &bevy_avbd::PhysicsWorld) -> serde_json::Value {
     let (Some(m), Some(t)) = (w.gpu_memory(), w.gpu_timings()) else {
         return serde_json::Value::Null;
@@ -149,6 +150,8 @@ pub(crate) fn gpu_report(w: &bevy_avbd::PhysicsWorld) -> serde_json::Value {
         "serial_bodies": w.gpu_serial_bodies(),
         "upload_bytes": w.gpu_upload_bytes(),
         "body_upload_bytes": w.gpu_body_upload_bytes(),
+        "download_bytes": w.gpu_traffic().map(|t| t.download_bytes),
+        "dispatches": w.gpu_traffic().map(|t| t.dispatches),
         "deformable_upload_bytes": w.gpu_deformable_traffic().map(|t| t.0),
         "deformable_download_bytes": w.gpu_deformable_traffic().map(|t| t.1),
         "reallocations": w.gpu_reallocations(),

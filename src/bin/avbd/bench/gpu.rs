@@ -261,8 +261,8 @@ pub(super) fn gpu_series(args: &BenchArgs, out: &mut impl Write) -> Result<(), S
         );
     }
     // Where the solver's time goes: the GPU solve's host phases, the rest of the step on
-    // the CPU (inertial targets, joint warm start, fracture, end of step, contact warm
-    // start) and the GPU's own span.
+    // the CPU (the joint islands, the momentum projection, the step's bookkeeping) and the
+    // GPU's own span.
     let _ = writeln!(
         md,
         "\n| scene | size | prepare ms | upload ms | wait (GPU + transfers) ms | unpack ms | other CPU ms | GPU span ms |"
