@@ -1496,12 +1496,43 @@ fn gpu_joint_rows_stay_on_the_device() {
     assert_eq!(t.2.body_upload_bytes, 0, "{t:?}");
     assert_eq!(t.0, t_free.0, "{t:?} vs {t_free:?}");
     assert_eq!(t.1, t_free.1, "{t:?} vs {t_free:?}");
-    let (mut breakable, joints, _) = hanging_chain(Backend::Gpu, true, true).unwrap();
+    let (mut breakable, rated, _) = hanging_chain(Backend::Gpu, true, true).unwrap();
     breakable.step().unwrap();
     let t = traffic(&mut breakable);
-    let per_joint = 4 * joints.len() as u64;
+    let per_joint = 4 * rated.len() as u64;
     assert_eq!(t.0, t_free.0, "{t:?} vs {t_free:?}");
     assert_eq!(t.1, t_free.1 + per_joint, "{t:?} vs {t_free:?}");
+    // A joint added (and one removed) brings the CPU's copy of the row states up to date
+    // before it goes up again: the chain's joints keep their loads through the edit.
+    let extra = |w: &mut bevy_avbd::PhysicsWorld| {
+        use bevy_avbd::{BodyDesc, JointDesc, JointKind, glam::Vec3};
+        let b = w
+            .add_body(
+                BodyDesc::dynamic()
+                    .with_mass(1.0)
+                    .at(Vec3::new(5.0, 1.0, 0.0)),
+            )
+            .unwrap();
+        let d =
+            JointDesc::new(JointKind::Ball, b, None).anchors(Vec3::ZERO, Vec3::new(5.0, 1.0, 0.0));
+        w.add_joint(d).unwrap()
+    };
+    cpu.step().unwrap(); // (the GPU world stepped once more for its traffic)
+    let (ja, jb) = (extra(&mut gpu), extra(&mut cpu));
+    gpu.step().unwrap();
+    cpu.step().unwrap();
+    gpu.remove_joint(ja).unwrap();
+    cpu.remove_joint(jb).unwrap();
+    gpu.step().unwrap();
+    cpu.step().unwrap();
+    for (k, (&j, &c)) in joints.iter().zip(&cpu_joints).enumerate() {
+        let (on_gpu, on_cpu) = (gpu.joint_force(j).unwrap().0, cpu.joint_force(c).unwrap().0);
+        let total = n as f32 * mass * 9.81;
+        assert!(
+            (on_gpu - on_cpu).abs() < 0.005 * total,
+            "after the edits, joint {k}: {on_gpu} N on the GPU, {on_cpu} N on the CPU"
+        );
+    }
 }
 
 /// A joint that breaks is reported by its handle on both backends, also after another

@@ -412,6 +412,7 @@ impl GpuSolver {
             joints_uploaded: None,
             joint_carry: false,
             joint_states_newer: false,
+            joint_cache: Default::default(),
             broad_params,
             broad_layout,
             broad_groups: None,

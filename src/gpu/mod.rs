@@ -421,6 +421,9 @@ pub struct GpuSolver {
     /// The device's row states are newer than the CPU's copy (`JointSet::states`), which
     /// is brought up to date only before joints are added or removed.
     joint_states_newer: bool,
+    /// The device's row states, read back whole at the first [`Self::joint_state`] after a
+    /// submission (`frame`), so that asking for many joints' forces reads once.
+    joint_cache: std::sync::Mutex<(u64, Vec<JointRowState>)>,
     /// The broad phase's parameters (`BroadParams`) and its group for each side.
     broad_params: wgpu::Buffer,
     broad_layout: wgpu::BindGroupLayout,

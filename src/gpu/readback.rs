@@ -81,15 +81,25 @@ impl GpuSolver {
     }
 
     /// Row state of joint `i` as the last step left it where the device's copy is newer
-    /// than the CPU's (`None`: the CPU's, `JointSet::states`, is current). Blocking, and
-    /// waiting for a step in flight.
+    /// than the CPU's (`None`: the CPU's, `JointSet::states`, is current). The first call
+    /// after a step reads every joint's back (blocking, and waiting for a step in flight);
+    /// the others read that copy.
     pub fn joint_state(&self, i: usize) -> Result<Option<JointRowState>, GpuError> {
         if !self.joint_states_newer {
             return Ok(None);
         }
-        let size = std::mem::size_of::<JointRowState>() as u64;
-        let bytes = self.read(JOINT_STATES, i as u64 * size, size)?;
-        Ok(Some(bytemuck::pod_read_unaligned(&bytes)))
+        let mut cache = self
+            .joint_cache
+            .lock()
+            .map_err(|_| GpuError::Readback("the joint state cache was poisoned".into()))?;
+        if cache.0 != self.frame || cache.1.len() != self.counts.2 {
+            let size = (self.counts.2 * std::mem::size_of::<JointRowState>()) as u64;
+            *cache = (
+                self.frame,
+                bytemuck::pod_collect_to_vec(&self.read(JOINT_STATES, 0, size)?),
+            );
+        }
+        Ok(cache.1.get(i).copied())
     }
 
     /// Brings the CPU's copy of the joints' row states up to date (before joints are added
@@ -98,8 +108,11 @@ impl GpuSolver {
         if !self.joint_states_newer || states.is_empty() {
             return Ok(());
         }
-        let bytes = self.read(JOINT_STATES, 0, std::mem::size_of_val(states) as u64)?;
-        states.copy_from_slice(&bytemuck::pod_collect_to_vec(&bytes));
+        for (i, st) in states.iter_mut().enumerate() {
+            if let Some(device) = self.joint_state(i)? {
+                *st = device;
+            }
+        }
         self.joint_states_newer = false;
         Ok(())
     }
