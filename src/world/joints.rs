@@ -234,7 +234,9 @@ impl PhysicsWorld {
     }
 
     /// Magnitudes of a joint's last positional force (N) and torque (N·m): the multipliers
-    /// of its linear and angular rows at the end of the last step.
+    /// of its linear and angular rows at the end of the last step. On the GPU backend the
+    /// row states stay on the device: the first call after a step reads them all back
+    /// (blocking, and waiting for a step in flight, whose forces it then gives).
     pub fn joint_force(&self, h: JointHandle) -> Result<(f32, f32), PhysicsError> {
         let i = self.joints.index(h).ok_or(PhysicsError::MissingJoint(h))?;
         let rec = &self.joints.records[i];
