@@ -1,5 +1,5 @@
 // The warm start's penalties (Eq. 19), shared by the contacts' (contact_warm.wgsl) and
-// the joints' (avbd.wgsl): SolverConfig::initial_penalty, warm_penalty and load_floor.
+// the joints' (joints.wgsl): SolverConfig::initial_penalty, warm_penalty and load_floor.
 // For modules whose `params` is common.wgsl's Params.
 
 fn initial_penalty(mass: f32) -> f32 {

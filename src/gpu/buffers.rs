@@ -101,7 +101,7 @@ pub(super) const ISLANDS: usize = SHAPES + 20;
 /// The device narrow phase's worklist: the pairs whose manifold was not carried.
 pub(super) const NARROW_WORK: usize = SHAPES + 22;
 /// The joints' row states stay on the device: `JOINT_STATES` is the step's, warm-started
-/// (`avbd.wgsl` `warm_start_joints`) from what the last accepted step left, copied into
+/// (`joints.wgsl` `warm_start_joints`) from what the last accepted step left, copied into
 /// `JOINT_CARRIED` when the next step begins (a step run again reads the same), or the
 /// CPU's copy after joints were added or removed. Per joint also the heaviest body of
 /// its island (`[mass, moment]`, from the CPU, by difference) and whether the step's

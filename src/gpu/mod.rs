@@ -5,7 +5,8 @@
 //! command submission, on the same records the CPU backend uses (`shaders/common.wgsl`
 //! prepended to `broad_phase.wgsl` with `scan.wgsl`, `integration.wgsl`,
 //! `contact_warm.wgsl` with `contact_narrow.wgsl`, `adjacency.wgsl`, `coloring.wgsl`,
-//! `avbd.wgsl`).
+//! `avbd.wgsl` with `joints.wgsl`; `penalties.wgsl` in the warm start's
+//! module and the solver's).
 //!
 //! # One step on the GPU backend
 //!
@@ -40,7 +41,7 @@
 //!    `integration::begin_step`); `warm_start_contacts` (`contact_warm.wgsl`, the formulas
 //!    of `pipeline::warm_start`: each point becomes a 128-byte contact record carrying the
 //!    λ, k, stick flag and anchors its previous record left, read by index from the
-//!    resident carried state); `warm_start_joints` (`avbd.wgsl`, `dual::warm_start_joints`:
+//!    resident carried state); `warm_start_joints` (`joints.wgsl`, `dual::warm_start_joints`:
 //!    start errors, hinge angles, Eq. 19 from the carried row states); the body →
 //!    constraint adjacency (`adjacency.wgsl`:
 //!    counts, a prefix sum, an atomic fill, and a sort of each body's list into the CPU's

@@ -10,7 +10,8 @@ use super::*;
 pub const SHADER: &str = concat!(
     include_str!("../../shaders/common.wgsl"),
     include_str!("../../shaders/penalties.wgsl"),
-    include_str!("../../shaders/avbd.wgsl")
+    include_str!("../../shaders/avbd.wgsl"),
+    include_str!("../../shaders/joints.wgsl")
 );
 
 /// The WGSL source of the contacts' warm start and of the narrow phase in the step.
