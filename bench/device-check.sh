@@ -16,9 +16,9 @@ mkdir -p "$out"
 [ -x "$avbd" ] || cargo build --release --bin avbd
 (nvidia-smi -L || echo "no nvidia-smi") > "$out/gpu.txt" 2>&1
 if [ "${SMALL:-0}" = 1 ]; then
-    pile4=1000 pile3=1000 balls=2 frames=10 settle=2 short="--frames 10"
+    pile4=1000 pile3=1000 balls=2 frames=10 settle=2 short="--frames 10" grid=10
 else
-    pile4=110000 pile3=510000 balls=140 frames=60 settle=30 short=""
+    pile4=110000 pile3=510000 balls=140 frames=60 settle=30 short="" grid=300
 fi
 # Each command gets its own time limit (LIMIT seconds, default 240), so one slow figure
 # cannot take the others' time on a leased machine; a timed-out figure is reported, not fatal.
@@ -49,6 +49,12 @@ for lanes in 4 8 16; do
         > "$out/lanes$lanes-cloth_drape.json"
     run "$avbd" run squishy_balls --backend gpu --set count=$balls --frames $frames \
         --config gpu_vertex_lanes=$lanes --json > "$out/lanes$lanes-squishy_balls.json"
+done
+# #20: joints on the device (warm start, fracture test, row states resident): a 300 x 300
+# grid of balls, 179,700 joints, on both backends (frame time, bytes up and down).
+for backend in gpu cpu; do
+    run "$avbd" run joint_grid --backend $backend --set rows=$grid --set cols=$grid \
+        --frames 60 --json > "$out/joint_grid-$backend.json"
 done
 # #20: the 510k pile at 3 iterations (<= 17.6 ms a frame); the longest run, so after #22's two.
 run "$avbd" bench --backend gpu --scene pile --pile-counts $pile3 --gpu-iterations 3 \
