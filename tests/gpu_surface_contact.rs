@@ -7,7 +7,8 @@
 //! The device runs the same algorithm with two differences (module docs of
 //! `gpu::soft_contact`): an island whose iterate left its cage advances only as far as the
 //! cages reach, and the step runs again with cages that hold the first run's final iterate
-//! (the CPU runs the broad phase again mid-step); and the rows a step makes join the active
+//! (the CPU runs the broad phase again mid-step), and once more, with wider comoving cages,
+//! if the run again left its cages too; and the rows a step makes join the active
 //! set at the frame's start of that second run (the CPU assembles its coarse operators
 //! again for them). Safety metrics are held to the CPU's exact values (0
 //! intersections, 0 inverted elements); physical ones to the analytic values the CPU tests
@@ -27,8 +28,10 @@ fn run_gpu(name: &str, params: &[(&str, f64)], frames: u32) -> Option<Scene> {
 
 /// Every contact scene the device runs, at the default budget: no intersection and no
 /// inverted element at any frame end (the exact f64 test), no vertex below a half-space,
-/// the certified configuration never closer than a fraction of ξ. The cloth scenes run 90
-/// of their 180 frames (lavapipe), past their first impacts and folds.
+/// the certified configuration never closer than a fraction of ξ, and no frame losing more
+/// of its motion than the CPU's worst frame (+0.01: the advances stop at different
+/// iterates). The cloth scenes run 90 of their 180 frames (lavapipe), past their first
+/// impacts and folds.
 #[test]
 fn every_device_contact_scene_is_intersection_free() {
     for &name in CONTACT_SCENES {
@@ -53,6 +56,13 @@ fn every_device_contact_scene_is_intersection_free() {
             assert_eq!(metric(&s, "max_penetration"), 0.0, "{name}: {m:?}");
         }
         assert!(metric(&s, "min_separation") > 0.0, "{name}: {m:?}");
+        let cpu = metric(
+            &run(name, &[], SolverConfig::default(), frames),
+            "lost_motion",
+        );
+        let lost = metric(&s, "lost_motion");
+        println!("lost motion {name}: GPU {lost}, CPU {cpu}");
+        assert!(lost <= cpu + 0.01, "{name}: GPU {lost}, CPU {cpu}");
     }
 }
 
@@ -219,7 +229,9 @@ fn rows_made_on_the_device_need_no_run_again() {
 /// A step whose rows run out of room runs again with more, the rows its first run made in
 /// the active set, and keeps that run's cages, candidates and islands: the broad phase runs
 /// once in that frame (`runs_again` 1, `rebuilds` 0, the candidates still there). Each
-/// frame's first run has room for the rows it carries in and no more.
+/// frame's first run has room for the rows it carries in and no more. A run again whose
+/// iterate then leaves its cages runs once more, with the broad phase (`runs_again` 2,
+/// `rebuilds` 1), and no frame runs more than three times.
 #[test]
 fn a_step_out_of_row_room_runs_again_with_its_candidates() {
     let Some(mut s) = gpu_scene("soft_stack", &[], SolverConfig::default()) else {
@@ -234,7 +246,8 @@ fn a_step_out_of_row_room_runs_again_with_its_candidates() {
             kept += 1;
             assert!(sc.candidates > 0 && sc.rows > 1, "{sc:?}");
         }
-        assert!(sc.runs_again <= 1, "{sc:?}");
+        assert!(sc.runs_again <= 2, "{sc:?}");
+        assert!(sc.runs_again < 2 || sc.rebuilds >= 1, "{sc:?}");
     }
     println!("soft_stack on the GPU, no room for new rows: {kept} ran again for room");
     assert!(kept > 0, "no step ran out of room");

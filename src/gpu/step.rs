@@ -409,7 +409,13 @@ impl GpuSolver {
                 _ => Default::default(),
             };
             let made = outcome.made;
-            let seed = (outcome.escaped || outcome.overflow) && !s.vertices.contact.seeded;
+            // At most two runs again; the second only for a run again that left its cages.
+            let contact = &s.vertices.contact;
+            let seed = match (contact.seeded, contact.cross_cages) {
+                (false, _) => outcome.escaped || outcome.overflow,
+                (true, false) => outcome.escaped,
+                (true, true) => false,
+            };
             if outcome.overflow {
                 self.soft.as_mut().expect("uploaded").grow_rows();
             }
@@ -551,12 +557,14 @@ impl GpuSolver {
                     let step = self.soft.as_mut().expect("uploaded");
                     step.finish(set, &mut s.vertices, attachments)?;
                     s.vertices.contact.seeded = false;
+                    s.vertices.contact.cross_cages = false;
                 }
                 return Ok(());
             }
             if seed && let Some((set, attachments)) = soft.as_ref() {
                 // The frame's contact set-up again, with the rows made in.
                 let contact = &mut s.vertices.contact;
+                contact.cross_cages = contact.seeded;
                 contact.seeded = true;
                 contact.seed_rows(cfg, set, bodies, &made);
                 contact.reached = outcome

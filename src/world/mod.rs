@@ -254,6 +254,7 @@ impl PhysicsWorld {
                     vbd::begin_step(cfg, &self.deformables, &mut s.vertices);
                     // A frame's first run builds its contact set-up afresh.
                     s.vertices.contact.seeded = false;
+                    s.vertices.contact.cross_cages = false;
                     vbd::begin_contact_and_coarse(
                         cfg,
                         &self.deformables,

@@ -30,6 +30,9 @@
 //! the rows its first run made in the active set and the coarse operators, and with cages
 //! that also hold the first run's final iterate, within twice their pad (`Cages::build`),
 //! so that an impact advances all the way as on the CPU instead of stopping at the cages.
+//! A run again whose iterate left its cages too runs a third time, with comoving cages
+//! that also hold each point less each of the body's mean translations (its rows stopped
+//! part of the body earlier than the run before, so the mean moved otherwise).
 //! A run again with no iterate out of its cages starts from the same X, poses and initial
 //! guess as the first run, so it keeps that run's cages, candidates and islands instead of
 //! running the broad phase again (`SurfaceContact::begin_frame`), and uploads only what

@@ -93,7 +93,10 @@ impl Cages {
     /// around the iterate (`x`, `poses`) and the inertial targets `target`, and around
     /// `reached` too where it is given (the deformables' final iterate of a first run of
     /// the frame, on the GPU backend: its run again must not leave the cages where the
-    /// first did).
+    /// first did). `cross` widens the comoving cages for a second run again, whose first
+    /// left them: its rows stopped part of a body earlier than the run before, so the
+    /// body's mean moved otherwise; each absolute point less each mean translation (guess,
+    /// target, reached) holds the mean wherever between them it ends.
     #[allow(clippy::too_many_arguments)]
     pub fn build(
         &mut self,
@@ -107,6 +110,7 @@ impl Cages {
         poses: &[Pose],
         target: impl Fn(usize) -> Vec3A,
         reached: &[Vec3A],
+        cross: bool,
     ) {
         let n = g.point_count();
         let soft = g.soft_points as usize;
@@ -157,12 +161,20 @@ impl Cages {
             self.absolute.push(hull(&[r, guess, y, z], p));
             let (eg, ey) = (guess - r - tau_x[b], y - r - tau_y[b]);
             let p = pad(cfg, eg.length().max(ey.length()), soft_size[b]);
-            let ez = near(
-                reached[v] - r - tau_r[b],
-                hull(&[Vec3A::ZERO, eg, ey], 0.0),
-                p,
-            );
-            self.comoving.push(hull(&[Vec3A::ZERO, eg, ey, ez], p));
+            let box0 = hull(&[Vec3A::ZERO, eg, ey], 0.0);
+            let ez = near(reached[v] - r - tau_r[b], box0, p);
+            let mut cage = hull(&[Vec3A::ZERO, eg, ey, ez], p);
+            if cross {
+                // Within 8 pads: four times the reach allowed a reached point.
+                for a in [guess, y, reached[v]] {
+                    for tau in [tau_x[b], tau_y[b], tau_r[b]] {
+                        let e = near(a - r - tau, box0, 4.0 * p);
+                        cage.0 = cage.0.min(e - Vec3A::splat(p));
+                        cage.1 = cage.1.max(e + Vec3A::splat(p));
+                    }
+                }
+            }
+            self.comoving.push(cage);
         }
         for (k, &(b, r)) in g.rigid_points.iter().enumerate() {
             let (a, e) = (self.reference[soft + k], poses[b as usize].apply(r));

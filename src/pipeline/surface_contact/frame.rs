@@ -144,6 +144,7 @@ impl SurfaceContact {
             poses,
             |v| set.positions[v] + yd[v],
             &self.reached,
+            self.cross_cages,
         );
         self.cages = cages;
         (self.candidates, self.candidate_lower) = self.candidate_pairs(cfg, set);

@@ -98,6 +98,9 @@ pub struct SurfaceContact {
     /// GPU backend: whether this frame's step was run again with the rows its first run
     /// made already in the active set (`gpu::soft_contact`).
     pub(crate) seeded: bool,
+    /// GPU backend: this run again is the frame's second, for a first run again that left
+    /// its cages too: its comoving cages take the cross terms (`Cages::build`).
+    pub(crate) cross_cages: bool,
     /// GPU backend: the deformables' final iterate of the step's first run, which the run
     /// again's cages hold too (empty otherwise).
     pub(crate) reached: Vec<Vec3A>,
