@@ -827,7 +827,9 @@ fn twin_worlds() -> Option<(bevy_avbd::PhysicsWorld, bevy_avbd::PhysicsWorld)> {
 /// * a body spun past `max_angular_speed` (100 rad/s) leaves the step at that speed (to
 ///   f32 rounding);
 /// * a body whose result overflows is frozen in the first step, reported once, and keeps
-///   its start pose exactly, as on the CPU.
+///   its start pose exactly, as on the CPU;
+/// * the previous velocities, which the CPU's copy derives rather than reads back, are the
+///   device's bit for bit after every step (solved, kinematic, static and frozen bodies).
 #[test]
 fn gpu_integration_matches_the_cpu() {
     use bevy_avbd::glam::{Quat, Vec3};
@@ -879,6 +881,8 @@ fn gpu_integration_matches_the_cpu() {
             .add_body(
                 BodyDesc::dynamic()
                     .at(Vec3::new(-20.0, 5.0, 0.0))
+                    // Moving: freezing must zero its previous velocity too.
+                    .with_velocity(Vec3::new(1.0, 0.0, 0.0), Vec3::ZERO)
                     .with_collider(Collider::ball(0.1).unwrap())
                     .with_mass(1e-3),
             )
@@ -903,11 +907,23 @@ fn gpu_integration_matches_the_cpu() {
             w.backend()
         );
     }
-    for _ in 1..120 {
+    let same_previous_velocities = |w: &bevy_avbd::PhysicsWorld, step: u32| {
+        let [device, host] = w.gpu_previous_velocities_for_tests().unwrap().unwrap();
+        let bits =
+            |v: &Vec<[f32; 8]>| -> Vec<u32> { v.iter().flatten().map(|x| x.to_bits()).collect() };
+        assert_eq!(
+            bits(&device),
+            bits(&host),
+            "step {step}: device {device:?}, CPU {host:?}"
+        );
+    };
+    same_previous_velocities(&gpu, 0);
+    for step in 1..120 {
         for w in [&mut cpu, &mut gpu] {
             let report = w.step().unwrap();
             assert!(report.frozen.is_empty(), "{}: {report:?}", w.backend());
         }
+        same_previous_velocities(&gpu, step);
     }
     let (c, g) = (handles[0], handles[1]);
     let (sc, sg) = (cpu.body(c.0).unwrap(), gpu.body(g.0).unwrap());
@@ -1156,8 +1172,9 @@ fn gpu_adjacency_is_the_cpu_adjacency() {
     }
 }
 
-/// The traffic the GPU step reports: what it reads back (poses, velocities twice, status,
-/// joint states, colour ranges, timestamps: at least 96 bytes per body), and a dispatch
+/// The traffic the GPU step reports: what it reads back (poses, velocities, status, colour
+/// ranges, timestamps: at least 68 bytes per body; the previous velocities stay on the
+/// device), and a dispatch
 /// count fixed by the budget, not by the data: the same in every step of a settled scene,
 /// with one primal dispatch per colour slot and iteration recorded indirectly (in place:
 /// no copy-back).
@@ -1179,7 +1196,7 @@ fn gpu_reports_bytes_and_dispatches() {
     s.step().unwrap();
     let t1 = s.world.gpu_traffic().unwrap();
     let bodies = s.world.body_count() as u64;
-    assert!(t1.download_bytes >= 96 * bodies, "{t1:?}");
+    assert!(t1.download_bytes >= 68 * bodies, "{t1:?}");
     assert_eq!(t1.body_upload_bytes, 0, "a settled scene uploads no body");
     assert!(t1.upload_bytes > 0 && t1.upload_bytes >= t1.body_upload_bytes);
     assert_eq!(

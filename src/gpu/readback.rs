@@ -127,3 +127,17 @@ impl GpuSolver {
         Ok((offsets, bytemuck::pod_collect_to_vec(&items)))
     }
 }
+
+impl GpuSolver {
+    /// The previous velocities the device holds after the last step (blocking; for tests:
+    /// the CPU's copy derives them instead of reading them back each step).
+    pub fn previous_velocities(&self) -> Result<Vec<crate::rigid::body::VelocityRecord>, GpuError> {
+        let n = self.counts.0;
+        let len = n * std::mem::size_of::<crate::rigid::body::VelocityRecord>();
+        Ok(bytemuck::pod_collect_to_vec(&self.read(
+            PREV_VELOCITIES,
+            0,
+            len as u64,
+        )?))
+    }
+}

@@ -41,13 +41,9 @@ impl GpuSolver {
         } else {
             0
         };
-        let ranges_at = (pose_len
-            + 2 * vel_len
-            + status_len
-            + broken_len
-            + total_len
-            + narrow_len
-            + islands_len) as u64;
+        let ranges_at =
+            (pose_len + vel_len + status_len + broken_len + total_len + narrow_len + islands_len)
+                as u64;
         let read_bytes = ranges_at + RANGES_BYTES + ts_bytes;
         let k = (self.frame % 2) as usize;
         self.frame += 1;
@@ -413,7 +409,6 @@ impl GpuSolver {
         let mut copies = vec![
             (POSES, pose_len as u64),
             (VELOCITIES, vel_len as u64),
-            (PREV_VELOCITIES, vel_len as u64),
             (STATUS, status_len as u64),
         ];
         copies.push((JOINT_BROKEN, broken_len as u64));

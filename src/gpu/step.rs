@@ -21,8 +21,8 @@ pub(super) struct StepShape {
     pub(super) device_narrow: bool,
     /// Buckets of the broad phase's hash table.
     pub(super) table: u32,
-    /// Bytes of the poses, velocities (and previous velocities), status, joint states,
-    /// pair total, narrow-phase status and islands read back.
+    /// Bytes of the poses, velocities, status, broken joints' flags, pair total,
+    /// narrow-phase status and islands read back.
     pub(super) lens: [usize; 7],
 }
 
@@ -258,9 +258,8 @@ impl GpuSolver {
             self.rebuild_bind_groups();
         }
         self.pop_error_scopes(scopes)?;
-        // Readback layout: poses | velocities | previous velocities | status | joints
-        // broken | pair total | pair list | pair counts | narrow status | ranges |
-        // timestamps.
+        // Readback layout: poses | velocities | status | joints broken | pair total |
+        // narrow status | islands | ranges | timestamps.
         let timed = self.ensure_timestamps(2 * pass_count(iterations, soft.is_some()));
         host.prepare_ms += elapsed_ms(t_start);
         let narrow_only = |len: usize| if device_narrow { len } else { 0 };
@@ -425,7 +424,6 @@ impl GpuSolver {
                     .map_err(|e| GpuError::Readback(format!("{e:?}")))?;
                 let (poses, rest) = data.split_at(pose_len);
                 let (velocities, rest) = rest.split_at(vel_len);
-                let (prev, rest) = rest.split_at(vel_len);
                 let (status, rest) = rest.split_at(status_len);
                 let (broken, rest) = rest.split_at(broken_len);
                 let (total, rest) = rest.split_at(total_len);
@@ -482,16 +480,21 @@ impl GpuSolver {
                         s.islands.record_targets(cfg, bodies);
                     }
                     // The CPU's copy is the device's again (what the CPU writes from here
-                    // on is recorded in `bodies.edits`).
+                    // on is recorded in `bodies.edits`). The previous velocities are not
+                    // read back: `end_bodies` moved each solved body's velocity at the
+                    // step's start, which the CPU's copy holds (no edit while a step is in
+                    // flight), into them, and zeroed both for a body whose result was not
+                    // finite (below).
+                    let status: &[u32] = bytemuck::cast_slice(status);
+                    end_previous_velocities(bodies, &self.flags);
                     for (bytes, mirror) in [
                         (poses, bytemuck::cast_slice_mut(&mut bodies.poses)),
                         (velocities, bytemuck::cast_slice_mut(&mut bodies.velocities)),
-                        (prev, bytemuck::cast_slice_mut(&mut bodies.prev_velocities)),
                     ] {
                         par_copy(mirror, bytes);
                     }
-                    let status: &[u32] = bytemuck::cast_slice(status);
                     for (i, _) in status.iter().enumerate().filter(|(_, s)| **s != 0) {
+                        bodies.prev_velocities[i] = Default::default();
                         bodies.frozen[i] = true;
                         bodies.relayout();
                         report.frozen.push(bodies.handles[i]);
@@ -810,4 +813,21 @@ pub(super) enum Stage {
     Dual,
     Deformable,
     DeformableContact,
+}
+
+/// What `end_bodies` (integration.wgsl) does to the previous velocities of the bodies it
+/// ends with a finite result, on the CPU's copy: each solved body's velocity at the step's
+/// start becomes its previous one (before the device's new velocities are copied in);
+/// kinematic, static and frozen bodies keep theirs. Bit for bit the device's, so the
+/// previous velocities need not come back.
+fn end_previous_velocities(bodies: &mut crate::rigid::BodySet, flags: &[u32]) {
+    use rayon::prelude::*;
+    bodies
+        .prev_velocities
+        .par_iter_mut()
+        .zip(bodies.velocities.par_iter())
+        .zip(flags.par_iter())
+        .with_min_len(4096)
+        .filter(|(_, f)| **f & FLAG_SOLVED != 0)
+        .for_each(|((prev, v), _)| *prev = *v);
 }

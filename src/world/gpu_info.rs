@@ -104,6 +104,27 @@ impl PhysicsWorld {
         (self.gpu.is_some() && device.active()).then_some(device.isolated)
     }
 
+    /// The previous velocities of every body (linear, angular) on the device and in the
+    /// CPU's copy, which derives them from the step's start rather than reading them back
+    /// (`None` on the CPU backend; a blocking readback).
+    #[doc(hidden)]
+    pub fn gpu_previous_velocities_for_tests(
+        &self,
+    ) -> Option<Result<[Vec<[f32; 8]>; 2], PhysicsError>> {
+        let host = self
+            .bodies
+            .prev_velocities
+            .iter()
+            .map(|v| bytemuck::cast(*v));
+        let host: Vec<[f32; 8]> = host.collect();
+        self.gpu.as_ref().map(|g| {
+            let device = g
+                .previous_velocities()
+                .map_err(|e| PhysicsError::Gpu(e.to_string()))?;
+            Ok([device.into_iter().map(bytemuck::cast).collect(), host])
+        })
+    }
+
     /// Candidate pairs of the last step's broad phase (pairs of colliders whose bounds,
     /// loosened by the margin, overlap).
     pub fn candidate_pairs(&self) -> usize {
