@@ -201,15 +201,21 @@ impl GpuSolver {
             false => None,
         };
         let coupling = soft.and_then(|s| s.coupling()).unwrap_or(&self.no_coupling);
+        // The solver module's groups for its whole-step kernels (joint warm start, dual,
+        // fracture test): colour slot 0, the deformables' coupling terms.
+        let (solver_group, slot_group) = (self.solver_group.as_ref(), &self.slot_group);
+        let solver_groups = |pass: &mut wgpu::ComputePass<'_>| {
+            pass.set_bind_group(0, solver_group, &[]);
+            pass.set_bind_group(1, slot_group, &[0]);
+            pass.set_bind_group(2, coupling, &[]);
+        };
         let (jx, jy) = grid(groups(n_joints).max(1), self.max_groups);
         if n_joints > 0 {
             let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
                 label: Some("avbd joint warm start"),
                 timestamp_writes: writes(Stage::WarmStart),
             });
-            pass.set_bind_group(0, self.solver_group.as_ref(), &[]);
-            pass.set_bind_group(1, &self.slot_group, &[0]);
-            pass.set_bind_group(2, coupling, &[]);
+            solver_groups(&mut pass);
             pass.set_pipeline(&p.warm_start_joints);
             pass.dispatch_workgroups(jx, jy, 1);
             dispatches += 1;
@@ -335,9 +341,7 @@ impl GpuSolver {
                 label: Some("avbd dual"),
                 timestamp_writes: writes(Stage::Dual),
             });
-            pass.set_bind_group(0, self.solver_group.as_ref(), &[]);
-            pass.set_bind_group(1, &self.slot_group, &[0]);
-            pass.set_bind_group(2, coupling, &[]);
+            solver_groups(&mut pass);
             if n_contacts > 0 {
                 pass.set_pipeline(&p.dual_contacts);
                 let (x, y) = grid(groups(n_contacts), self.max_groups);
@@ -370,9 +374,7 @@ impl GpuSolver {
             dispatches += 1;
             if broken_len > 0 {
                 // The fracture test at the step's final poses and multipliers.
-                pass.set_bind_group(0, self.solver_group.as_ref(), &[]);
-                pass.set_bind_group(1, &self.slot_group, &[0]);
-                pass.set_bind_group(2, coupling, &[]);
+                solver_groups(&mut pass);
                 pass.set_pipeline(&p.fracture_joints);
                 pass.dispatch_workgroups(jx, jy, 1);
                 dispatches += 1;
