@@ -96,7 +96,8 @@ impl Cages {
     /// first did). `cross` widens the comoving cages for a second run again, whose first
     /// left them: its rows stopped part of a body earlier than the run before, so the
     /// body's mean moved otherwise; each absolute point less each mean translation (guess,
-    /// target, reached) holds the mean wherever between them it ends.
+    /// target, reached) allows for the mean ending near any of them (a heuristic: a third
+    /// run that still leaves its cages advances only as far as they reach).
     #[allow(clippy::too_many_arguments)]
     pub fn build(
         &mut self,
