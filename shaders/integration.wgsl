@@ -1,8 +1,9 @@
 // Integration on the GPU, before and after the iterations (AVBD Alg. 1 lines 3–4 and 37),
 // one invocation per body: `begin_bodies` writes the inertial targets and the adaptive
 // initial guess, `end_bodies` the velocities and poses. Poses, velocities and the last
-// step's velocities stay resident on the device between steps; the CPU reads them back
-// once per step (for collision detection) and uploads only the bodies it changed.
+// step's velocities stay resident on the device between steps; the CPU reads back once
+// per step the poses and velocities packed in `body_out` (52 bytes a body, not 64) and
+// the bodies listed in `status`, and uploads only the bodies it changed.
 //
 // The formulas are those of src/pipeline/integration.rs, `begin_step` and the velocity
 // update of `end_step`, on the same records.
@@ -29,10 +30,39 @@ const KINEMATIC: u32 = 2u;
 @group(0) @binding(4) var<storage, read_write> prev_velocities: array<Velocity>;
 @group(0) @binding(5) var<storage, read> forces: array<Force>;
 @group(0) @binding(6) var<storage, read> body_flags: array<u32>;
-// Per body: 1 if this step's result was not finite (the body is then frozen by the CPU).
-@group(0) @binding(7) var<storage, read_write> status: array<u32>;
+// The bodies whose result this step was not finite (the CPU freezes them): their count,
+// the first FROZEN_ROOM of them (in no fixed order: the CPU sorts them), then per body 1
+// if it is one of them (read back only when the count exceeds the room).
+@group(0) @binding(7) var<storage, read_write> status: array<atomic<u32>>;
 @group(0) @binding(8) var<storage, read_write> iterate: array<Iterate>;
 @group(0) @binding(9) var<storage, read_write> inertial: array<Inertial>;
+// Per body, what the CPU reads back: position (3 words), rotation (4), linear and angular
+// velocity (3 each), as `end_bodies` leaves them (every body, solved or not).
+@group(0) @binding(10) var<storage, read_write> body_out: array<u32>;
+
+const FROZEN_ROOM: u32 = 63u;
+const BODY_OUT_WORDS: u32 = 13u;
+
+fn write_body_out(i: u32) {
+    let o = i * BODY_OUT_WORDS;
+    let p = bitcast<vec3<u32>>(poses[i].p.xyz);
+    let q = bitcast<vec4<u32>>(poses[i].q);
+    let v = bitcast<vec3<u32>>(velocities[i].v.xyz);
+    let w = bitcast<vec3<u32>>(velocities[i].w.xyz);
+    body_out[o] = p.x;
+    body_out[o + 1u] = p.y;
+    body_out[o + 2u] = p.z;
+    body_out[o + 3u] = q.x;
+    body_out[o + 4u] = q.y;
+    body_out[o + 5u] = q.z;
+    body_out[o + 6u] = q.w;
+    body_out[o + 7u] = v.x;
+    body_out[o + 8u] = v.y;
+    body_out[o + 9u] = v.z;
+    body_out[o + 10u] = w.x;
+    body_out[o + 11u] = w.y;
+    body_out[o + 12u] = w.z;
+}
 
 // Exponent bits all set: infinite or NaN (WGSL lets compilers assume neither exists, so
 // the test is on the bits, not on comparisons).
@@ -88,15 +118,21 @@ fn begin_bodies(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_work
 
 // v = (x − xᵗ)/h, ω = (q ⊖ qᵗ)/h (Eq. 20), clamped to `max_angular_speed`; a body whose
 // result is not finite keeps its start pose, loses its velocity and is reported in
-// `status`. Kinematic bodies only advance their pose.
+// `status`. Kinematic bodies only advance their pose. Every body's result goes to
+// `body_out`.
 @compute @workgroup_size(64)
 fn end_bodies(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
     let i = grid_index(gid, nwg);
     if (i >= params.n_bodies) {
         return;
     }
+    end_body(i);
+    write_body_out(i);
+}
+
+fn end_body(i: u32) {
     let flags = body_flags[i];
-    status[i] = 0u;
+    atomicStore(&status[1u + FROZEN_ROOM + i], 0u);
     if ((flags & (SOLVED | KINEMATIC)) == 0u) {
         return;
     }
@@ -107,7 +143,11 @@ fn end_bodies(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgr
     let p = poses[i].p.xyz + it.dp.xyz;
     let ok = finite(vec4<f32>(v, 0.0)) && finite(vec4<f32>(w, 0.0)) && finite(vec4<f32>(p, 0.0)) && finite(it.q);
     if (!ok) {
-        status[i] = 1u;
+        atomicStore(&status[1u + FROZEN_ROOM + i], 1u);
+        let k = atomicAdd(&status[0], 1u);
+        if (k < FROZEN_ROOM) {
+            atomicStore(&status[1u + k], i);
+        }
         velocities[i] = Velocity(vec4<f32>(0.0), vec4<f32>(0.0));
         prev_velocities[i] = Velocity(vec4<f32>(0.0), vec4<f32>(0.0));
         return;

@@ -814,6 +814,61 @@ fn twin_worlds() -> Option<(bevy_avbd::PhysicsWorld, bevy_avbd::PhysicsWorld)> {
     Some((PhysicsWorld::new(SolverConfig::default()).unwrap(), gpu))
 }
 
+/// The device lists the bodies whose result was not finite (63 at most, in no fixed
+/// order; the per-body flags are read where more froze): 10 and 100 of 250 balls
+/// overflow in the first step, interleaved with balls that do not, and both backends
+/// report the same bodies in index order, frozen at their start poses, the others not.
+#[test]
+fn gpu_freezes_the_bodies_whose_result_overflows_as_the_cpu_does() {
+    use bevy_avbd::glam::Vec3;
+    use bevy_avbd::{BodyDesc, Collider};
+    for overflowing in [10, 100] {
+        let Some((mut cpu, mut gpu)) = twin_worlds() else {
+            return;
+        };
+        for w in [&mut cpu, &mut gpu] {
+            w.add_body(BodyDesc::fixed().with_collider(Collider::halfspace(Vec3::Y).unwrap()))
+                .unwrap();
+            let mut expected = Vec::new();
+            for i in 0..250 {
+                let at = Vec3::new((i % 25) as f32, 1.0 + (i / 25) as f32, 0.0);
+                let b = w
+                    .add_body(
+                        BodyDesc::dynamic()
+                            .at(at)
+                            .with_collider(Collider::ball(0.2).unwrap())
+                            .with_mass(1e-3),
+                    )
+                    .unwrap();
+                // Every other ball from the 7th overflows, until there are enough.
+                if i >= 7 && i % 2 == 1 && expected.len() < overflowing {
+                    w.set_external_force(b, Vec3::new(0.0, 1e38, 0.0), Vec3::ZERO)
+                        .unwrap();
+                    expected.push((b, at));
+                }
+            }
+            assert_eq!(expected.len(), overflowing);
+            let report = w.step().unwrap();
+            let handles: Vec<_> = expected.iter().map(|&(b, _)| b).collect();
+            assert_eq!(report.frozen, handles, "{}, {overflowing}", w.backend());
+            for &(b, at) in &expected {
+                let state = w.body(b).unwrap();
+                assert!(
+                    state.frozen && state.position == at && state.linear_velocity == Vec3::ZERO
+                );
+            }
+            let handles = w.body_handles().to_vec();
+            let frozen = handles
+                .iter()
+                .filter(|&&b| w.body(b).unwrap().frozen)
+                .count();
+            assert_eq!(frozen, overflowing, "{}", w.backend());
+            let report = w.step().unwrap();
+            assert!(report.frozen.is_empty(), "{}: {report:?}", w.backend());
+        }
+    }
+}
+
 /// The integration kernels (inertial targets and initial guess before the iterations,
 /// velocities and poses after them) against the CPU's `begin_step` / `end_step`:
 /// * a free box spinning about a non-principal axis (world inertia, angular momentum
@@ -1172,9 +1227,10 @@ fn gpu_adjacency_is_the_cpu_adjacency() {
     }
 }
 
-/// The traffic the GPU step reports: what it reads back (poses, velocities, status, colour
-/// ranges, timestamps: at least 68 bytes per body; the previous velocities stay on the
-/// device), and a dispatch
+/// The traffic the GPU step reports: what it reads back (poses and velocities packed in 52
+/// bytes a body, the list of bodies frozen, colour ranges, timestamps; the previous
+/// velocities and, with no island anchored nowhere, the islands stay on the device), and a
+/// dispatch
 /// count fixed by the budget, not by the data: the same in every step of a settled scene,
 /// with one primal dispatch per colour slot and iteration recorded indirectly (in place:
 /// no copy-back).
@@ -1196,7 +1252,12 @@ fn gpu_reports_bytes_and_dispatches() {
     s.step().unwrap();
     let t1 = s.world.gpu_traffic().unwrap();
     let bodies = s.world.body_count() as u64;
-    assert!(t1.download_bytes >= 68 * bodies, "{t1:?}");
+    // 52 bytes a body, then what does not grow with the scene: the frozen list (256 B),
+    // the colour ranges (544 B), the pair total and the narrow phase's status (20 B) and,
+    // where the adapter has them, the timestamps (16 B a pass). No islands: the pyramid
+    // stands on the ground.
+    let rest = t1.download_bytes - 52 * bodies - (256 + 544 + 20);
+    assert!(rest.is_multiple_of(16) && rest <= 16 * 64, "{t1:?}");
     assert_eq!(t1.body_upload_bytes, 0, "a settled scene uploads no body");
     assert!(t1.upload_bytes > 0 && t1.upload_bytes >= t1.body_upload_bytes);
     assert_eq!(
@@ -1501,7 +1562,8 @@ fn gpu_joint_rows_stay_on_the_device() {
         );
     }
     // Traffic of a steady step against the same bodies, free, with no joints. (Falling
-    // freely, their momentum projection uploads them: bodies' bytes left out.)
+    // freely, their momentum projection uploads them: bodies' bytes left out; and their
+    // islands, anchored nowhere, come back too: 4 bytes a body.)
     let traffic = |w: &mut bevy_avbd::PhysicsWorld| {
         w.step().unwrap();
         let t = w.gpu_traffic().unwrap();
@@ -1511,14 +1573,15 @@ fn gpu_joint_rows_stay_on_the_device() {
     free.step().unwrap();
     let (t, t_free) = (traffic(&mut gpu), traffic(&mut free));
     assert_eq!(t.2.body_upload_bytes, 0, "{t:?}");
+    let islands = 4 * gpu.body_count() as u64;
     assert_eq!(t.0, t_free.0, "{t:?} vs {t_free:?}");
-    assert_eq!(t.1, t_free.1, "{t:?} vs {t_free:?}");
+    assert_eq!(t.1 + islands, t_free.1, "{t:?} vs {t_free:?}");
     let (mut breakable, rated, _) = hanging_chain(Backend::Gpu, true, true).unwrap();
     breakable.step().unwrap();
     let t = traffic(&mut breakable);
     let per_joint = 4 * rated.len() as u64;
     assert_eq!(t.0, t_free.0, "{t:?} vs {t_free:?}");
-    assert_eq!(t.1, t_free.1 + per_joint, "{t:?} vs {t_free:?}");
+    assert_eq!(t.1 + islands, t_free.1 + per_joint, "{t:?} vs {t_free:?}");
     // A joint added (and one removed) brings the CPU's copy of the row states up to date
     // before it goes up again: the chain's joints keep their loads through the edit.
     let extra = |w: &mut bevy_avbd::PhysicsWorld| {

@@ -289,7 +289,10 @@ fn gpu_islands_match_a_union_find() {
                 _ => {}
             }
         }
-        let islands = w.gpu_islands_for_tests().expect("found on the device");
+        let islands = w
+            .gpu_islands_for_tests()
+            .expect("found on the device")
+            .unwrap();
         for i in 0..n as u32 {
             let expected = match dynamic(i) {
                 true => find(&mut parent, i) | (anchored[i as usize] as u32) << 31,

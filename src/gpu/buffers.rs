@@ -109,7 +109,19 @@ pub(super) const NARROW_WORK: usize = SHAPES + 22;
 pub(super) const JOINT_CARRIED: usize = SHAPES + 23;
 pub(super) const JOINT_HEAVIEST: usize = SHAPES + 24;
 pub(super) const JOINT_BROKEN: usize = SHAPES + 25;
-pub(super) const NAMES: [&str; 66] = [
+/// What the CPU reads back of each body every step, written by `end_bodies`
+/// (`integration.wgsl`): position, rotation, linear and angular velocity, packed in
+/// [`BODY_OUT_WORDS`] words (the records' padding left out).
+pub(super) const BODY_OUT: usize = SHAPES + 26;
+/// Words per body of `BODY_OUT`.
+pub(super) const BODY_OUT_WORDS: usize = 13;
+/// `STATUS` lists at most this many bodies whose result was not finite, after their
+/// count (`integration.wgsl`'s `FROZEN_ROOM`); beyond it the CPU reads the per-body flags
+/// that follow.
+pub(super) const FROZEN_ROOM: usize = 63;
+/// Bytes of `STATUS` read back every step: the count and the list.
+pub(super) const FROZEN_LIST_BYTES: usize = 4 * (1 + FROZEN_ROOM);
+pub(super) const NAMES: [&str; 67] = [
     "poses",
     "masses",
     "iterate",
@@ -176,6 +188,7 @@ pub(super) const NAMES: [&str; 66] = [
     "joint_carried",
     "joint_heaviest",
     "joint_broken",
+    "body_out",
 ];
 
 /// Buffers uploaded by difference: only the chunks whose bytes differ from what the device
@@ -213,15 +226,6 @@ pub(super) const DIFF_CHUNK: usize = 1024;
 /// Chunks of [`DIFF_CHUNK`] bytes a thread takes at least when comparing or copying in
 /// parallel: below 64 KiB the threads cost more than they save.
 const PAR_CHUNKS: usize = 64;
-
-/// `dst.copy_from_slice(src)`, in parallel pieces (the readback of a large scene's body
-/// state is tens of MiB).
-pub(super) fn par_copy(dst: &mut [u8], src: &[u8]) {
-    dst.par_chunks_mut(DIFF_CHUNK)
-        .zip(src.par_chunks(DIFF_CHUNK))
-        .with_min_len(PAR_CHUNKS)
-        .for_each(|(d, s)| d.copy_from_slice(s));
-}
 
 /// A growable device buffer (reallocated only when a step needs more room).
 pub(super) struct DeviceBuffer {

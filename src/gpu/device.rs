@@ -446,6 +446,7 @@ impl GpuSolver {
                 ..Default::default()
             },
             last_traffic: GpuTraffic::default(),
+            islands_expected: true,
             counts: (0, 0, 0),
             color_capacity: 1,
             color_peak: 0,

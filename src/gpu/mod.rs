@@ -476,6 +476,9 @@ pub struct GpuSolver {
     last_serial: u32,
     last_timings: GpuTimings,
     last_traffic: GpuTraffic,
+    /// Whether the next step's readback brings the islands (the last one had islands
+    /// anchored nowhere, or none was read yet).
+    islands_expected: bool,
     counts: (usize, usize, usize),
     /// Colour dispatches recorded per sweep: grows to the colours a step used (the step is
     /// then run again); every [`COLOR_WINDOW`] steps it shrinks to the most colours a step
@@ -624,7 +627,6 @@ impl GpuSolver {
             + 4 // adjacency offset
             + 8 // colour lists (grouped + serial scratch)
             + 4 // body flags
-            + 4 // non-finite status
             + 4 // colour of body
             + 8 // colour seeds, last step's and this one's
             + sz(std::mem::size_of::<crate::pipeline::collision::BodyShape>()) // collider
@@ -632,7 +634,9 @@ impl GpuSolver {
             // cursor) and the first pair in two lists
             + 4 + 32 + 8 * 4 + 4 * 8 + 2 * 4
             + 3 * 4 // islands: parent, anchored, root
-            + 2 * (pose + 2 * velocity + 4 + 4); // two readback staging buffers
+            + 4 // frozen flag
+            + 4 * BODY_OUT_WORDS as u64 // packed for the readback
+            + 2 * (4 * BODY_OUT_WORDS as u64 + 4); // two readback staging buffers (islands too)
         // The record (written on the device), the point (on the device and in the upload
         // belt), two adjacency items and the two buffers of carried state.
         let point = sz(std::mem::size_of::<ContactPoint>());

@@ -99,7 +99,7 @@ pub(super) const fn coloring_bindings(side: usize) -> [(usize, bool); 19] {
 }
 
 /// Bindings 1.. of the integration's group 0 (`integration.wgsl`).
-pub(super) const INTEGRATION_BINDINGS: [(usize, bool); 9] = [
+pub(super) const INTEGRATION_BINDINGS: [(usize, bool); 10] = [
     (POSES, false),
     (MASSES, true),
     (VELOCITIES, false),
@@ -109,6 +109,7 @@ pub(super) const INTEGRATION_BINDINGS: [(usize, bool); 9] = [
     (STATUS, false),
     (ITERATE, false),
     (INERTIAL, false),
+    (BODY_OUT, false),
 ];
 
 /// Bindings 1.. of the contacts' warm start (`contact_warm.wgsl`) and the narrow phase

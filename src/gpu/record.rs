@@ -25,8 +25,7 @@ impl GpuSolver {
             table,
             lens:
                 [
-                    pose_len,
-                    vel_len,
+                    body_out_len,
                     status_len,
                     broken_len,
                     total_len,
@@ -42,8 +41,7 @@ impl GpuSolver {
             0
         };
         let ranges_at =
-            (pose_len + vel_len + status_len + broken_len + total_len + narrow_len + islands_len)
-                as u64;
+            (body_out_len + status_len + broken_len + total_len + narrow_len + islands_len) as u64;
         let read_bytes = ranges_at + RANGES_BYTES + ts_bytes;
         let k = (self.frame % 2) as usize;
         self.frame += 1;
@@ -363,6 +361,8 @@ impl GpuSolver {
             // Bodies coupled to deformables end the frame at their certified poses.
             dispatches += soft.record_end(&mut encoder, || writes(Stage::DeformableContact));
         }
+        // The count of bodies whose result was not finite (`end_bodies` appends to its list).
+        encoder.clear_buffer(&self.buffers[STATUS].buffer, 0, Some(4));
         {
             let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
                 label: Some("avbd end"),
@@ -408,11 +408,7 @@ impl GpuSolver {
             }
         }
         let staging = &self.staging[k].buffer;
-        let mut copies = vec![
-            (POSES, pose_len as u64),
-            (VELOCITIES, vel_len as u64),
-            (STATUS, status_len as u64),
-        ];
+        let mut copies = vec![(BODY_OUT, body_out_len as u64), (STATUS, status_len as u64)];
         copies.push((JOINT_BROKEN, broken_len as u64));
         let written = 1 - self.carried_side;
         copies.extend([

@@ -21,9 +21,10 @@ pub(super) struct StepShape {
     pub(super) device_narrow: bool,
     /// Buckets of the broad phase's hash table.
     pub(super) table: u32,
-    /// Bytes of the poses, velocities, status, broken joints' flags, pair total,
-    /// narrow-phase status and islands read back.
-    pub(super) lens: [usize; 7],
+    /// Bytes read back of the bodies (poses and velocities, packed), the frozen list,
+    /// the broken joints' flags, the pair total, the narrow-phase status and the islands
+    /// (0 unless the last step had islands anchored nowhere).
+    pub(super) lens: [usize; 6],
 }
 
 /// A step submitted and not yet read back.
@@ -160,10 +161,9 @@ impl GpuSolver {
         let counts_len = n_pairs.div_ceil(4) * 4;
         let list_len = n_pairs * std::mem::size_of::<crate::pipeline::collision::StepPair>();
         let n_joints = joints.records.len();
-        let (pose_len, vel_len, status_len, js_len) = (
-            std::mem::size_of_val(bodies.poses.as_slice()),
+        let (body_out_len, vel_len, js_len) = (
+            n * BODY_OUT_WORDS * 4,
             std::mem::size_of_val(bodies.velocities.as_slice()),
-            n * 4,
             std::mem::size_of_val(joints.states.as_slice()),
         );
         // The fracture test's flags come back only where a joint can break.
@@ -195,7 +195,8 @@ impl GpuSolver {
             (VELOCITIES, vel_len),
             (PREV_VELOCITIES, vel_len),
             (FORCES, std::mem::size_of_val(bodies.forces.as_slice())),
-            (STATUS, status_len),
+            (STATUS, FROZEN_LIST_BYTES + n * 4),
+            (BODY_OUT, body_out_len),
         ];
         let records_len = n_contacts * std::mem::size_of::<ContactRecord>();
         for j in 0..CONTACT_CHUNKS {
@@ -258,8 +259,10 @@ impl GpuSolver {
             self.rebuild_bind_groups();
         }
         self.pop_error_scopes(scopes)?;
-        // Readback layout: poses | velocities | status | joints broken | pair total |
-        // narrow status | islands | ranges | timestamps.
+        // Readback layout: bodies | frozen list | joints broken | pair total | narrow
+        // status | islands | ranges | timestamps. The islands come with the step only
+        // where the last one had some anchored nowhere (`finish` reads them otherwise,
+        // when this one has): a settled scene reads none.
         let timed = self.ensure_timestamps(2 * pass_count(iterations, soft.is_some()));
         host.prepare_ms += elapsed_ms(t_start);
         let narrow_only = |len: usize| if device_narrow { len } else { 0 };
@@ -274,13 +277,12 @@ impl GpuSolver {
             device_narrow,
             table: table as u32,
             lens: [
-                pose_len,
-                vel_len,
-                status_len,
+                body_out_len,
+                FROZEN_LIST_BYTES,
                 broken_len,
                 narrow_only(4),
                 narrow_only(NARROW_STATUS_BYTES as usize),
-                narrow_only(n * 4),
+                narrow_only(if self.islands_expected { n * 4 } else { 0 }),
             ],
         };
         self.launch(cfg, bodies, joints, s, pairs, soft, shape, host)
@@ -374,8 +376,7 @@ impl GpuSolver {
                 mut host,
             } = flight;
             let [
-                pose_len,
-                vel_len,
+                body_out_len,
                 status_len,
                 broken_len,
                 total_len,
@@ -422,8 +423,7 @@ impl GpuSolver {
                 let data = slice
                     .get_mapped_range()
                     .map_err(|e| GpuError::Readback(format!("{e:?}")))?;
-                let (poses, rest) = data.split_at(pose_len);
-                let (velocities, rest) = rest.split_at(vel_len);
+                let (body_out, rest) = data.split_at(body_out_len);
                 let (status, rest) = rest.split_at(status_len);
                 let (broken, rest) = rest.split_at(broken_len);
                 let (total, rest) = rest.split_at(total_len);
@@ -485,15 +485,10 @@ impl GpuSolver {
                     // step's start, which the CPU's copy holds (no edit while a step is in
                     // flight), into them, and zeroed both for a body whose result was not
                     // finite (below).
-                    let status: &[u32] = bytemuck::cast_slice(status);
+                    let frozen = self.frozen_bodies(status, shape.n)?;
                     end_previous_velocities(bodies, &self.flags);
-                    for (bytes, mirror) in [
-                        (poses, bytemuck::cast_slice_mut(&mut bodies.poses)),
-                        (velocities, bytemuck::cast_slice_mut(&mut bodies.velocities)),
-                    ] {
-                        par_copy(mirror, bytes);
-                    }
-                    for (i, _) in status.iter().enumerate().filter(|(_, s)| **s != 0) {
+                    unpack_bodies(body_out, &mut bodies.poses, &mut bodies.velocities);
+                    for i in frozen {
                         bodies.prev_velocities[i] = Default::default();
                         bodies.frozen[i] = true;
                         bodies.relayout();
@@ -515,9 +510,17 @@ impl GpuSolver {
                         pairs.touching = touching;
                         pairs.isolated = isolated;
                         pairs.islands.clear();
-                        pairs
-                            .islands
-                            .extend_from_slice(bytemuck::cast_slice::<u8, u32>(islands));
+                        if islands_len > 0 {
+                            pairs
+                                .islands
+                                .extend_from_slice(bytemuck::cast_slice::<u8, u32>(islands));
+                        } else if isolated > 0 && cfg.conserve_momentum {
+                            // Not expected (the last step had none): read now, blocking.
+                            pairs.islands = self.read_islands(shape.n)?;
+                            self.last_traffic.download_bytes += 4 * shape.n as u64;
+                        }
+                        // The next step brings them with it where this one had some.
+                        self.islands_expected = isolated > 0;
                     }
                     self.last_serial = serial;
                     self.last_colors = colors;
@@ -820,6 +823,62 @@ pub(super) enum Stage {
 /// start becomes its previous one (before the device's new velocities are copied in);
 /// kinematic, static and frozen bodies keep theirs. Bit for bit the device's, so the
 /// previous velocities need not come back.
+/// Unpacks `end_bodies`' results (`BODY_OUT`) into the CPU's records, whose padding the
+/// device's records hold zero too.
+fn unpack_bodies(packed: &[u8], poses: &mut [PoseRecord], velocities: &mut [VelocityRecord]) {
+    use rayon::prelude::*;
+    poses
+        .par_iter_mut()
+        .zip(velocities.par_iter_mut())
+        .zip(packed.par_chunks_exact(BODY_OUT_WORDS * 4))
+        .with_min_len(4096)
+        .for_each(|((pose, vel), bytes)| {
+            let w: [f32; BODY_OUT_WORDS] = bytemuck::pod_read_unaligned(bytes);
+            pose.position = [w[0], w[1], w[2], 0.0];
+            pose.rotation = [w[3], w[4], w[5], w[6]];
+            vel.linear = [w[7], w[8], w[9], 0.0];
+            vel.angular = [w[10], w[11], w[12], 0.0];
+        });
+}
+
+impl GpuSolver {
+    /// The bodies whose result the last step found not finite, in index order: the list
+    /// `end_bodies` made (`list`: the count, then the bodies), or where more froze than it
+    /// holds, the per-body flags that follow it (a blocking read).
+    fn frozen_bodies(&mut self, list: &[u8], n: usize) -> Result<Vec<usize>, GpuError> {
+        let words: Vec<u32> = bytemuck::pod_collect_to_vec(list);
+        let count = words[0] as usize;
+        let mut frozen: Vec<usize> = if count <= FROZEN_ROOM {
+            words[1..=count].iter().map(|&i| i as usize).collect()
+        } else {
+            let flags = self.read(STATUS, FROZEN_LIST_BYTES as u64, 4 * n as u64)?;
+            self.last_traffic.download_bytes += 4 * n as u64;
+            bytemuck::pod_collect_to_vec::<u8, u32>(&flags)
+                .iter()
+                .enumerate()
+                .filter(|(_, f)| **f != 0)
+                .map(|(i, _)| i)
+                .collect()
+        };
+        frozen.sort_unstable();
+        Ok(frozen)
+    }
+
+    /// Per body, its island's root as the last step's `islands.wgsl` left it (bit 31 set
+    /// if anchored, `u32::MAX` if not solved); a blocking read.
+    pub fn islands(&self) -> Result<Vec<u32>, GpuError> {
+        self.read_islands(self.counts.0)
+    }
+
+    fn read_islands(&self, n: usize) -> Result<Vec<u32>, GpuError> {
+        Ok(bytemuck::pod_collect_to_vec(&self.read(
+            ISLANDS,
+            0,
+            4 * n as u64,
+        )?))
+    }
+}
+
 fn end_previous_velocities(bodies: &mut crate::rigid::BodySet, flags: &[u32]) {
     use rayon::prelude::*;
     bodies
@@ -830,4 +889,17 @@ fn end_previous_velocities(bodies: &mut crate::rigid::BodySet, flags: &[u32]) {
         .with_min_len(4096)
         .filter(|(_, f)| **f & FLAG_SOLVED != 0)
         .for_each(|((prev, v), _)| *prev = *v);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The readback's layout is written twice, in `integration.wgsl` and here.
+    #[test]
+    fn the_shader_packs_the_readback_as_the_host_unpacks_it() {
+        let shader = super::super::pipelines::INTEGRATION_SHADER;
+        assert!(shader.contains(&format!("const FROZEN_ROOM: u32 = {FROZEN_ROOM}u;")));
+        assert!(shader.contains(&format!("const BODY_OUT_WORDS: u32 = {BODY_OUT_WORDS}u;")));
+    }
 }

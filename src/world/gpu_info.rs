@@ -89,11 +89,14 @@ impl PhysicsWorld {
     }
 
     /// Test hook: the islands the device found in the last step (per body, its island's
-    /// root, bit 31 set if anchored; `u32::MAX` if not solved), when it found the contacts.
+    /// root, bit 31 set if anchored; `u32::MAX` if not solved), when it found the contacts
+    /// (a blocking read: the step reads them back only where some island is anchored
+    /// nowhere).
     #[doc(hidden)]
-    pub fn gpu_islands_for_tests(&self) -> Option<&[u32]> {
+    pub fn gpu_islands_for_tests(&self) -> Option<Result<Vec<u32>, PhysicsError>> {
         let device = &self.collision.device;
-        (self.gpu.is_some() && device.active()).then_some(device.islands.as_slice())
+        let gpu = self.gpu.as_ref().filter(|_| device.active())?;
+        Some(gpu.islands().map_err(|e| PhysicsError::Gpu(e.to_string())))
     }
 
     /// Test hook: how many of those islands the device counted as anchored nowhere (the
