@@ -325,7 +325,7 @@ fn pack_candidates(
             cand[4..].copy_from_slice(&[kind_code(pair.kind), pair.b, 0, island]);
             *misc = [
                 contact.candidate_lower[k],
-                row_stiffness(cfg, set, g, &pts, h2),
+                row_stiffness(cfg, set, bodies, g, &pts, h2),
                 friction[0],
                 friction[1],
             ];

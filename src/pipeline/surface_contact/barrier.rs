@@ -141,7 +141,7 @@ impl SurfaceContact {
             .iter()
             .map(|pair| {
                 let points = self.points_of(pair);
-                let kappa = row_stiffness(cfg, set, g, &points, h2);
+                let kappa = row_stiffness(cfg, set, bodies, g, &points, h2);
                 let mu = pair_friction(set, bodies, self, pair, &points)[1];
                 let mut data = PairData {
                     kappa,

@@ -161,7 +161,7 @@ impl SurfaceContact {
         let h2 = cfg.dt * cfg.dt;
         let mut rows = std::mem::take(&mut self.rows);
         for r in &mut rows {
-            r.mu = row_stiffness(cfg, set, &self.geometry, &r.points, h2);
+            r.mu = row_stiffness(cfg, set, bodies, &self.geometry, &r.points, h2);
         }
         self.rows = rows;
         self.linearise_rows();
@@ -171,19 +171,31 @@ impl SurfaceContact {
     }
 }
 
-/// A row's penalty: `κ` times the largest `m/h²` of its deformable points (the inertia the
-/// row has to stop in one step), as the paper's and libuipc's mass-scaled stiffness.
+/// A row's penalty: `κ` times the largest `m/h²` of its points (the inertia the row has to
+/// stop in one step), as the paper's and libuipc's mass-scaled stiffness: a deformable
+/// vertex's mass, and a moving rigid body's mass weighted as the rigid solver's new rows
+/// weigh it (`new_row_mass_ratio`: the body's weight is shared by several rows). Without
+/// the rigid side, a 5 kg box landing on a slab of 0.55 kg vertices met rows ten times too
+/// soft to stop it, and its island lost the frame's motion (`tests/contact.rs`).
 pub(crate) fn row_stiffness(
     cfg: &SolverConfig,
     set: &DeformableSet,
+    bodies: &BodySet,
     g: &Geometry,
     points: &[u32; 4],
     h2: f32,
 ) -> f32 {
+    let mass = |p: u32| match g.owner_of(set, p) {
+        Owner::Soft(_) => set.masses[p as usize],
+        Owner::Rigid(i) if bodies.is_solved(i as usize) => {
+            cfg.new_row_mass_ratio * bodies.masses[i as usize].mass
+        }
+        Owner::Rigid(_) => 0.0,
+    };
     let m = points
         .iter()
-        .filter(|&&p| p != NO_POINT && p < g.soft_points)
-        .map(|&p| set.masses[p as usize])
+        .filter(|&&p| p != NO_POINT)
+        .map(|&p| mass(p))
         .fold(0.0f32, f32::max);
     (cfg.contact_stiffness * m / h2).max(cfg.k_start)
 }
@@ -201,7 +213,7 @@ pub(crate) fn new_row(
     Row::new(
         pair,
         points,
-        row_stiffness(cfg, set, &sc.geometry, &points, h2),
+        row_stiffness(cfg, set, bodies, &sc.geometry, &points, h2),
         pair_friction(set, bodies, sc, &pair, &points),
     )
 }
