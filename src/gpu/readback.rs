@@ -129,6 +129,21 @@ impl GpuSolver {
 }
 
 impl GpuSolver {
+    /// Per body, its island's root as the last step's `islands.wgsl` left it (bit 31 set
+    /// if anchored, `u32::MAX` if not solved); a blocking read (the step reads them back
+    /// itself only where some island is anchored nowhere).
+    pub fn islands(&self) -> Result<Vec<u32>, GpuError> {
+        self.read_islands(self.counts.0)
+    }
+
+    pub(super) fn read_islands(&self, n: usize) -> Result<Vec<u32>, GpuError> {
+        Ok(bytemuck::pod_collect_to_vec(&self.read(
+            ISLANDS,
+            0,
+            4 * n as u64,
+        )?))
+    }
+
     /// The previous velocities the device holds after the last step (blocking; for tests:
     /// the CPU's copy derives them instead of reading them back each step).
     pub fn previous_velocities(&self) -> Result<Vec<crate::rigid::body::VelocityRecord>, GpuError> {

@@ -863,20 +863,6 @@ impl GpuSolver {
         frozen.sort_unstable();
         Ok(frozen)
     }
-
-    /// Per body, its island's root as the last step's `islands.wgsl` left it (bit 31 set
-    /// if anchored, `u32::MAX` if not solved); a blocking read.
-    pub fn islands(&self) -> Result<Vec<u32>, GpuError> {
-        self.read_islands(self.counts.0)
-    }
-
-    fn read_islands(&self, n: usize) -> Result<Vec<u32>, GpuError> {
-        Ok(bytemuck::pod_collect_to_vec(&self.read(
-            ISLANDS,
-            0,
-            4 * n as u64,
-        )?))
-    }
 }
 
 fn end_previous_velocities(bodies: &mut crate::rigid::BodySet, flags: &[u32]) {
