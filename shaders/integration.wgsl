@@ -44,24 +44,17 @@ const FROZEN_ROOM: u32 = 63u;
 const BODY_OUT_WORDS: u32 = 13u;
 
 fn write_body_out(i: u32) {
-    let o = i * BODY_OUT_WORDS;
-    let p = bitcast<vec3<u32>>(poses[i].p.xyz);
+    // Moved as bits: no float operation between the records and the copy.
+    let p = bitcast<vec4<u32>>(poses[i].p);
     let q = bitcast<vec4<u32>>(poses[i].q);
-    let v = bitcast<vec3<u32>>(velocities[i].v.xyz);
-    let w = bitcast<vec3<u32>>(velocities[i].w.xyz);
-    body_out[o] = p.x;
-    body_out[o + 1u] = p.y;
-    body_out[o + 2u] = p.z;
-    body_out[o + 3u] = q.x;
-    body_out[o + 4u] = q.y;
-    body_out[o + 5u] = q.z;
-    body_out[o + 6u] = q.w;
-    body_out[o + 7u] = v.x;
-    body_out[o + 8u] = v.y;
-    body_out[o + 9u] = v.z;
-    body_out[o + 10u] = w.x;
-    body_out[o + 11u] = w.y;
-    body_out[o + 12u] = w.z;
+    let v = bitcast<vec4<u32>>(velocities[i].v);
+    let w = bitcast<vec4<u32>>(velocities[i].w);
+    let words = array<u32, BODY_OUT_WORDS>(
+        p.x, p.y, p.z, q.x, q.y, q.z, q.w, v.x, v.y, v.z, w.x, w.y, w.z,
+    );
+    for (var k = 0u; k < BODY_OUT_WORDS; k++) {
+        body_out[i * BODY_OUT_WORDS + k] = words[k];
+    }
 }
 
 // Exponent bits all set: infinite or NaN (WGSL lets compilers assume neither exists, so
