@@ -535,6 +535,8 @@ fn coarse_residual(@builtin(global_invocation_id) gid: vec3<u32>) {
 }
 
 var<workgroup> rhs: array<f32, 3072>;
+// The substitutions' diagonal block: its lower triangle, row by row.
+var<workgroup> diag_block: array<f32, 528>;
 var<workgroup> slope: f32;
 // (Pᵀ r)·δ of the solve, kept for the line search's start (the same sum in the same order
 // as summing `restricted` again, which one lane would gather from every vertex).
@@ -544,8 +546,8 @@ var<workgroup> fresh: array<f32, WG>;
 var<workgroup> alpha: f32;
 
 // 2: one workgroup per body: rhs = Pᵀ r (each lane gathers its nodes' vertices), then
-// L Lᵀ δ = rhs by column-oriented substitution (one column per step, the lanes updating
-// the rows below or above it); the step shortened to α = rᵀδ / (rᵀδ + δᵀ ΔA δ) when rows
+// L Lᵀ δ = rhs by blocked substitution (`forward_substitution`, `backward_substitution`);
+// the step shortened to α = rᵀδ / (rᵀδ + δᵀ ΔA δ) when rows
 // the factor does not hold (made since the frame's start) stiffen it, into `delta`
 // (coarse.rs `correct`). A step that is not a descent step or not finite is written as
 // zeros (coarse.rs skips it).
@@ -568,38 +570,13 @@ fn coarse_solve(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation
         delta[3u * n0 + 3u * i + 2u] = s.z;
     }
     workgroupBarrier();
-    let l0 = body.factor_start;
-    // Forward: L y = rhs.
-    for (var j = 0u; j < n; j++) {
-        let yj = rhs[j] / factor[l0 + j * (j + 1u) / 2u + j];
-        workgroupBarrier();
-        for (var i = j + 1u + lane; i < n; i += WG) {
-            rhs[i] -= factor[l0 + i * (i + 1u) / 2u + j] * yj;
-        }
-        if (lane == 0u) {
-            rhs[j] = yj;
-        }
-        workgroupBarrier();
-    }
-    // Backward: Lᵀ δ = y.
-    for (var jj = 0u; jj < n; jj++) {
-        let j = n - 1u - jj;
-        let dj = rhs[j] / factor[l0 + j * (j + 1u) / 2u + j];
-        workgroupBarrier();
-        for (var i = lane; i < j; i += WG) {
-            rhs[i] -= factor[l0 + j * (j + 1u) / 2u + i] * dj;
-        }
-        if (lane == 0u) {
-            rhs[j] = dj;
-        }
-        workgroupBarrier();
-    }
+    forward_substitution(body.factor_start, n, lane);
+    backward_substitution(body.factor_start, n, lane);
     // The slope r·Pδ = (Pᵀr)·δ, serially (fixed order).
     if (lane == 0u) {
-        var s = 0.0;
+        let s = delta_dot_rhs(n0, n);
         var finite = true;
         for (var i = 0u; i < n; i++) {
-            s += delta[3u * n0 + i] * rhs[i];
             finite = finite && abs(rhs[i]) <= 3.4028235e38;
         }
         slope = select(0.0, 1.0, s >= 0.0 && finite && body.ok != 0u);
@@ -647,6 +624,138 @@ fn coarse_solve(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation
         delta[params.search_at + 2u * body.body] = start;
         delta[params.search_at + 2u * body.body + 1u] = 0.0;
     }
+}
+
+// The substitutions go through the factor in blocks of BLOCK unknowns. A step of a
+// column-by-column substitution is a barrier and a read of the factor from device
+// memory that the next step waits for, n of them in a row per sweep; within a block the
+// steps read the block's triangle from workgroup memory, and the rows outside it take the
+// block's columns in one pass, in parallel, PANEL reads at a time. Every row subtracts the same products in the
+// same order as column by column, so the result is the same to the bit.
+const BLOCK: u32 = 32u;
+// The rows outside the block read PANEL of its columns' entries before they use them, so
+// that the reads overlap instead of each waiting for the last product.
+const PANEL: u32 = 8u;
+
+fn triangle(i: u32) -> u32 {
+    return i * (i + 1u) / 2u;
+}
+
+// The lower triangle of the factor's diagonal block at unknowns [s, s + b) into
+// `diag_block`.
+fn load_diag_block(l0: u32, s: u32, b: u32, lane: u32) {
+    for (var k = lane; k < BLOCK * BLOCK; k += WG) {
+        let r = k / BLOCK;
+        let c = k % BLOCK;
+        if (r < b && c <= r) {
+            diag_block[triangle(r) + c] = factor[l0 + triangle(s + r) + s + c];
+        }
+    }
+    workgroupBarrier();
+}
+
+// L y = rhs in place (L: the lower triangle at l0, row by row). Lane 0 writes each solved
+// unknown one step late, when no lane reads it any more: one barrier per step.
+fn forward_substitution(l0: u32, n: u32, lane: u32) {
+    for (var s = 0u; s < n; s += BLOCK) {
+        let b = min(BLOCK, n - s);
+        load_diag_block(l0, s, b, lane);
+        var solved = 0.0;
+        for (var jl = 0u; jl < b; jl++) {
+            let yj = rhs[s + jl] / diag_block[triangle(jl) + jl];
+            if (lane == 0u && jl > 0u) {
+                rhs[s + jl - 1u] = solved;
+            }
+            let il = jl + 1u + lane;
+            if (il < b) {
+                rhs[s + il] -= diag_block[triangle(il) + jl] * yj;
+            }
+            solved = yj;
+            workgroupBarrier();
+        }
+        if (lane == 0u) {
+            rhs[s + b - 1u] = solved;
+        }
+        workgroupBarrier();
+        for (var i = s + b + lane; i < n; i += WG) {
+            let row = l0 + triangle(i) + s;
+            var r = rhs[i];
+            for (var j0 = 0u; j0 < b; j0 += PANEL) {
+                var l: array<f32, PANEL>;
+                for (var k = 0u; k < PANEL; k++) {
+                    if (j0 + k < b) {
+                        l[k] = factor[row + j0 + k];
+                    }
+                }
+                for (var k = 0u; k < min(PANEL, b - j0); k++) {
+                    r -= l[k] * rhs[s + j0 + k];
+                }
+            }
+            rhs[i] = r;
+        }
+        workgroupBarrier();
+    }
+}
+
+// Lᵀ δ = y in place, the blocks from the last.
+fn backward_substitution(l0: u32, n: u32, lane: u32) {
+    let blocks = (n + BLOCK - 1u) / BLOCK;
+    for (var kb = 0u; kb < blocks; kb++) {
+        let s = (blocks - 1u - kb) * BLOCK;
+        let b = min(BLOCK, n - s);
+        load_diag_block(l0, s, b, lane);
+        var solved = 0.0;
+        for (var jj = 0u; jj < b; jj++) {
+            let jl = b - 1u - jj;
+            let dj = rhs[s + jl] / diag_block[triangle(jl) + jl];
+            if (lane == 0u && jj > 0u) {
+                rhs[s + jl + 1u] = solved;
+            }
+            if (lane < jl) {
+                rhs[s + lane] -= diag_block[triangle(jl) + lane] * dj;
+            }
+            solved = dj;
+            workgroupBarrier();
+        }
+        if (lane == 0u) {
+            rhs[s] = solved;
+        }
+        workgroupBarrier();
+        for (var i = lane; i < s; i += WG) {
+            var r = rhs[i];
+            for (var j0 = 0u; j0 < b; j0 += PANEL) {
+                var l: array<f32, PANEL>;
+                for (var k = 0u; k < PANEL; k++) {
+                    if (j0 + k < b) {
+                        l[k] = factor[l0 + triangle(s + b - 1u - j0 - k) + i];
+                    }
+                }
+                for (var k = 0u; k < min(PANEL, b - j0); k++) {
+                    r -= l[k] * rhs[s + b - 1u - j0 - k];
+                }
+            }
+            rhs[i] = r;
+        }
+        workgroupBarrier();
+    }
+}
+
+// Σ delta · rhs over the body's unknowns (its `delta` from node n0), in their order, by
+// one lane, PANEL reads at a time.
+fn delta_dot_rhs(n0: u32, n: u32) -> f32 {
+    var s = 0.0;
+    for (var i0 = 0u; i0 < n; i0 += PANEL) {
+        var d: array<f32, PANEL>;
+        for (var k = 0u; k < PANEL; k++) {
+            if (i0 + k < n) {
+                d[k] = delta[3u * n0 + i0 + k];
+            }
+        }
+        for (var k = 0u; k < min(PANEL, n - i0); k++) {
+            s += d[k] * rhs[i0 + k];
+        }
+    }
+    return s;
 }
 
 // The stiffness along the solve's step δ (in `rhs`) of the rows with vertex v as their
@@ -750,10 +859,7 @@ fn coarse_line_search(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invo
     }
     workgroupBarrier();
     if (lane == 0u) {
-        var end = 0.0;
-        for (var i = 0u; i < n; i++) {
-            end += rhs[i] * delta[3u * n0 + i];
-        }
+        let end = delta_dot_rhs(n0, n);
         var scale = 0.0;
         if (end < 0.0) {
             scale = start / (start - end) - 1.0;
