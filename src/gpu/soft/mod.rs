@@ -16,8 +16,8 @@
 //! the CPU's own `vbd::begin_step`), the coarse operator's assembly and f64 factorisation
 //! (once per frame, from the initial guess, as on the CPU; the factor goes up in f32), and
 //! the end of the step (`vbd::end_step`: velocities, the non-finite guard, the momentum of
-//! free bodies), the attachments' warm start and fracture. Surface contact is not on the
-//! device yet: [`crate::PhysicsWorld`] refuses it on the GPU backend with a typed error.
+//! free bodies), the attachments' warm start and fracture. Surface contact's iterations run
+//! in the same submission (`super::soft_contact`); its frame set-up stays on the host.
 
 use bytemuck::{Pod, Zeroable};
 use glam::Vec3A;
