@@ -403,7 +403,7 @@ impl GpuSolver {
             // run again's cages hold the first run's final iterate too) or its rows ran out
             // of room; the rows the first run made then start the run again in the active
             // set and the coarse operators. Rows made during a run need none: as on the
-            // CPU, they shorten the coarse steps by their stiffness (vbd.wgsl `coarse_solve`).
+            // CPU, they shorten the coarse steps by their stiffness (coarse.wgsl `coarse_solve`).
             let outcome = match (self.soft_active, self.soft.as_ref()) {
                 (true, Some(step)) => step.contact_outcome()?,
                 _ => Default::default(),

@@ -1,4 +1,5 @@
-//! Vertex block descent of the deformable bodies on the device (`shaders/vbd.wgsl`): the
+//! Vertex block descent of the deformable bodies on the device (`shaders/vbd.wgsl`, the
+//! two-level step's kernels in `shaders/coarse.wgsl`): the
 //! iterations of [`crate::pipeline::vbd`] on the same flat records.
 //!
 //! Recorded into the rigid step's command buffer (`record.rs`), so one submission runs
@@ -37,13 +38,14 @@ mod record;
 /// The WGSL source of the deformable kernels.
 pub const VBD_SHADER: &str = concat!(
     include_str!("../../../shaders/vbd.wgsl"),
+    include_str!("../../../shaders/coarse.wgsl"),
     include_str!("../../../shaders/ccd_core.wgsl"),
     include_str!("../../../shaders/contact_geometry.wgsl"),
     include_str!("../../../shaders/surface_contact.wgsl"),
     include_str!("../../../shaders/contact_bodies.wgsl")
 );
 
-/// Unknowns of one body's coarse system the device's solve holds (`rhs` in vbd.wgsl):
+/// Unknowns of one body's coarse system the device's solve holds (`rhs` in coarse.wgsl):
 /// 1,024 nodes.
 pub const MAX_COARSE_UNKNOWNS: usize = 3072;
 

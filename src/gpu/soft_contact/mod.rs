@@ -25,7 +25,7 @@
 //! integration kernel writes velocities and poses from it.
 //!
 //! Rows made during a step shorten each body's coarse step by their stiffness along it, as
-//! on the CPU (`CoarseLevel::correct`; vbd.wgsl `coarse_solve`). A step whose iterate left
+//! on the CPU (`CoarseLevel::correct`; coarse.wgsl `coarse_solve`). A step whose iterate left
 //! its cages, or whose rows ran out of room, runs once more (`GpuSolver::finish`): with
 //! the rows its first run made in the active set and the coarse operators, and with cages
 //! that also hold the first run's final iterate, within twice their pad (`Cages::build`),
