@@ -183,11 +183,11 @@ impl ContactStep {
         if !again {
             pack_fixed(&mut p, &mut o, set, contact, &flags);
         }
-        p.rows.resize(capacity, DeviceRow::zeroed());
+        let row_bytes = std::mem::size_of::<DeviceRow>() * capacity;
         let limit = self.device.limits().max_storage_buffer_binding_size as usize;
         let state_bytes = 16 * (n_cand + p.state.len());
         let largest = [
-            std::mem::size_of_val(p.rows.as_slice()),
+            row_bytes,
             4 * p.atomics.len(),
             state_bytes,
             16 * p.fixed.len(),
@@ -205,7 +205,9 @@ impl ContactStep {
             });
         }
         let mut grown = false;
-        grown |= self.put(ROWS, bytemuck::cast_slice(&p.rows));
+        // The carried rows; the room after them is written whole by `contact_grow` before
+        // any kernel reads it (the rows are read below the row count or from the lists).
+        grown |= self.put_at(ROWS, row_bytes as u64, 0, bytemuck::cast_slice(&p.rows));
         grown |= self.put(ATOMICS, bytemuck::cast_slice(&p.atomics));
         grown |= self.put_at(
             STATE,
