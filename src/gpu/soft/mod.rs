@@ -1,6 +1,5 @@
-//! Vertex block descent of the deformable bodies on the device (`shaders/vbd.wgsl`, the
-//! two-level step's kernels in `shaders/coarse.wgsl`): the
-//! iterations of [`crate::pipeline::vbd`] on the same flat records.
+//! Vertex block descent of the deformable bodies on the device (`shaders/vbd.wgsl`, the two-level
+//! step in `coarse.wgsl`): the iterations of [`crate::pipeline::vbd`] on the same records.
 //!
 //! Recorded into the rigid step's command buffer (`record.rs`), so one submission runs
 //! both halves, coupled: each iteration is the rigid bodies' primal sweep (which takes the
