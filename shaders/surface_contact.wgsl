@@ -4,7 +4,8 @@
 // candidate pair from the certified configuration X to the iterate, each island's largest
 // certified step, the element-volume floor, the active set's growth with the earliest-TOI
 // filter, X moved, the rows linearised again at X). The frame's set-up (cages, candidates,
-// islands, the carried rows) and its end stay on the host, as on the CPU backend.
+// islands, the carried rows) and its end stay on the host, as on the CPU backend; the rows'
+// lists are made at the frame's start on the device (contact_lists.wgsl, appended).
 // Prepended with vbd.wgsl, ccd_core.wgsl and contact_geometry.wgsl (one module). Rigid
 // colliders take part through their tessellated surfaces and half-spaces; a body that moves
 // has a certified pose beside X, advanced with its island, and takes the rows' terms into
@@ -61,7 +62,7 @@ struct ContactParams {
     o_bslot_items: u32,
     o_bslot_count: u32,
     n_bodies: u32,
-    pad_a: u32,
+    carried_rows: u32, // rows uploaded: the rows carried into the frame
     pad_b: u32,
     pad_c: u32,
 };
@@ -701,29 +702,8 @@ fn contact_grow(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) 
     r.info = vec4<u32>(c.info.x | ROW_ALIVE | ROW_FRESH, c.info.y, k, atomicLoad(&ca[ST_ADVANCE]));
     r.fr = vec4<f32>(1.0, c.misc.z, c.misc.w, 0.0);
     rows[i] = r;
-    if (old != NONE) {
-        return;
-    }
-    for (var j = 0u; j < 4u; j++) {
-        let p = c.points[j];
-        if (p == NONE) {
-            continue;
-        }
-        if (p < cparams.soft_points) {
-            let s = atomicAdd(&ca[cparams.o_slot_count + p], 1u);
-            atomicStore(&ca[cparams.o_slot_items + su[cparams.o_slot_offsets + p] + s], i);
-            continue;
-        }
-        // Once per moving body of the pair.
-        let b = rigid_body(p);
-        var seen = !body_moves(b);
-        for (var k = 0u; k < j; k++) {
-            seen = seen || (c.points[k] != NONE && c.points[k] >= cparams.soft_points && rigid_body(c.points[k]) == b);
-        }
-        if (!seen) {
-            let s = atomicAdd(&ca[cparams.o_bslot_count + b], 1u);
-            atomicStore(&ca[cparams.o_bslot_items + su[cparams.o_bslot_offsets + b] + s], i);
-        }
+    if (old == NONE) {
+        join_lists(i, c.points);
     }
 }
 
@@ -840,35 +820,4 @@ fn contact_linearise(@builtin(global_invocation_id) gid: vec3<u32>) {
         r.info.x &= ~ROW_FRESH;
     }
     rows[i] = r;
-}
-
-// Each soft point's and each moving rigid body's rows in candidate order (what the sums
-// over them follow): invocation p < soft_points sorts point p's list, the others body
-// p − soft_points's.
-@compute @workgroup_size(64)
-fn contact_sort_slots(@builtin(global_invocation_id) gid: vec3<u32>) {
-    let p = gid.x;
-    if (cparams.on == 0u || p >= cparams.soft_points + cparams.n_bodies) {
-        return;
-    }
-    var first: u32;
-    var count: u32;
-    if (p < cparams.soft_points) {
-        first = cparams.o_slot_items + su[cparams.o_slot_offsets + p];
-        count = atomicLoad(&ca[cparams.o_slot_count + p]);
-    } else {
-        let b = p - cparams.soft_points;
-        first = cparams.o_bslot_items + su[cparams.o_bslot_offsets + b];
-        count = atomicLoad(&ca[cparams.o_bslot_count + b]);
-    }
-    for (var i = 1u; i < count; i++) {
-        let item = atomicLoad(&ca[first + i]);
-        let key = rows[item].info.z;
-        var j = i;
-        while (j > 0u && rows[atomicLoad(&ca[first + j - 1u])].info.z > key) {
-            atomicStore(&ca[first + j], atomicLoad(&ca[first + j - 1u]));
-            j--;
-        }
-        atomicStore(&ca[first + j], item);
-    }
 }

@@ -305,6 +305,10 @@ impl GpuSolver {
             true => &p.primal_contacts,
             false => &p.primal,
         };
+        if let Some(soft) = soft {
+            // The contact rows' lists, which the first iteration reads.
+            dispatches += soft.record_start(&mut encoder, || writes(Stage::DeformableContact));
+        }
         for _ in 0..iterations {
             if let Some(soft) = soft {
                 // The deformables' contact rows on the moving bodies, for their solves.

@@ -801,7 +801,7 @@ impl GpuSolver {
 /// deformables (`soft`) also their contact terms, vertex sweep and dual update per
 /// iteration and their end.
 pub(super) fn pass_count(iterations: u32, soft: bool) -> u32 {
-    8 + 2 * iterations + if soft { 3 * iterations + 1 } else { 0 }
+    8 + 2 * iterations + if soft { 3 * iterations + 2 } else { 0 }
 }
 
 /// The stage of [`GpuTimings`] a timed compute pass counts towards.

@@ -1,5 +1,5 @@
-//! Recording the deformable half's passes into the step's command buffer: per iteration
-//! the vertex sweep (after the rigid primal), the contact rows' terms of the moving bodies
+//! Recording the deformable half's passes into the step's command buffer: the contact
+//! rows' lists at the frame's start; per iteration the vertex sweep (after the rigid primal), the contact rows' terms of the moving bodies
 //! (before it), the dual updates and the contact advance (after the rigid duals); the
 //! frame's end of the coupled bodies; the readback copies.
 
@@ -107,6 +107,26 @@ impl SoftStep {
         pass.set_bind_group(0, group, &[]);
         pass.set_bind_group(1, &self.range_group, &[0]);
         record(&self.contact, &mut pass)
+    }
+
+    /// Before the first iteration: the contact stage's atomics, and the carried rows in
+    /// their candidates and their points' lists.
+    pub(in crate::gpu) fn record_start<'a>(
+        &self,
+        encoder: &mut wgpu::CommandEncoder,
+        writes: impl FnOnce() -> Writes<'a>,
+    ) -> u32 {
+        if !self.contact.on() {
+            return 0;
+        }
+        let group = self.group.as_ref().expect("bound before recording");
+        let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+            label: Some("avbd contact lists"),
+            timestamp_writes: writes(),
+        });
+        pass.set_bind_group(0, group, &[]);
+        pass.set_bind_group(1, &self.range_group, &[0]);
+        self.contact.record_start(&mut pass, self.max_groups)
     }
 
     /// The attachments' dual update (after the rigid dual updates), then the contact

@@ -5,9 +5,11 @@
 //! The host sets each frame up as the CPU backend does (`SurfaceContact::begin_frame`: the
 //! geometry, the cages, the candidate pairs with a lower bound on each one's distance, the
 //! islands, the rows carried from the last frame) and uploads it: candidates with their
-//! island, penalty and friction, and each one's row; the rows; each soft point's row list, sized by the
-//! candidates it belongs to (a row's pair is always a candidate, so neither the rows nor the
-//! lists can overflow); X; the cages; the islands. Each iteration then runs on the device:
+//! island, penalty and friction; the carried rows; X; the cages; the islands. Each soft
+//! point's row list has room for every candidate it belongs to (a row's pair is always a
+//! candidate, so the lists cannot overflow); the frame's first kernels fill them with the
+//! carried rows and give each candidate its row (`contact_lists.wgsl`), so neither crosses
+//! the bus. Each iteration then runs on the device:
 //! the rows' terms in the vertex solves and the coarse residual (`vbd.wgsl`), the rows'
 //! dual update, and the advance — CCD of every candidate from X to the iterate
 //! (`ccd_core.wgsl`, the standalone kernel's code), each island's certified step (an island
@@ -73,7 +75,9 @@ struct ContactParams {
     on: u32,
     offsets: Offsets,
     n_bodies: u32,
-    pad: [u32; 3],
+    /// The rows uploaded: those carried into the frame.
+    carried_rows: u32,
+    pad: [u32; 2],
 }
 
 /// The regions of the packed buffers (`ContactParams` in surface_contact.wgsl).
@@ -128,7 +132,6 @@ struct DeviceRow {
 }
 
 const NONE: u32 = u32::MAX;
-const ONE_BITS: u32 = 0x3f80_0000;
 const ROW_ALIVE: u32 = 0x100;
 const ROW_COARSE: u32 = 0x200;
 const BODY_MOVES: u32 = 1;
@@ -178,7 +181,18 @@ enum Over {
     Bodies,
     /// The soft points' row lists, then the rigid bodies'.
     Lists,
+    /// Whichever is most of the candidates, the lists and the objects.
+    Start,
+    CarriedRows,
 }
+
+/// The kernels of the frame's start, before the first iteration: the atomics' state, and
+/// the carried rows in their candidates and their points' lists, in order.
+const START: [(&str, Over); 3] = [
+    ("contact_start", Over::Start),
+    ("contact_list_rows", Over::CarriedRows),
+    ("contact_sort_slots", Over::Lists),
+];
 
 const ADVANCE: [(&str, Over); 13] = [
     ("contact_dual", Over::Rows),
@@ -221,6 +235,7 @@ struct Sizes {
     soft_bodies: u32,
     tets: u32,
     bodies: u32,
+    carried_rows: u32,
 }
 
 /// The device's contact stage: buffers, pipelines, this frame's sizes.
@@ -232,6 +247,7 @@ pub(super) struct ContactStep {
     buffers: Vec<wgpu::Buffer>,
     group: wgpu::BindGroup,
     pipelines: Vec<(wgpu::ComputePipeline, Over)>,
+    start: Vec<(wgpu::ComputePipeline, Over)>,
     body_terms: wgpu::ComputePipeline,
     end_bodies: wgpu::ComputePipeline,
     /// Bound as the rigid primal's terms when no contact row can touch a moving body.
@@ -299,7 +315,12 @@ impl ContactStep {
             .iter()
             .map(|&(entry, over)| (pipeline(entry), over))
             .collect();
+        let start = START
+            .iter()
+            .map(|&(entry, over)| (pipeline(entry), over))
+            .collect();
         Self {
+            start,
             body_terms: pipeline("contact_body_terms"),
             end_bodies: pipeline("contact_end_bodies"),
             no_terms: resident(device, 256),
@@ -393,16 +414,31 @@ impl ContactStep {
         );
     }
 
+    /// The frame's start (before the first iteration), into `pass` with groups 0 and 1
+    /// set. Returns the dispatches.
+    pub(super) fn record_start(&self, pass: &mut wgpu::ComputePass, max_groups: u32) -> u32 {
+        self.record_kernels(pass, &self.start, max_groups)
+    }
+
     /// One advance (after the dual updates of an iteration), into `pass` with groups 0 and
     /// 1 set. Returns the dispatches.
     pub(super) fn record_advance(&self, pass: &mut wgpu::ComputePass, max_groups: u32) -> u32 {
+        self.record_kernels(pass, &self.pipelines, max_groups)
+    }
+
+    fn record_kernels(
+        &self,
+        pass: &mut wgpu::ComputePass,
+        kernels: &[(wgpu::ComputePipeline, Over)],
+        max_groups: u32,
+    ) -> u32 {
         if !self.on {
             return 0;
         }
         pass.set_bind_group(2, &self.group, &[]);
         let s = self.sizes;
         let mut dispatches = 0;
-        for (p, over) in &self.pipelines {
+        for (p, over) in kernels {
             let n = match over {
                 Over::Rows => s.row_capacity,
                 Over::SoftBodies => s.soft_bodies * 64,
@@ -413,6 +449,8 @@ impl ContactStep {
                 Over::Objects => s.objects,
                 Over::Bodies => s.bodies,
                 Over::Lists => s.soft_points + s.bodies,
+                Over::Start => s.candidates.max(s.soft_points).max(s.bodies).max(s.objects),
+                Over::CarriedRows => s.carried_rows,
             };
             let groups = n.div_ceil(64).max(1);
             let (x, y) = if groups > max_groups {

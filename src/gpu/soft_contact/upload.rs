@@ -1,14 +1,15 @@
 //! The frame's contact set-up for the device: the candidates with their island, penalty
-//! and friction, the rows and each candidate's row, each soft point's and each moving
-//! body's row list, X, the cages and the islands, in the buffers and offsets
-//! `surface_contact.wgsl` reads.
+//! and friction, the carried rows, the room of each soft point's and each moving body's
+//! row list, X, the cages and the islands, in the buffers and offsets
+//! `surface_contact.wgsl` reads. Each candidate's row and the lists' contents are not
+//! uploaded: the frame's first kernels make them from the carried rows
+//! (`contact_lists.wgsl`).
 //!
 //! A step run again with no iterate out of its cages (its rows ran out of room;
 //! `SurfaceContact::begin_frame` kept the first run's broad phase) writes only what its
-//! rows change: the rows, the candidates' rows and the
-//! lists, and the state the first run's kernels wrote over. The candidates, cages and
-//! islands in the read-only buffers are the first run's (at 27 soft balls, about 14 of
-//! 18–28 MB a run).
+//! rows change: the rows and the state the first run's kernels wrote over. The
+//! candidates, cages and islands in the read-only buffers are the first run's (at 27 soft
+//! balls, about 14 of 18–28 MB a run before the lists were made on the device).
 
 use rayon::prelude::*;
 
@@ -19,12 +20,10 @@ use super::*;
 #[derive(Default)]
 pub(super) struct Packing {
     /// Per candidate: its points, then kind, b, 0, island (the `cands` region; its row is
-    /// in the `cand_row` region, which the kernels write).
+    /// in the `cand_row` region, which the kernels write from the carried rows).
     cands: Vec<[u32; 8]>,
     /// Per candidate: lower bound, μ, static and dynamic friction.
     misc: Vec<[f32; 4]>,
-    /// Per candidate, the row carried into the frame for its pair (or `NONE`).
-    cand_row: Vec<u32>,
     /// The soft points' and the moving bodies' list offsets (CSR, room for every candidate
     /// of each): they depend on the candidates only.
     offsets: Vec<u32>,
@@ -32,7 +31,6 @@ pub(super) struct Packing {
     /// The rigid bodies' flags as last written.
     flags: Vec<u32>,
     rows: Vec<DeviceRow>,
-    atomics: Vec<u32>,
     state: Vec<[f32; 4]>,
     fixed: Vec<[f32; 4]>,
     fixed_u: Vec<u32>,
@@ -58,17 +56,6 @@ impl ContactStep {
         let g = &contact.geometry;
         let soft_points = g.soft_points as usize;
         let n_points = g.point_count();
-        // Rows carried into the frame, by candidate.
-        let cand_row = &mut p.cand_row;
-        cand_row.clear();
-        cand_row.resize(contact.candidates.len(), NONE);
-        let mut row_cand = vec![NONE; contact.rows.len()];
-        for (i, r) in contact.rows.iter().enumerate() {
-            if let Ok(k) = contact.candidates.binary_search(&r.pair) {
-                cand_row[k] = i as u32;
-                row_cand[i] = k as u32;
-            }
-        }
         let n_cand = contact.candidates.len();
         let n_bodies = bodies.len();
         let flags: Vec<u32> = (0..n_bodies)
@@ -89,45 +76,12 @@ impl ContactStep {
         }
         let n_rows = contact.rows.len();
         p.rows.clear();
-        p.rows.extend(
-            contact
-                .rows
-                .iter()
-                .zip(&row_cand)
-                .map(|(r, &k)| device_row(r, k)),
-        );
-        let rows = &p.rows;
-        // Each soft point's list: room for every candidate it belongs to; the carried rows
-        // first, in candidate order.
-        let offsets = &p.offsets;
-        let mut items = vec![0u32; offsets[soft_points] as usize];
-        let mut count = vec![0u32; soft_points];
-        let mut order: Vec<usize> = (0..n_rows).collect();
-        order.sort_by_key(|&i| row_cand[i]);
-        for &i in &order {
-            for &q in rows[i]
-                .points
-                .iter()
-                .filter(|&&q| (q as usize) < soft_points)
-            {
-                items[(offsets[q as usize] + count[q as usize]) as usize] = i as u32;
-                count[q as usize] += 1;
-            }
-        }
-        // Each moving rigid body's list the same way.
-        let body_offsets = &p.body_offsets;
-        let mut body_items = vec![0u32; body_offsets[n_bodies] as usize];
-        let mut body_count = vec![0u32; n_bodies];
-        for &i in &order {
-            for b in moving_bodies_of(g, &flags, &rows[i].points)
-                .into_iter()
-                .filter(|&b| b != NONE)
-            {
-                let b = b as usize;
-                body_items[(body_offsets[b] + body_count[b]) as usize] = i as u32;
-                body_count[b] += 1;
-            }
-        }
+        // Each carried row names its candidate (`contact_list_rows` gives the candidate its
+        // row and puts the row in its points' lists).
+        p.rows.extend(contact.rows.iter().map(|r| {
+            let k = contact.candidates.binary_search(&r.pair);
+            device_row(r, k.map_or(NONE, |k| k as u32))
+        }));
         let moving = g
             .rigid_bodies
             .iter()
@@ -150,19 +104,23 @@ impl ContactStep {
             false => Offsets::default(),
         };
         // Atomics: status, candidate rows, the lists and their lengths, island steps, the
-        // growth filter.
-        let atomics = &mut p.atomics;
-        atomics.clear();
-        atomics.extend([n_rows as u32, 0, 0, 0]);
-        o.cand_row = region(atomics, p.cand_row.iter().copied());
-        o.slot_items = region(atomics, items.iter().copied());
-        o.slot_count = region(atomics, count.iter().copied());
-        o.bslot_items = region(atomics, body_items.iter().copied());
-        o.bslot_count = region(atomics, body_count.iter().copied());
-        o.alpha = region(atomics, std::iter::repeat_n(ONE_BITS, objects));
-        o.reach = region(atomics, std::iter::repeat_n(ONE_BITS, objects));
-        o.earliest_t = region(atomics, std::iter::repeat_n(ONE_BITS, n_points));
-        o.earliest_k = region(atomics, std::iter::repeat_n(NONE, n_points));
+        // growth filter. None of it is uploaded: the frame's first kernels write it
+        // (contact_lists.wgsl), from the carried rows.
+        let mut atomics = 4;
+        let mut room = |n: usize| {
+            atomics += n as u32;
+            atomics - n as u32
+        };
+        o.cand_row = room(n_cand);
+        o.slot_items = room(p.offsets[soft_points] as usize);
+        o.slot_count = room(soft_points);
+        o.bslot_items = room(p.body_offsets[n_bodies] as usize);
+        o.bslot_count = room(n_bodies);
+        o.alpha = room(objects);
+        o.reach = room(objects);
+        o.earliest_t = room(n_points);
+        o.earliest_k = room(n_points);
+        let atomics_bytes = 4 * atomics as usize;
         // The f32 state. The times of impact come first and are not uploaded: the CCD
         // kernel writes every candidate's before anything reads them.
         let state = &mut p.state;
@@ -188,7 +146,7 @@ impl ContactStep {
         let state_bytes = 16 * (n_cand + p.state.len());
         let largest = [
             row_bytes,
-            4 * p.atomics.len(),
+            atomics_bytes,
             state_bytes,
             16 * p.fixed.len(),
             4 * p.fixed_u.len(),
@@ -208,7 +166,7 @@ impl ContactStep {
         // The carried rows; the room after them is written whole by `contact_grow` before
         // any kernel reads it (the rows are read below the row count or from the lists).
         grown |= self.put_at(ROWS, row_bytes as u64, 0, bytemuck::cast_slice(&p.rows));
-        grown |= self.put(ATOMICS, bytemuck::cast_slice(&p.atomics));
+        grown |= self.put_at(ATOMICS, atomics_bytes as u64, 0, &[]);
         grown |= self.put_at(
             STATE,
             state_bytes as u64,
@@ -254,7 +212,8 @@ impl ContactStep {
             on: 1,
             offsets: o,
             n_bodies: n_bodies as u32,
-            pad: [0; 3],
+            carried_rows: n_rows as u32,
+            pad: [0; 2],
         };
         self.queue
             .write_buffer(&self.params, 0, bytemuck::bytes_of(&params));
@@ -267,6 +226,7 @@ impl ContactStep {
             soft_bodies: n_soft as u32,
             tets: set.tets.len() as u32,
             bodies: n_bodies as u32,
+            carried_rows: n_rows as u32,
         };
         if !again {
             self.pairs.clone_from(&contact.candidates);

@@ -1,0 +1,107 @@
+// The contact rows' lists (appended to surface_contact.wgsl): each soft point and each
+// moving rigid body lists the rows it is in, in candidate order, which is the order every
+// sum over them follows. The host uploads the carried rows and sizes the lists; the frame's
+// first three kernels write everything else in the atomics buffer (`ca`), so none of it
+// crosses the bus: the status words, each candidate's row, the lists of the carried rows
+// and the islands' steps.
+
+// The frame's start: no candidate has a row yet, every list is empty, every island's step
+// and reach is whole, and the status counts the carried rows.
+@compute @workgroup_size(64)
+fn contact_start(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+    let k = lane_index(wid, nwg, lid);
+    if (cparams.on == 0u) {
+        return;
+    }
+    if (k < cparams.n_candidates) {
+        atomicStore(&ca[cparams.o_cand_row + k], NONE);
+    }
+    if (k < cparams.soft_points) {
+        atomicStore(&ca[cparams.o_slot_count + k], 0u);
+    }
+    if (k < cparams.n_bodies) {
+        atomicStore(&ca[cparams.o_bslot_count + k], 0u);
+    }
+    if (k < cparams.n_objects) {
+        atomicStore(&ca[cparams.o_alpha + k], ONE);
+        atomicStore(&ca[cparams.o_reach + k], ONE);
+    }
+    if (k < 4u) {
+        atomicStore(&ca[k], select(0u, cparams.carried_rows, k == ST_ROWS));
+    }
+}
+
+// Each carried row: its candidate's row, and its place in its points' lists.
+@compute @workgroup_size(64)
+fn contact_list_rows(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+    let i = lane_index(wid, nwg, lid);
+    if (cparams.on == 0u || i >= cparams.carried_rows) {
+        return;
+    }
+    let k = rows[i].info.z;
+    if (k < cparams.n_candidates) {
+        atomicStore(&ca[cparams.o_cand_row + k], i);
+    }
+    join_lists(i, rows[i].points);
+}
+
+// Row i joins the lists of its soft points and, once each, of its moving rigid bodies (in
+// the order the invocations run: contact_sort_slots orders them).
+fn join_lists(i: u32, points: vec4<u32>) {
+    for (var j = 0u; j < 4u; j++) {
+        let p = points[j];
+        if (p == NONE) {
+            continue;
+        }
+        if (p < cparams.soft_points) {
+            let s = atomicAdd(&ca[cparams.o_slot_count + p], 1u);
+            atomicStore(&ca[cparams.o_slot_items + su[cparams.o_slot_offsets + p] + s], i);
+            continue;
+        }
+        let b = rigid_body(p);
+        var seen = !body_moves(b);
+        for (var k = 0u; k < j; k++) {
+            seen = seen || (points[k] != NONE && points[k] >= cparams.soft_points && rigid_body(points[k]) == b);
+        }
+        if (!seen) {
+            let s = atomicAdd(&ca[cparams.o_bslot_count + b], 1u);
+            atomicStore(&ca[cparams.o_bslot_items + su[cparams.o_bslot_offsets + b] + s], i);
+        }
+    }
+}
+
+// Each soft point's and each moving rigid body's rows in candidate order, then row order
+// (a candidate has one row at most, so the second key only orders rows of no candidate):
+// invocation p < soft_points sorts point p's list, the others body p − soft_points's.
+@compute @workgroup_size(64)
+fn contact_sort_slots(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let p = gid.x;
+    if (cparams.on == 0u || p >= cparams.soft_points + cparams.n_bodies) {
+        return;
+    }
+    var first: u32;
+    var count: u32;
+    if (p < cparams.soft_points) {
+        first = cparams.o_slot_items + su[cparams.o_slot_offsets + p];
+        count = atomicLoad(&ca[cparams.o_slot_count + p]);
+    } else {
+        let b = p - cparams.soft_points;
+        first = cparams.o_bslot_items + su[cparams.o_bslot_offsets + b];
+        count = atomicLoad(&ca[cparams.o_bslot_count + b]);
+    }
+    for (var i = 1u; i < count; i++) {
+        let item = atomicLoad(&ca[first + i]);
+        let key = rows[item].info.z;
+        var j = i;
+        while (j > 0u) {
+            let before = atomicLoad(&ca[first + j - 1u]);
+            let before_key = rows[before].info.z;
+            if (before_key < key || (before_key == key && before < item)) {
+                break;
+            }
+            atomicStore(&ca[first + j], before);
+            j--;
+        }
+        atomicStore(&ca[first + j], item);
+    }
+}
