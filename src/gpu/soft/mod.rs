@@ -12,12 +12,11 @@
 //! on the data: the colours are fixed by the topology, and a body whose coarse step is no
 //! descent step writes a zero correction.
 //!
-//! What stays on the host for now: the inertial targets and initial guess (O(vertices),
-//! the CPU's own `vbd::begin_step`), the coarse operator's assembly and f64 factorisation
-//! (once per frame, from the initial guess, as on the CPU; the factor goes up in f32), and
-//! the end of the step (`vbd::end_step`: velocities, the non-finite guard, the momentum of
-//! free bodies), the attachments' warm start and fracture. Surface contact's iterations run
-//! in the same submission (`super::soft_contact`); its frame set-up stays on the host.
+//! On the host for now: the inertial targets and initial guess (the CPU's `vbd::begin_step`),
+//! the coarse operator's assembly and f64 factorisation (once per frame, from the initial
+//! guess; the factor goes up in f32), the step's end (`vbd::end_step`: velocities, the
+//! non-finite guard, free bodies' momentum), the attachments' warm start and fracture, and
+//! surface contact's frame set-up (its iterations run here too: `super::soft_contact`).
 
 use bytemuck::{Pod, Zeroable};
 use glam::Vec3A;

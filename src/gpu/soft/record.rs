@@ -99,14 +99,25 @@ impl SoftStep {
         if !self.contact.moving() {
             return 0;
         }
+        let mut pass = self.begin_pass(encoder, label, writes());
+        record(&self.contact, &mut pass)
+    }
+
+    /// A compute pass with groups 0 and 1 (colour slot 0) set.
+    fn begin_pass<'e>(
+        &self,
+        encoder: &'e mut wgpu::CommandEncoder,
+        label: &str,
+        timestamp_writes: Writes<'_>,
+    ) -> wgpu::ComputePass<'e> {
         let group = self.group.as_ref().expect("bound before recording");
         let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
             label: Some(label),
-            timestamp_writes: writes(),
+            timestamp_writes,
         });
         pass.set_bind_group(0, group, &[]);
         pass.set_bind_group(1, &self.range_group, &[0]);
-        record(&self.contact, &mut pass)
+        pass
     }
 
     /// Before the first iteration: the contact stage's atomics, and the carried rows in
@@ -119,13 +130,7 @@ impl SoftStep {
         if !self.contact.on() {
             return 0;
         }
-        let group = self.group.as_ref().expect("bound before recording");
-        let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
-            label: Some("avbd contact lists"),
-            timestamp_writes: writes(),
-        });
-        pass.set_bind_group(0, group, &[]);
-        pass.set_bind_group(1, &self.range_group, &[0]);
+        let mut pass = self.begin_pass(encoder, "avbd contact lists", writes());
         self.contact.record_start(&mut pass, self.max_groups)
     }
 
@@ -139,13 +144,7 @@ impl SoftStep {
         if self.n_attachments == 0 && !self.contact.on() {
             return 0;
         }
-        let group = self.group.as_ref().expect("bound before recording");
-        let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
-            label: Some("avbd vbd dual and advance"),
-            timestamp_writes: writes(),
-        });
-        pass.set_bind_group(0, group, &[]);
-        pass.set_bind_group(1, &self.range_group, &[0]);
+        let mut pass = self.begin_pass(encoder, "avbd vbd dual and advance", writes());
         pass.set_bind_group(2, self.contact.group(), &[]);
         let mut dispatches = 0;
         if self.n_attachments > 0 {
