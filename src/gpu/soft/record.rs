@@ -1,7 +1,8 @@
 //! Recording the deformable half's passes into the step's command buffer: the contact
-//! rows' lists at the frame's start; per iteration the vertex sweep (after the rigid primal), the contact rows' terms of the moving bodies
-//! (before it), the dual updates and the contact advance (after the rigid duals); the
-//! frame's end of the coupled bodies; the readback copies.
+//! rows' lists at the frame's start; per iteration the vertex sweep (after the rigid
+//! primal), the contact rows' terms of the moving bodies (before it), the dual updates and
+//! the contact advance (after the rigid duals); the frame's end of the coupled bodies; the
+//! readback copies.
 
 use super::{ATTACHMENTS, DISP, SLOT, SoftStep, WG};
 
