@@ -19,9 +19,9 @@ const PARAMS_BYTES: u64 = 112 + 48 + 2 * 16;
 const POINT_BYTES: u64 = 64;
 
 /// A 2,000-box pile at 4 iterations: when the device finds the contacts, every step
-/// uploads the parameters and the bodies the CPU changed (the momentum projection's), and
-/// nothing else: no pair, no contact point (the colliders and the grid's classes went up
-/// once). The same pile with the points found on the CPU uploads 64 bytes per point. The
+/// uploads the parameters and nothing else: no body (the device restores the momentum of
+/// the boxes still falling, `momentum.wgsl`), no pair, no contact point (the colliders and
+/// the grid's classes went up once). The same pile with the points found on the CPU uploads 64 bytes per point. The
 /// device still finds the contacts: thousands of points, none of them in
 /// `contact_points()`.
 #[test]
@@ -36,10 +36,13 @@ fn gpu_pile_uploads_no_contact() {
         let mut steps = Vec::new();
         for frame in 0..40 {
             s.step().unwrap();
+            let t = s.world.gpu_traffic().unwrap();
+            if !on_host && frame > 0 {
+                assert_eq!(t.body_upload_bytes, 0, "frame {frame}");
+            }
             if frame < 20 {
                 continue; // the boxes are still falling apart from each other
             }
-            let t = s.world.gpu_traffic().unwrap();
             steps.push((
                 t.upload_bytes - t.body_upload_bytes,
                 s.world.contact_count() as u64,
@@ -416,4 +419,189 @@ fn gpu_momentum_projection_starts_with_the_first_isolated_island() {
     eprintln!("momentum error per step: {projected:.3e} projected, {free:.3e} not");
     assert!(projected < 1e-5, "{projected:.3e}");
     assert!(free > 1e-4, "{free:.3e}");
+}
+
+/// The momentum projection runs on the device (`shaders/momentum.wgsl`) when the device
+/// finds the contacts: balls colliding off-centre with friction and a spinning chain of
+/// balls on ball joints, in zero gravity, every island anchored nowhere. Every step must
+/// keep the total momentum and the angular momentum about the origin (f64 sums of the
+/// states read back, a ball's spin 2/5 m r² ω; each change over the sum of its terms'
+/// sizes). Without the projection the step's fixed budget leaves more than 1e-4. At the
+/// origin the device's projection leaves less than 1e-6 (measured 2.8e-8 and 6.2e-8; the
+/// CPU's f64 projection on the same scene 1.3e-8 and 3.7e-8): its sums are exact 64-bit
+/// fixed point, so the f32 velocities' rounding is what is left. 200 m away the
+/// positions' own f32 spacing (1.5e-5 m, times each ball's momentum, over terms of a few
+/// metres times it) floors the angular measure at a few 1e-6 on both backends (measured
+/// 3.7e-6 device, 1.5e-6 CPU): bound 2e-5. No body goes up after the first step: the host
+/// no longer touches the velocities. A repeated run gives the same bits.
+#[test]
+fn gpu_momentum_projection_runs_on_the_device() {
+    use bevy_avbd::glam::DVec3;
+    use bevy_avbd::{JointDesc, JointKind};
+    #[derive(Clone, Copy, PartialEq)]
+    enum Projection {
+        Device,
+        Host,
+        Off,
+    }
+    let run = |projection: Projection, origin: Vec3| -> Option<(f64, f64, u64, Vec<u32>)> {
+        let config = SolverConfig {
+            gravity: Vec3::ZERO,
+            conserve_momentum: projection != Projection::Off,
+            ..SolverConfig::default()
+        };
+        let mut w = match PhysicsWorld::with_backend(config, bevy_avbd::Backend::Gpu) {
+            Ok(w) => w,
+            Err(e) => {
+                assert!(!common::require_gpu(), "{e}");
+                return None;
+            }
+        };
+        w.gpu_narrow_phase_on_host_for_tests(projection == Projection::Host);
+        let mut balls = Vec::new();
+        let mut ball = |w: &mut PhysicsWorld, r: f32, at: Vec3, v: Vec3, spin: Vec3| {
+            let collider = Collider::ball(r).unwrap().with_friction(0.6);
+            let h = w
+                .add_body(
+                    BodyDesc::dynamic()
+                        .at(origin + at)
+                        .with_velocity(v, spin)
+                        .with_collider(collider),
+                )
+                .unwrap();
+            balls.push((h, r));
+            h
+        };
+        let x = Vec3::X;
+        ball(&mut w, 0.5, -2.0 * x, 3.0 * x, Vec3::new(0.0, 5.0, 0.0));
+        ball(
+            &mut w,
+            0.4,
+            Vec3::new(0.0, 0.3, 0.0),
+            Vec3::new(-1.0, 0.0, 0.5),
+            2.0 * x,
+        );
+        ball(
+            &mut w,
+            0.3,
+            Vec3::new(0.0, 0.0, 4.0),
+            Vec3::new(0.0, 0.0, -3.0),
+            Vec3::ZERO,
+        );
+        ball(
+            &mut w,
+            0.6,
+            Vec3::new(0.0, 0.2, 2.0),
+            Vec3::ZERO,
+            Vec3::new(0.0, 0.0, 3.0),
+        );
+        let chain: Vec<_> = (0..3)
+            .map(|k| {
+                let k = k as f32;
+                let at = Vec3::new(5.0 + 0.8 * k, 0.0, 0.0);
+                ball(
+                    &mut w,
+                    0.3,
+                    at,
+                    Vec3::new(0.0, 2.0 * k, -k),
+                    Vec3::new(1.0, 0.0, 2.0),
+                )
+            })
+            .collect();
+        for k in 0..2 {
+            w.add_joint(
+                JointDesc::new(JointKind::Ball, chain[k], Some(chain[k + 1]))
+                    .anchors(Vec3::new(0.4, 0.0, 0.0), Vec3::new(-0.4, 0.0, 0.0)),
+            )
+            .unwrap();
+        }
+        // Total momentum and angular momentum about the origin, and the sums of their
+        // terms' sizes (the scale a change is measured against).
+        let totals = |w: &PhysicsWorld| {
+            let (mut p, mut l, mut p_size, mut l_size) = (DVec3::ZERO, DVec3::ZERO, 0.0, 0.0);
+            for &(h, r) in &balls {
+                let s = w.body(h).unwrap();
+                let m = s.mass as f64;
+                let pi = s.linear_velocity.as_dvec3() * m;
+                let spin = s.angular_velocity.as_dvec3() * (0.4 * m * (r * r) as f64);
+                let li = s.position.as_dvec3().cross(pi) + spin;
+                p += pi;
+                l += li;
+                p_size += pi.length();
+                l_size += (s.position - origin).as_dvec3().cross(pi).length() + spin.length();
+            }
+            (p, l, p_size, l_size)
+        };
+        let (mut last_p, mut last_l, p_size, l_size) = totals(&w);
+        let (mut worst_p, mut worst_l, mut body_bytes) = (0.0f64, 0.0f64, 0);
+        for step in 0..60 {
+            w.step().unwrap();
+            if step > 0 {
+                body_bytes += w.gpu_body_upload_bytes().unwrap();
+            }
+            let (p, l, _, _) = totals(&w);
+            worst_p = worst_p.max((p - last_p).length() / p_size);
+            worst_l = worst_l.max((l - last_l).length() / l_size);
+            (last_p, last_l) = (p, l);
+        }
+        if projection != Projection::Host {
+            assert!(w.gpu_isolated_islands_for_tests().unwrap() >= 3);
+        }
+        let bits = balls
+            .iter()
+            .flat_map(|&(h, _)| {
+                let s = w.body(h).unwrap();
+                [s.linear_velocity, s.angular_velocity, s.position]
+            })
+            .flat_map(|v| v.to_array().map(f32::to_bits))
+            .collect();
+        Some((worst_p, worst_l, body_bytes, bits))
+    };
+    let far = Vec3::new(200.0, -30.0, 150.0);
+    let Some(device) = run(Projection::Device, Vec3::ZERO) else {
+        return;
+    };
+    let host = run(Projection::Host, Vec3::ZERO).unwrap();
+    let off = run(Projection::Off, Vec3::ZERO).unwrap();
+    let (device_far, host_far) = (
+        run(Projection::Device, far).unwrap(),
+        run(Projection::Host, far).unwrap(),
+    );
+    eprintln!("worst change per step (momentum, angular momentum, body bytes up):");
+    let first3 = |r: &(f64, f64, u64, Vec<u32>)| (r.0, r.1, r.2);
+    eprintln!(
+        "device {:?}, host {:?}, none {:?}",
+        first3(&device),
+        first3(&host),
+        first3(&off)
+    );
+    eprintln!(
+        "200 m away: device {:?}, host {:?}",
+        first3(&device_far),
+        first3(&host_far)
+    );
+    assert!(
+        off.0.max(off.1) > 1e-4,
+        "the budget's residual: {:?}",
+        first3(&off)
+    );
+    for (name, &(p, l, _, _), bound) in [
+        ("device", &device, 1e-6),
+        ("host", &host, 1e-6),
+        ("device, 200 m away", &device_far, 2e-5),
+        ("host, 200 m away", &host_far, 2e-5),
+    ] {
+        assert!(
+            p < bound && l < bound,
+            "{name}: momentum {p:.3e}, angular {l:.3e}"
+        );
+    }
+    assert_eq!(
+        device.2 + device_far.2,
+        0,
+        "the device's projection uploads no body"
+    );
+    // The island sums are integers: the same bits on every run.
+    let again = run(Projection::Device, far).unwrap();
+    assert!(again.3 == device_far.3, "a repeated run differs");
 }

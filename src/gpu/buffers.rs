@@ -119,9 +119,17 @@ pub(super) const BODY_OUT_WORDS: usize = 13;
 /// count (`integration.wgsl`'s `FROZEN_ROOM`); beyond it the CPU reads the per-body flags
 /// that follow.
 pub(super) const FROZEN_ROOM: usize = 63;
+/// The momentum projection on the device (`momentum.wgsl`): each solved body's start
+/// momenta and position, and each island root's fixed-point sums.
+pub(super) const MOMENTUM_TARGETS: usize = SHAPES + 27;
+pub(super) const MOMENTUM_SUMS: usize = SHAPES + 28;
+/// Bytes per body of `MOMENTUM_TARGETS` and `MOMENTUM_SUMS` (`Target` and `SUM_WORDS`
+/// in momentum.wgsl).
+pub(super) const MOMENTUM_TARGET_BYTES: usize = 48;
+pub(super) const MOMENTUM_SUM_BYTES: usize = 160;
 /// Bytes of `STATUS` read back every step: the count and the list.
 pub(super) const FROZEN_LIST_BYTES: usize = 4 * (1 + FROZEN_ROOM);
-pub(super) const NAMES: [&str; 67] = [
+pub(super) const NAMES: [&str; 69] = [
     "poses",
     "masses",
     "iterate",
@@ -189,6 +197,8 @@ pub(super) const NAMES: [&str; 67] = [
     "joint_heaviest",
     "joint_broken",
     "body_out",
+    "momentum_targets",
+    "momentum_sums",
 ];
 
 /// Buffers uploaded by difference: only the chunks whose bytes differ from what the device

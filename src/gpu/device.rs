@@ -137,6 +137,10 @@ impl GpuSolver {
             label: Some("islands.wgsl"),
             source: wgpu::ShaderSource::Wgsl(ISLANDS_SHADER.into()),
         });
+        let momentum_module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
+            label: Some("momentum.wgsl"),
+            source: wgpu::ShaderSource::Wgsl(MOMENTUM_SHADER.into()),
+        });
         let scan_pipeline_layout = single(&scan_layout, "avbd prefix sum");
         let layout_of = |label: &str, bindings: &[(usize, bool)]| {
             let mut entries = vec![uniform_entry(0, false, params_size())];
@@ -153,6 +157,7 @@ impl GpuSolver {
         let integration_layout = layout_of("avbd integration", &INTEGRATION_BINDINGS);
         let warm_layout = layout_of("avbd contact warm start", &warm_bindings(0));
         let island_layout = layout_of("avbd islands", &island_bindings(0));
+        let momentum_layout = layout_of("avbd momentum projection", &MOMENTUM_BINDINGS);
         let slot_layout = device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
             label: Some("avbd colour slot"),
             entries: &[uniform_entry(0, true, 8)],
@@ -297,6 +302,10 @@ impl GpuSolver {
                 ]
                 .map(|k| pipeline(&layout, &island_module, k))
             },
+            momentum: {
+                let layout = single(&momentum_layout, "avbd momentum projection");
+                MOMENTUM_KERNELS.map(|k| pipeline(&layout, &momentum_module, k))
+            },
             adj_clear: adjacency("adj_clear"),
             adj_count: adjacency("adj_count"),
             adj_scan_blocks: adjacency("adj_scan_blocks"),
@@ -423,6 +432,8 @@ impl GpuSolver {
             last_pairs: 0,
             island_layout,
             island_groups: None,
+            momentum_layout,
+            momentum_group: None,
             slot_group,
             soft: None,
             soft_active: false,
@@ -446,7 +457,6 @@ impl GpuSolver {
                 ..Default::default()
             },
             last_traffic: GpuTraffic::default(),
-            islands_expected: true,
             counts: (0, 0, 0),
             color_capacity: 1,
             color_peak: 0,

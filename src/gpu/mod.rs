@@ -67,16 +67,16 @@
 //! 4. Readback: [`GpuSolver::submit`] requests the map of one of two `MAP_READ` staging
 //!    buffers, used alternately, and returns; [`GpuSolver::finish`] waits for it and copies
 //!    out the poses, velocities, non-finite flags, each joint's fracture flag (where a joint
-//!    is breakable; the CPU marks those broken), the colouring summary and,
-//!    when the device found the contacts, each body's island (`islands.wgsl`: connected
-//!    components over the touching pairs and joints) and a status block (pairs, touching
-//!    pairs, points, deepest penetration, islands anchored nowhere). Nothing per contact
-//!    or pair: the records and
+//!    is breakable; the CPU marks those broken), the colouring summary and, when the
+//!    device found the contacts, a status block (pairs, touching pairs, points, deepest
+//!    penetration, islands anchored nowhere). Nothing per contact or pair: the records and
 //!    the pair list stay on the device ([`GpuSolver::contacts`] and
-//!    [`GpuSolver::pair_list`] read them on demand). The CPU then restores the momentum
-//!    of isolated islands (from those islands, or a union–find over its own contacts;
-//!    `integration::IslandMomentum`; skipped when the device counted no island anchored
-//!    nowhere; the bodies it corrects go up next step).
+//!    [`GpuSolver::pair_list`] read them on demand). When the device found the contacts,
+//!    it also restored the momentum of isolated islands before the copy (`islands.wgsl`:
+//!    connected components over the touching pairs and joints; `momentum.wgsl`: the
+//!    islands' sums in 64-bit fixed point, the correction of their velocities); otherwise
+//!    the CPU does, over a union–find of its own contacts (`integration::IslandMomentum`;
+//!    the bodies it corrects go up next step).
 //!
 //! # Latency
 //!
@@ -88,8 +88,8 @@
 //! the ECS layer's `StepMode::Overlapped` finishes a run's step at the start of the next
 //! run). The results are the same bits either way. The two staging buffers alternate so
 //! that a step's copy never targets the buffer the CPU read the previous step from.
-//! With the contacts found on the device, the CPU's part of a step is O(bodies): classes
-//! compared, poses copied out, the isolated islands' sums.
+//! With the contacts found on the device, the CPU's part of a steady step is O(bodies) only
+//! in copying the poses and velocities out.
 
 //! # Where each part lives
 //!
@@ -437,6 +437,9 @@ pub struct GpuSolver {
     /// The islands' layout and group for each side.
     island_layout: wgpu::BindGroupLayout,
     island_groups: Option<[wgpu::BindGroup; 2]>,
+    /// The momentum projection's layout and group (`momentum.wgsl`).
+    momentum_layout: wgpu::BindGroupLayout,
+    momentum_group: Option<wgpu::BindGroup>,
     /// Pairs the device's broad phase found in the last step (0 when the CPU found the
     /// contacts).
     last_pairs: u32,
@@ -476,9 +479,6 @@ pub struct GpuSolver {
     last_serial: u32,
     last_timings: GpuTimings,
     last_traffic: GpuTraffic,
-    /// Whether the next step's readback brings the islands (the last one had islands
-    /// anchored nowhere, or none was read yet).
-    islands_expected: bool,
     counts: (usize, usize, usize),
     /// Colour dispatches recorded per sweep: grows to the colours a step used (the step is
     /// then run again); every [`COLOR_WINDOW`] steps it shrinks to the most colours a step
@@ -634,9 +634,11 @@ impl GpuSolver {
             // cursor) and the first pair in two lists
             + 4 + 32 + 8 * 4 + 4 * 8 + 2 * 4
             + 3 * 4 // islands: parent, anchored, root
+            // the momentum projection's start momenta and island sums (device contacts)
+            + (MOMENTUM_TARGET_BYTES + MOMENTUM_SUM_BYTES) as u64
             + 4 // frozen flag
             + 4 * BODY_OUT_WORDS as u64 // packed for the readback
-            + 2 * (4 * BODY_OUT_WORDS as u64 + 4); // two readback staging buffers (islands too)
+            + 2 * 4 * BODY_OUT_WORDS as u64; // two readback staging buffers
         // The record (written on the device), the point (on the device and in the upload
         // belt), two adjacency items and the two buffers of carried state.
         let point = sz(std::mem::size_of::<ContactPoint>());

@@ -175,6 +175,27 @@ pub(super) const fn island_bindings(side: usize) -> [(usize, bool); 9] {
     ]
 }
 
+/// The WGSL source of the momentum projection of isolated islands.
+pub const MOMENTUM_SHADER: &str = concat!(
+    include_str!("../../shaders/common.wgsl"),
+    include_str!("../../shaders/momentum.wgsl")
+);
+
+/// Bindings 1.. of the momentum projection (`momentum.wgsl`).
+pub(super) const MOMENTUM_BINDINGS: [(usize, bool); 11] = [
+    (POSES, true),
+    (MASSES, true),
+    (VELOCITIES, false),
+    (FORCES, true),
+    (BODY_FLAGS, true),
+    (STATUS, true),
+    (ISLANDS, true),
+    (ISLAND_PARENT, false),
+    (BODY_OUT, false),
+    (MOMENTUM_TARGETS, false),
+    (MOMENTUM_SUMS, false),
+];
+
 /// Bindings 1..=14 of the broad phase (`broad_phase.wgsl`, see `broad::BROAD_BINDINGS`),
 /// writing this step's pair list into `PAIR_START` and `PAIR_LIST[1 - side]` and reading
 /// the last step's from `[side]`.
@@ -196,6 +217,17 @@ pub(super) const fn broad_bindings(side: usize) -> [(usize, bool); 14] {
         (PAIR_LIST[side], true),
     ]
 }
+
+/// The momentum projection's kernels, in dispatch order (`momentum.wgsl`).
+pub(super) const MOMENTUM_KERNELS: [&str; 7] = [
+    "momentum_targets",
+    "momentum_clear",
+    "momentum_bound",
+    "momentum_add",
+    "momentum_inertia_bound",
+    "momentum_inertia_add",
+    "momentum_apply",
+];
 
 pub(super) struct Pipelines {
     pub(super) primal: wgpu::ComputePipeline,
@@ -220,6 +252,9 @@ pub(super) struct Pipelines {
     pub(super) scan: [wgpu::ComputePipeline; 3],
     /// `island_init`, `island_link`, `island_flatten`, `island_mark`, `island_count`.
     pub(super) islands: [wgpu::ComputePipeline; 5],
+    /// `momentum_targets` (before `end_bodies`), then `MOMENTUM_KERNELS[1..]` (after the
+    /// islands).
+    pub(super) momentum: [wgpu::ComputePipeline; 7],
     pub(super) adj_clear: wgpu::ComputePipeline,
     pub(super) adj_count: wgpu::ComputePipeline,
     pub(super) adj_scan_blocks: wgpu::ComputePipeline,
@@ -309,6 +344,11 @@ impl GpuSolver {
         self.island_groups = Some(
             [0, 1].map(|side| group(&self.island_layout, &island_bindings(side), "avbd islands")),
         );
+        self.momentum_group = Some(group(
+            &self.momentum_layout,
+            &MOMENTUM_BINDINGS,
+            "avbd momentum projection",
+        ));
         fn entry(binding: u32, buffer: &wgpu::Buffer) -> wgpu::BindGroupEntry<'_> {
             wgpu::BindGroupEntry {
                 binding,

@@ -130,17 +130,14 @@ impl GpuSolver {
 
 impl GpuSolver {
     /// Per body, its island's root as the last step's `islands.wgsl` left it (bit 31 set
-    /// if anchored, `u32::MAX` if not solved); a blocking read (the step reads them back
-    /// itself only where some island is anchored nowhere).
+    /// if anchored, `u32::MAX` if not solved); a blocking read (the step reads none back:
+    /// the device restores the isolated islands' momentum itself, `momentum.wgsl`).
     pub fn islands(&self) -> Result<Vec<u32>, GpuError> {
-        self.read_islands(self.counts.0)
-    }
-
-    pub(super) fn read_islands(&self, n: usize) -> Result<Vec<u32>, GpuError> {
+        let n = self.counts.0 as u64;
         Ok(bytemuck::pod_collect_to_vec(&self.read(
             ISLANDS,
             0,
-            4 * n as u64,
+            4 * n,
         )?))
     }
 

@@ -22,16 +22,9 @@ impl GpuSolver {
             n_joints,
             n_pairs,
             device_narrow,
+            momentum,
             table,
-            lens:
-                [
-                    body_out_len,
-                    status_len,
-                    broken_len,
-                    total_len,
-                    narrow_len,
-                    islands_len,
-                ],
+            lens: [body_out_len, status_len, broken_len, total_len, narrow_len],
         } = shape;
         // Room for the timestamps of the most passes the step may record.
         let soft_on = self.soft_active && self.soft.is_some();
@@ -40,8 +33,7 @@ impl GpuSolver {
         } else {
             0
         };
-        let ranges_at =
-            (body_out_len + status_len + broken_len + total_len + narrow_len + islands_len) as u64;
+        let ranges_at = (body_out_len + status_len + broken_len + total_len + narrow_len) as u64;
         let read_bytes = ranges_at + RANGES_BYTES + ts_bytes;
         let k = (self.frame % 2) as usize;
         self.frame += 1;
@@ -372,6 +364,14 @@ impl GpuSolver {
                 label: Some("avbd end"),
                 timestamp_writes: writes(Stage::Integration),
             });
+            if momentum {
+                // The momentum projection's targets, from the start state `end_bodies`
+                // overwrites.
+                pass.set_bind_group(0, self.momentum_group.as_ref(), &[]);
+                pass.set_pipeline(&p.momentum[0]);
+                pass.dispatch_workgroups(bx, by, 1);
+                dispatches += 1;
+            }
             pass.set_bind_group(0, self.integration_group.as_ref(), &[]);
             pass.set_pipeline(&p.end_bodies);
             pass.dispatch_workgroups(bx, by, 1);
@@ -410,6 +410,16 @@ impl GpuSolver {
                     dispatches += 1;
                 }
             }
+            if momentum {
+                // The momentum of the islands anchored nowhere restored, in the velocities
+                // and in what the CPU reads back (`momentum.wgsl`).
+                pass.set_bind_group(0, self.momentum_group.as_ref(), &[]);
+                for k in &p.momentum[1..] {
+                    pass.set_pipeline(k);
+                    pass.dispatch_workgroups(bx, by, 1);
+                    dispatches += 1;
+                }
+            }
         }
         let staging = &self.staging[k].buffer;
         let mut copies = vec![(BODY_OUT, body_out_len as u64), (STATUS, status_len as u64)];
@@ -418,7 +428,6 @@ impl GpuSolver {
         copies.extend([
             (PAIR_START[written], total_len as u64),
             (NARROW_STATUS, narrow_len as u64),
-            (ISLANDS, islands_len as u64),
         ]);
         let mut offset = 0u64;
         for (slot, len) in copies {

@@ -19,12 +19,14 @@ pub(super) struct StepShape {
     /// 0 when the contact points come from the CPU.
     pub(super) n_pairs: usize,
     pub(super) device_narrow: bool,
+    /// The momentum projection of isolated islands runs on the device (`momentum.wgsl`):
+    /// when it finds the contacts, and so the islands.
+    pub(super) momentum: bool,
     /// Buckets of the broad phase's hash table.
     pub(super) table: u32,
     /// Bytes read back of the bodies (poses and velocities, packed), the frozen list,
-    /// the broken joints' flags, the pair total, the narrow-phase status and the islands
-    /// (0 unless the last step had islands anchored nowhere).
-    pub(super) lens: [usize; 6],
+    /// the broken joints' flags, the pair total and the narrow-phase status.
+    pub(super) lens: [usize; 5],
 }
 
 /// A step submitted and not yet read back.
@@ -242,6 +244,12 @@ impl GpuSolver {
                 (ISLAND_ANCHORED, n * 4),
                 (ISLANDS, n * 4),
             ]);
+            if cfg.conserve_momentum {
+                sizes.extend([
+                    (MOMENTUM_TARGETS, n * MOMENTUM_TARGET_BYTES),
+                    (MOMENTUM_SUMS, n * MOMENTUM_SUM_BYTES),
+                ]);
+            }
         }
         self.check_limits(&sizes, n, n_contacts)?;
         let max_groups = self.device.limits().max_compute_workgroups_per_dimension;
@@ -260,9 +268,7 @@ impl GpuSolver {
         }
         self.pop_error_scopes(scopes)?;
         // Readback layout: bodies | frozen list | joints broken | pair total | narrow
-        // status | islands | ranges | timestamps. The islands come with the step only
-        // where the last one had some anchored nowhere (`finish` reads them otherwise,
-        // when this one has): a settled scene reads none.
+        // status | ranges | timestamps.
         let timed = self.ensure_timestamps(2 * pass_count(iterations, soft.is_some()));
         host.prepare_ms += elapsed_ms(t_start);
         let narrow_only = |len: usize| if device_narrow { len } else { 0 };
@@ -275,6 +281,7 @@ impl GpuSolver {
             n_joints,
             n_pairs,
             device_narrow,
+            momentum: device_narrow && cfg.conserve_momentum,
             table: table as u32,
             lens: [
                 body_out_len,
@@ -282,7 +289,6 @@ impl GpuSolver {
                 broken_len,
                 narrow_only(4),
                 narrow_only(NARROW_STATUS_BYTES as usize),
-                narrow_only(if self.islands_expected { n * 4 } else { 0 }),
             ],
         };
         self.launch(cfg, bodies, joints, s, pairs, soft, shape, host)
@@ -375,14 +381,7 @@ impl GpuSolver {
                 mapped,
                 mut host,
             } = flight;
-            let [
-                body_out_len,
-                status_len,
-                broken_len,
-                total_len,
-                narrow_len,
-                islands_len,
-            ] = shape.lens;
+            let [body_out_len, status_len, broken_len, total_len, narrow_len] = shape.lens;
             let t_wait = std::time::Instant::now();
             let staging = self.staging[k].buffer.clone();
             let slice = staging.slice(0..read_bytes);
@@ -428,7 +427,6 @@ impl GpuSolver {
                 let (broken, rest) = rest.split_at(broken_len);
                 let (total, rest) = rest.split_at(total_len);
                 let (narrow, rest) = rest.split_at(narrow_len);
-                let (islands, rest) = rest.split_at(islands_len);
                 let (r, rest) = rest.split_at(RANGES_BYTES as usize);
                 let r: Vec<u32> = bytemuck::pod_collect_to_vec(r);
                 let colors = r[2 * SLOTS as usize];
@@ -467,18 +465,13 @@ impl GpuSolver {
                     self.serial_capacity = self.serial_capacity.max(serial);
                     true
                 } else {
-                    // The momentum projection's targets come from the start state, which
-                    // the CPU's copy holds until here: recorded only when the device found
-                    // an island anchored nowhere (a settled pile has none).
                     // The narrow phase's status: deepest penetration, points, touching
-                    // pairs, islands anchored nowhere.
+                    // pairs, islands anchored nowhere (whose momentum the device restored,
+                    // `momentum.wgsl`, into the velocities read back).
                     let narrow_status: [u32; 4] = match shape.device_narrow {
                         true => bytemuck::pod_read_unaligned(narrow),
                         false => [0; 4],
                     };
-                    if cfg.conserve_momentum && narrow_status[3] > 0 {
-                        s.islands.record_targets(cfg, bodies);
-                    }
                     // The CPU's copy is the device's again (what the CPU writes from here
                     // on is recorded in `bodies.edits`). The previous velocities are not
                     // read back: `end_bodies` moved each solved body's velocity at the
@@ -509,18 +502,6 @@ impl GpuSolver {
                         pairs.points = points;
                         pairs.touching = touching;
                         pairs.isolated = isolated;
-                        pairs.islands.clear();
-                        if islands_len > 0 {
-                            pairs
-                                .islands
-                                .extend_from_slice(bytemuck::cast_slice::<u8, u32>(islands));
-                        } else if isolated > 0 && cfg.conserve_momentum {
-                            // Not expected (the last step had none): read now, blocking.
-                            pairs.islands = self.read_islands(shape.n)?;
-                            self.last_traffic.download_bytes += 4 * shape.n as u64;
-                        }
-                        // The next step brings them with it where this one had some.
-                        self.islands_expected = isolated > 0;
                     }
                     self.last_serial = serial;
                     self.last_colors = colors;

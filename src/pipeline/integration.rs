@@ -146,7 +146,7 @@ pub struct IslandMomentum {
     roots: Vec<u32>,
 }
 
-/// Bit of a body's island root that marks it anchored ([`IslandMomentum::project_roots`]).
+/// Bit of a body's island root that marks it anchored (as `shaders/islands.wgsl` marks it).
 pub(crate) const ANCHORED: u32 = 1 << 31;
 
 #[derive(Clone, Copy)]
@@ -265,32 +265,6 @@ impl IslandMomentum {
         self.roots = roots;
     }
 
-    /// [`Self::project`] over islands found elsewhere (the GPU backend's connected
-    /// components, `shaders/islands.wgsl`): per body its island's root, bit 31 set if the
-    /// body is anchored, `u32::MAX` if it is not solved. The root is the island's lowest
-    /// body, as [`Self::project`]'s union–find makes it, so both give the same islands.
-    /// Bodies held by deformable vertices (`attachments`) exchange momentum with them: their
-    /// islands are anchored, as in [`Self::project`].
-    pub(crate) fn project_roots(
-        &mut self,
-        bodies: &mut BodySet,
-        roots: &[u32],
-        attachments: &AttachmentSet,
-        max_angular_speed: f32,
-    ) {
-        if attachments.is_empty() {
-            self.correct(bodies, roots, max_angular_speed);
-            return;
-        }
-        let mut anchored = roots.to_vec();
-        for (b, r) in anchored.iter_mut().enumerate() {
-            if *r != u32::MAX && !attachments.of_body(b).is_empty() {
-                *r |= ANCHORED;
-            }
-        }
-        self.correct(bodies, &anchored, max_angular_speed);
-    }
-
     /// The correction of every isolated island, islands given by `roots`.
     fn correct(&mut self, bodies: &mut BodySet, roots: &[u32], max_angular_speed: f32) {
         let n = bodies.len();
@@ -298,8 +272,8 @@ impl IslandMomentum {
         self.island.clear();
         self.island.resize(n, u32::MAX);
         // A body frozen by this step (non-finite) is no longer solved: it is left out and
-        // holds its island like a fixed body would (what `project`'s links make of it;
-        // the device's islands were found before it froze).
+        // holds its island like a fixed body would (the union–find linked it before it
+        // froze; `momentum.wgsl`'s `momentum_clear` does the same on the device).
         self.anchored.clear();
         self.anchored.resize(n, false);
         for (i, &r) in roots.iter().enumerate().take(n) {

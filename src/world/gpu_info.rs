@@ -99,8 +99,8 @@ impl PhysicsWorld {
         Some(gpu.islands().map_err(|e| PhysicsError::Gpu(e.to_string())))
     }
 
-    /// Test hook: how many of those islands the device counted as anchored nowhere (the
-    /// momentum projection's work; none and it is skipped).
+    /// Test hook: how many of those islands the device counted as anchored nowhere (whose
+    /// momentum its projection restores, `shaders/momentum.wgsl`).
     #[doc(hidden)]
     pub fn gpu_isolated_islands_for_tests(&self) -> Option<u32> {
         let device = &self.collision.device;

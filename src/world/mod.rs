@@ -237,8 +237,7 @@ impl PhysicsWorld {
         let s = &mut self.solver;
         if cfg.conserve_momentum && !on_device {
             // From the start state, before the backend overwrites it (where the device
-            // finds the islands, `GpuSolver::finish` records them, if any island needs
-            // them, before it overwrites the start state).
+            // finds the islands, it records them itself: `shaders/momentum.wgsl`).
             s.islands.record_targets(cfg, &self.bodies);
         }
         if let Some(gpu) = self.gpu.as_mut() {
@@ -381,20 +380,11 @@ impl PhysicsWorld {
                 );
             }
         }
-        // 4. momentum of isolated islands, on the CPU for both backends (its islands are a
-        //    union–find, or the device's connected components when it found the contacts)
-        if cfg.conserve_momentum && self.gpu.is_some() && self.collision.device.active() {
-            // The device found the islands with the contacts, and counted those anchored
-            // nowhere: with none, there is nothing to correct.
-            if self.collision.device.isolated > 0 {
-                s.islands.project_roots(
-                    &mut self.bodies,
-                    &self.collision.device.islands,
-                    &self.attachments,
-                    cfg.max_angular_speed,
-                );
-            }
-        } else if cfg.conserve_momentum {
+        // 4. momentum of isolated islands: on the CPU over a union–find of the step's
+        //    constraints, or on the device (`shaders/momentum.wgsl`, already in the
+        //    velocities read back) when it found the contacts and so the islands
+        let on_device = self.gpu.is_some() && self.collision.device.active();
+        if cfg.conserve_momentum && !on_device {
             let soft_contact: &[bool] = match s.vertices.contact_on {
                 true => &s.vertices.contact.coupled,
                 false => &[],

@@ -3,9 +3,10 @@
 //! persistence of each pair's manifold and the contact records run in the step's
 //! submission (`shaders/contact_narrow.wgsl`). What goes up is each body's collider, its
 //! class in the broad phase's grid and the jointed pairs, all by difference (nothing while
-//! they stay the same); what comes back is each body's island (the device's connected
-//! components, for the momentum projection) and a status block: pairs, touching pairs,
-//! points, the deepest penetration. The pair list stays on the device (read on demand).
+//! they stay the same); what comes back is a status block: pairs, touching pairs, points,
+//! the deepest penetration, the islands anchored nowhere (the device's connected
+//! components, whose momentum it restores itself). The pair list and the islands stay on
+//! the device (read on demand).
 
 use bytemuck::{Pod, Zeroable};
 use glam::Vec3;
@@ -75,11 +76,8 @@ pub struct DevicePairs {
     pub max_penetration: f32,
     pub points: u32,
     /// After the step: the islands anchored nowhere (by no constraint to a body that is
-    /// not solved), which the momentum projection corrects.
+    /// not solved), whose momentum the device's projection restored.
     pub isolated: u32,
-    /// After the step: each body's island root (bit 31: anchored; `u32::MAX`: not solved),
-    /// from the device's connected components (`shaders/islands.wgsl`).
-    pub islands: Vec<u32>,
 }
 
 impl DevicePairs {
