@@ -1,7 +1,7 @@
-// The islands of the momentum projection on the device (pipeline::integration::IslandMomentum
-// takes them from here when the device found the contacts): connected components of the
-// solved bodies over this step's touching pairs and unbroken joints, by union–find with
-// atomics. A union hooks the larger root under the smaller with a compare-exchange and
+// The islands of the momentum projection on the device (momentum.wgsl; when the CPU finds
+// the contacts, pipeline::integration::IslandMomentum makes its own): connected components
+// of the solved bodies over this step's touching pairs and unbroken joints, by union–find
+// with atomics. A union hooks the larger root under the smaller with a compare-exchange and
 // tries again if another union moved it first, so every component ends with its lowest
 // body as root, whatever order the unions ran in: the labels are the same on every run.
 // A body is anchored when a constraint ties it to a body that is not solved (static,
@@ -29,10 +29,10 @@ struct JointEnds {
 @group(0) @binding(6) var<storage, read_write> parent: array<atomic<u32>>;
 @group(0) @binding(7) var<storage, read_write> anchored: array<atomic<u32>>;
 // Per body: its island's root, bit 31 set if the body is anchored; 0xffffffff for a body
-// that is not solved. Read back.
+// that is not solved. Read by momentum.wgsl (and by tests, on demand).
 @group(0) @binding(8) var<storage, read_write> islands: array<u32>;
 // The narrow phase's status (contact_narrow.wgsl); [3] counts the islands anchored nowhere,
-// which the momentum projection corrects (none: the host skips it).
+// which the momentum projection corrects (momentum.wgsl).
 @group(0) @binding(9) var<storage, read_write> narrow_status: array<atomic<u32>>;
 
 const JOINT_BROKEN: u32 = 1u;
