@@ -326,7 +326,10 @@ fn gpu_momentum() {
         metric(&s, "momentum_error"),
         metric(&s, "angular_momentum_drift"),
     );
-    assert!(e < 1e-6 && l < 1e-4, "momentum error {e}, angular drift {l}");
+    assert!(
+        e < 1e-6 && l < 1e-4,
+        "momentum error {e}, angular drift {l}"
+    );
 }
 
 /// Bodies and joints added and removed between GPU steps; buffers stop growing once the
