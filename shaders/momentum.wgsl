@@ -86,32 +86,32 @@ fn isolated_root(i: u32) -> u32 {
     return root;
 }
 
-// 2^k for an integer k clamped to f32's normal range.
-fn pow2(k: i32) -> f32 {
-    return exp2(f32(clamp(k, -126, 126)));
-}
+// 2^-32: scaling by a power of two is exact (a multiplication is correctly rounded, a
+// division need not be).
+const TWO_TO_MINUS_32: f32 = 2.3283064365386963e-10;
 
-// The fixed-point scale of quantity `q` at `root`: its largest term times the island's
-// body count bounds any partial sum, which the scale keeps below 2^61.
-fn scale_of(root: u32, q: u32) -> f32 {
+// The exponent k of the fixed-point scale 2^k of quantity `q` at `root`: its largest
+// term times the island's body count bounds any partial sum, which the scale keeps below
+// 2^61 (clamped to f32's normal range).
+fn scale_of(root: u32, q: u32) -> i32 {
     let largest = bitcast<f32>(atomicLoad(&sums[root * SUM_WORDS + MAXIMA + q]));
     let bound = largest * f32(atomicLoad(&sums[root * SUM_WORDS + COUNT]));
     if !(bound > 0.0) {
-        return 1.0;
+        return 0;
     }
-    return pow2(61 - frexp(bound).exp);
+    return clamp(61 - frexp(bound).exp, -126, 126);
 }
 
-// `v × scale` as a two's-complement 64-bit integer (low word, high word), truncated
+// `v × 2^k` as a two's-complement 64-bit integer (low word, high word), truncated
 // towards zero. Below 2^31 through i32; above, `t` is an integer of at most 24
 // significant bits, so its split at 2^32 is exact in f32.
-fn to_fixed(v: f32, scale: f32) -> vec2<u32> {
-    let t = trunc(v * scale);
+fn to_fixed(v: f32, k: i32) -> vec2<u32> {
+    let t = trunc(v * ldexp(1.0, k));
     if abs(t) < 2147483648.0 {
         let i = i32(t);
         return vec2<u32>(bitcast<u32>(i), select(0u, NONE, i < 0));
     }
-    let high = floor(t / 4294967296.0);
+    let high = floor(t * TWO_TO_MINUS_32);
     let low = t - high * 4294967296.0;
     return vec2<u32>(u32(low), bitcast<u32>(i32(high)));
 }
@@ -129,7 +129,7 @@ fn from_fixed(w: vec2<u32>) -> f32 {
     return select(magnitude, -magnitude, negative);
 }
 
-fn add_value(root: u32, k: u32, v: f32, scale: f32) {
+fn add_value(root: u32, k: u32, v: f32, scale: i32) {
     let f = to_fixed(v, scale);
     let at = root * SUM_WORDS + 2u * k;
     let old = atomicAdd(&sums[at], f.x);
@@ -137,9 +137,9 @@ fn add_value(root: u32, k: u32, v: f32, scale: f32) {
     atomicAdd(&sums[at + 1u], f.y + select(0u, 1u, old + f.x < old));
 }
 
-fn value(root: u32, k: u32, scale: f32) -> f32 {
+fn value(root: u32, k: u32, scale: i32) -> f32 {
     let at = root * SUM_WORDS + 2u * k;
-    return from_fixed(vec2<u32>(atomicLoad(&sums[at]), atomicLoad(&sums[at + 1u]))) / scale;
+    return from_fixed(vec2<u32>(atomicLoad(&sums[at]), atomicLoad(&sums[at + 1u]))) * ldexp(1.0, -scale);
 }
 
 fn bound_term(root: u32, q: u32, largest: f32) {
@@ -186,14 +186,15 @@ fn centre_of(root: u32) -> vec4<f32> {
 }
 
 // A body's inertia about the island's centre of mass: I(q) + m (|r|² E − r rᵀ), as
-// (xx, yy, zz) and (xy, xz, yz).
+// (xx, yy, zz) and (xy, xz, yz); the diagonal as sums of two squares, which do not
+// cancel (|r|² − r_x² would, along a long chain).
 fn inertia_terms(i: u32, root: u32) -> array<vec3<f32>, 2> {
     let m = masses[i];
     let pose = poses[i];
     let r = (pose.p.xyz - targets[root].x.xyz) - centre_of(root).xyz;
     let own = world_inertia(m, pose.q);
-    let r2 = dot(r, r);
-    let diagonal = vec3<f32>(own[0].x, own[1].y, own[2].z) + m.mass * (vec3<f32>(r2) - r * r);
+    let q = r * r;
+    let diagonal = vec3<f32>(own[0].x, own[1].y, own[2].z) + m.mass * vec3<f32>(q.y + q.z, q.x + q.z, q.x + q.y);
     let off = vec3<f32>(own[1].x, own[2].x, own[2].y) - m.mass * vec3<f32>(r.x * r.y, r.x * r.z, r.y * r.z);
     return array<vec3<f32>, 2>(diagonal, off);
 }
@@ -215,7 +216,8 @@ fn momentum_targets(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_
 }
 
 // Roots empty their sums; a body this step froze (not finite) anchors its island, as a
-// fixed body would (the CPU's `correct` does the same).
+// fixed body would (the CPU's `correct` does the same; `island_count` counted the islands
+// anchored nowhere before this, so its count may include such an island).
 @compute @workgroup_size(64)
 fn momentum_clear(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
     let i = grid_index(gid, nwg);
@@ -263,7 +265,7 @@ fn momentum_add(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_work
     }
     let t = terms_of(i, root);
     add_value(root, MASS, t.mass, scale_of(root, 0u));
-    let s = vec3<f32>(scale_of(root, 1u), scale_of(root, 2u), scale_of(root, 3u));
+    let s = vec3<i32>(scale_of(root, 1u), scale_of(root, 2u), scale_of(root, 3u));
     for (var k = 0u; k < 3u; k++) {
         add_value(root, MOMENT + k, t.moment[k], s.x);
         add_value(root, P_ERROR + k, t.p_error[k], s.y);

@@ -427,12 +427,12 @@ fn gpu_momentum_projection_starts_with_the_first_isolated_island() {
 /// keep the total momentum and the angular momentum about the origin (f64 sums of the
 /// states read back, a ball's spin 2/5 m r² ω; each change over the sum of its terms'
 /// sizes). Without the projection the step's fixed budget leaves more than 1e-4. At the
-/// origin the device's projection leaves less than 1e-6 (measured 2.8e-8 and 6.2e-8; the
+/// origin the device's projection leaves less than 1e-6 (measured 1.9e-8 and 6.1e-8; the
 /// CPU's f64 projection on the same scene 1.3e-8 and 3.7e-8): its sums are exact 64-bit
 /// fixed point, so the f32 velocities' rounding is what is left. 200 m away the
 /// positions' own f32 spacing (1.5e-5 m, times each ball's momentum, over terms of a few
 /// metres times it) floors the angular measure at a few 1e-6 on both backends (measured
-/// 3.7e-6 device, 1.5e-6 CPU): bound 2e-5. No body goes up after the first step: the host
+/// 2.6e-6 device, 1.5e-6 CPU): bound 2e-5. No body goes up after the first step: the host
 /// no longer touches the velocities. A repeated run gives the same bits.
 #[test]
 fn gpu_momentum_projection_runs_on_the_device() {
