@@ -43,6 +43,18 @@ struct Pose {
     q: vec4<f32>, // xyzw
 };
 
+// VelocityRecord: linear (xyz) and angular (xyz) velocity.
+struct Velocity {
+    v: vec4<f32>,
+    w: vec4<f32>,
+};
+
+// External force (xyz) and torque (xyz) of `BodySet::forces`.
+struct Force {
+    force: vec4<f32>,
+    torque: vec4<f32>,
+};
+
 // ContactRecord (src/contact.rs): written by contact_warm.wgsl, solved by avbd.wgsl.
 struct Contact {
     body_a: u32,

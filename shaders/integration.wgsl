@@ -8,17 +8,6 @@
 // The formulas are those of src/pipeline/integration.rs, `begin_step` and the velocity
 // update of `end_step`, on the same records.
 
-struct Velocity {
-    v: vec4<f32>,
-    w: vec4<f32>,
-};
-
-// External force (xyz) and torque (xyz) of `BodySet::forces`.
-struct Force {
-    force: vec4<f32>,
-    torque: vec4<f32>,
-};
-
 // `body_flags`: bit 0 solved (dynamic, not frozen), bit 1 kinematic and not frozen.
 const SOLVED: u32 = 1u;
 const KINEMATIC: u32 = 2u;

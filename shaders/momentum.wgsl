@@ -17,16 +17,6 @@
 // momentum_clear, momentum_bound, momentum_add, momentum_inertia_bound,
 // momentum_inertia_add, momentum_apply (bodies).
 
-struct Velocity {
-    v: vec4<f32>,
-    w: vec4<f32>,
-};
-
-struct Force {
-    force: vec4<f32>,
-    torque: vec4<f32>,
-};
-
 // Per solved body, from its start state: P* (xyz), I(qᵗ) ωᵗ + h τ (xyz) and xᵗ (xyz).
 struct Target {
     p: vec4<f32>,
@@ -73,8 +63,12 @@ const MAXIMA: u32 = 32u; // + quantity (0..5)
 const COUNT: u32 = 37u;
 const SUM_WORDS: u32 = 40u;
 
-// The root of i's island if that island is anchored nowhere, else NONE.
+// The root of body i's island if that island is anchored nowhere, else NONE (also for an
+// invocation past the last body).
 fn isolated_root(i: u32) -> u32 {
+    if i >= params.n_bodies {
+        return NONE;
+    }
     let r = islands[i];
     if r == NONE {
         return NONE;
@@ -238,9 +232,6 @@ fn momentum_clear(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_wo
 @compute @workgroup_size(64)
 fn momentum_bound(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
     let i = grid_index(gid, nwg);
-    if i >= params.n_bodies {
-        return;
-    }
     let root = isolated_root(i);
     if root == NONE {
         return;
@@ -256,9 +247,6 @@ fn momentum_bound(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_wo
 @compute @workgroup_size(64)
 fn momentum_add(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
     let i = grid_index(gid, nwg);
-    if i >= params.n_bodies {
-        return;
-    }
     let root = isolated_root(i);
     if root == NONE {
         return;
@@ -276,9 +264,6 @@ fn momentum_add(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_work
 @compute @workgroup_size(64)
 fn momentum_inertia_bound(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
     let i = grid_index(gid, nwg);
-    if i >= params.n_bodies {
-        return;
-    }
     let root = isolated_root(i);
     if root == NONE {
         return;
@@ -290,9 +275,6 @@ fn momentum_inertia_bound(@builtin(global_invocation_id) gid: vec3<u32>, @builti
 @compute @workgroup_size(64)
 fn momentum_inertia_add(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
     let i = grid_index(gid, nwg);
-    if i >= params.n_bodies {
-        return;
-    }
     let root = isolated_root(i);
     if root == NONE {
         return;
@@ -313,9 +295,6 @@ fn momentum_inertia_add(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(
 @compute @workgroup_size(64)
 fn momentum_apply(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
     let i = grid_index(gid, nwg);
-    if i >= params.n_bodies {
-        return;
-    }
     let root = isolated_root(i);
     if root == NONE {
         return;
