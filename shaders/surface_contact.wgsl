@@ -49,7 +49,7 @@ struct ContactParams {
     o_slot_offsets: u32,
     o_island: u32,
     o_owner: u32,
-    o_cand_misc: u32,
+    o_point_terms: u32,
     o_rigid_body: u32,
     o_plane_body: u32,
     o_ranges: u32,
@@ -61,19 +61,19 @@ struct ContactParams {
     o_bslot_offsets: u32,
     o_bslot_items: u32,
     o_bslot_count: u32,
+    o_triangles: u32,
+    o_edges: u32,
     n_bodies: u32,
     carried_rows: u32, // rows uploaded: the rows carried into the frame
-    pad_b: u32,
-    pad_c: u32,
 };
 
 // A candidate pair: its points (NONE unused), kind, primitive b (triangle, edge or plane),
-// its row (NONE if not in the active set), its island; a lower bound on its distance at the
-// cages' reference R, the penalty and friction of a row made from it.
+// its island; a lower bound on its distance at the cages' reference R. (Its row: the
+// cand_row region; the penalty and friction of a row made from it: `cand_row_terms`.)
 struct Candidate {
     points: vec4<u32>,
-    info: vec4<u32>, // kind, b, 0, island (its row: the cand_row region)
-    misc: vec4<f32>, // lower, mu, friction static, friction dynamic
+    info: vec4<u32>, // kind, b, 0, island
+    lower: f32,
 };
 
 // One contact row (pipeline::surface_contact::rows::Row).
@@ -113,12 +113,14 @@ const DEAD: u32 = 0x80000000u;
 //   bits, candidate);
 // `cf`: per candidate its times of impact (x: at δ, y: at ξ), per soft point X, per soft
 //   body this advance's translation, per object β, per rigid body its certified pose;
-// `sf` (read only): per candidate its misc, the rigid points (local), the half-spaces
-//   (normal, point; local), the cages (per point lo and hi, per soft point the co-moving lo
+// `sf` (read only): per point its terms of a row's penalty and friction (`cand_row_terms`),
+//   the rigid points (local), the half-spaces (normal, point; local; w: their body's
+//   friction, static then dynamic), the cages (per point lo and hi, per soft point the co-moving lo
 //   and hi, per point the reference R), per soft body its reference mean;
 // `su` (read only): the soft points' list offsets, per object its island, per soft vertex
-//   its body, per candidate its points and info, per rigid point and half-space its body,
-//   per soft body its vertex range, per rigid body its flags and its list's offset. (Integers never travel as float bits: a device may
+//   its body, per candidate its pair (kind, a, b) and the bits of its lower bound, per
+//   rigid point and half-space its body, per soft body its vertex range, per rigid body its
+//   flags and its list's offset, the surface's triangles and edges (their points). (Integers never travel as float bits: a device may
 //   flush the subnormal floats small integers are.)
 @group(2) @binding(1) var<storage, read_write> rows: array<Row>;
 @group(2) @binding(2) var<storage, read_write> ca: array<atomic<u32>>;
@@ -133,13 +135,58 @@ const BODY_TERMS: u32 = 12u;
 const BODY_MOVES: u32 = 1u;
 const BODY_COUPLED: u32 = 2u;
 
+// Candidate k: its points from the surface's primitives (the host's `points_of`), its
+// island that of the object of its first deformable point (of its first point if none).
 fn cand(k: u32) -> Candidate {
-    let b = cparams.o_cands + 8u * k;
-    return Candidate(
-        vec4<u32>(su[b], su[b + 1u], su[b + 2u], su[b + 3u]),
-        vec4<u32>(su[b + 4u], su[b + 5u], su[b + 6u], su[b + 7u]),
-        sf[cparams.o_cand_misc + k],
-    );
+    let at = cparams.o_cands + 4u * k;
+    let kind = su[at];
+    let a = su[at + 1u];
+    let b = su[at + 2u];
+    var pts = vec4<u32>(a, NONE, NONE, NONE);
+    if (kind == KIND_PT) {
+        let t = cparams.o_triangles + 3u * b;
+        pts = vec4<u32>(a, su[t], su[t + 1u], su[t + 2u]);
+    } else if (kind == KIND_EE) {
+        let ea = cparams.o_edges + 2u * a;
+        let eb = cparams.o_edges + 2u * b;
+        pts = vec4<u32>(su[ea], su[ea + 1u], su[eb], su[eb + 1u]);
+    }
+    var first = pts.x;
+    for (var j = 3i; j >= 0i; j--) {
+        if (pts[j] != NONE && pts[j] < cparams.soft_points) {
+            first = pts[j];
+        }
+    }
+    var object: u32;
+    if (first < cparams.soft_points) {
+        object = su[cparams.o_owner + first];
+    } else {
+        object = cparams.n_soft_bodies + rigid_body(first);
+    }
+    return Candidate(pts, vec4<u32>(kind, b, 0u, su[cparams.o_island + object]), bitcast<f32>(su[at + 3u]));
+}
+
+// The penalty μ and the static and dynamic friction of a row made from candidate `c`: the
+// largest of its points' penalty terms, and the geometric means of its two sides' friction
+// (pipeline::surface_contact::frame's `row_stiffness` and `pair_friction`).
+fn cand_row_terms(c: Candidate) -> vec3<f32> {
+    var mu = 0.0;
+    for (var j = 0u; j < 4u; j++) {
+        if (c.points[j] != NONE) {
+            mu = max(mu, sf[cparams.o_point_terms + c.points[j]].x);
+        }
+    }
+    let a = sf[cparams.o_point_terms + c.points.x].yz;
+    var b: vec2<f32>;
+    if (c.info.x == KIND_PLANE) {
+        let i = cparams.o_planes + 2u * c.info.y;
+        b = vec2<f32>(sf[i].w, sf[i + 1u].w);
+    } else if (c.info.x == KIND_PT) {
+        b = sf[cparams.o_point_terms + c.points.y].yz;
+    } else {
+        b = sf[cparams.o_point_terms + c.points.z].yz;
+    }
+    return vec3<f32>(mu, sqrt(a * b));
 }
 
 var<private> cp: CcdParams;
@@ -569,7 +616,7 @@ fn pair_toi(c: Candidate, is_row: bool) -> vec2<f32> {
         a = max(moved(pts.x), moved(pts.y));
         b = max(moved(pts.z), moved(pts.w));
     }
-    let clear = c.misc.x - (a + b) * (1.0 + 1e-5);
+    let clear = c.lower - (a + b) * (1.0 + 1e-5);
     if (clear > select(gap, xi, is_row)) {
         return vec2<f32>(1.0, 1.0);
     }
@@ -692,15 +739,16 @@ fn contact_grow(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) 
         }
     }
     atomicStore(&ca[cparams.o_cand_row + k], i);
+    let terms = cand_row_terms(c);
     var r: Row;
     r.points = c.points;
     r.weights = vec4<f32>(0.0);
     r.normal = vec4<f32>(0.0, 1.0, 0.0, 0.0);
-    r.lagged_normal = vec4<f32>(0.0, 1.0, 0.0, c.misc.y);
+    r.lagged_normal = vec4<f32>(0.0, 1.0, 0.0, terms.x);
     r.lagged_weights = vec4<f32>(0.0);
     r.lambda_t = vec4<f32>(0.0);
     r.info = vec4<u32>(c.info.x | ROW_ALIVE | ROW_FRESH, c.info.y, k, atomicLoad(&ca[ST_ADVANCE]));
-    r.fr = vec4<f32>(1.0, c.misc.z, c.misc.w, 0.0);
+    r.fr = vec4<f32>(1.0, terms.y, terms.z, 0.0);
     rows[i] = r;
     if (old == NONE) {
         join_lists(i, c.points);

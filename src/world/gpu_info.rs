@@ -99,6 +99,40 @@ impl PhysicsWorld {
         Some(gpu.islands().map_err(|e| PhysicsError::Gpu(e.to_string())))
     }
 
+    /// Test hook: each contact row of the deformables' active set as the last step left it
+    /// (its pair's kind, whether it has a rigid point; points, penalty μ, static and dynamic
+    /// friction), beside a new row
+    /// of its pair as the
+    /// host makes one (`new_row`; on the GPU backend the device makes the rows, from the
+    /// candidates' pairs).
+    #[doc(hidden)]
+    #[allow(clippy::type_complexity)]
+    pub fn deformable_rows_for_tests(&self) -> Vec<(String, bool, [([u32; 4], f32, [f32; 2]); 2])> {
+        let sc = &self.solver.vertices.contact;
+        sc.rows
+            .iter()
+            .map(|r| {
+                let cfg = &self.config;
+                let host = crate::pipeline::surface_contact::frame::new_row(
+                    cfg,
+                    &self.deformables,
+                    &self.bodies,
+                    sc,
+                    r.pair,
+                );
+                let soft = sc.geometry.soft_points;
+                (
+                    format!("{:?}", r.pair.kind),
+                    r.points.iter().any(|&p| p != u32::MAX && p >= soft),
+                    [
+                        (r.points, r.mu, r.friction),
+                        (host.points, host.mu, host.friction),
+                    ],
+                )
+            })
+            .collect()
+    }
+
     /// Test hook: how many of those islands the device counted as anchored nowhere (whose
     /// momentum its projection restores, `shaders/momentum.wgsl`).
     #[doc(hidden)]

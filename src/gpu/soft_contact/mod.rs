@@ -4,8 +4,10 @@
 //!
 //! The host sets each frame up as the CPU backend does (`SurfaceContact::begin_frame`: the
 //! geometry, the cages, the candidate pairs with a lower bound on each one's distance, the
-//! islands, the rows carried from the last frame) and uploads it: candidates with their
-//! island, penalty and friction; the carried rows; X; the cages; the islands. Each soft
+//! islands, the rows carried from the last frame) and uploads it: the candidates' pairs
+//! (the device derives their points, island, penalty and friction from the surface's
+//! primitives and per-point terms, which are written only when they change); the carried
+//! rows; X; the cages; the islands. Each soft
 //! point's row list has room for every candidate it belongs to (a row's pair is always a
 //! candidate, so the lists cannot overflow); the frame's first kernels fill them with the
 //! carried rows and give each candidate its row (`contact_lists.wgsl`), so neither crosses
@@ -50,7 +52,7 @@ use super::ccd::{CcdMargins, CcdParams};
 use super::pipelines::{storage_entry, uniform_entry};
 use crate::config::SolverConfig;
 use crate::deformable::set::DeformableSet;
-use crate::pipeline::surface_contact::frame::{pair_friction, row_stiffness};
+use crate::pipeline::surface_contact::frame::{point_friction, point_stiffness};
 use crate::pipeline::surface_contact::rows::{NO_POINT, Pair, PairKind, Row};
 use crate::pipeline::surface_contact::{SurfaceContact, geometry};
 use crate::rigid::BodySet;
@@ -77,7 +79,6 @@ struct ContactParams {
     n_bodies: u32,
     /// The rows uploaded: those carried into the frame.
     carried_rows: u32,
-    pad: [u32; 2],
 }
 
 /// The regions of the packed buffers (`ContactParams` in surface_contact.wgsl).
@@ -103,7 +104,7 @@ struct Offsets {
     slot_offsets: u32,
     island: u32,
     owner: u32,
-    cand_misc: u32,
+    point_terms: u32,
     rigid_body: u32,
     plane_body: u32,
     ranges: u32,
@@ -115,6 +116,8 @@ struct Offsets {
     bslot_offsets: u32,
     bslot_items: u32,
     bslot_count: u32,
+    triangles: u32,
+    edges: u32,
 }
 
 /// `Row` of surface_contact.wgsl.
@@ -400,6 +403,17 @@ impl ContactStep {
             self.upload_bytes += bytes.len() as u64;
         }
         grown
+    }
+
+    /// Writes `bytes` into buffer `i` (made to hold them), all but their first
+    /// `head` bytes when those are on the device already (`head_written`, and the buffer
+    /// was not made again). Returns whether it grew.
+    fn put_after_head(&mut self, i: usize, bytes: &[u8], head: usize, head_written: bool) -> bool {
+        let fits = bytes.len() as u64 <= self.buffers[i].size();
+        match head_written && fits {
+            true => self.put_at(i, bytes.len() as u64, head as u64, &bytes[head..]),
+            false => self.put(i, bytes),
+        }
     }
 
     /// Turns contact off for this frame (the kernels return at once).

@@ -1,9 +1,12 @@
-//! The frame's contact set-up for the device: the candidates with their island, penalty
-//! and friction, the carried rows, the room of each soft point's and each moving body's
-//! row list, X, the cages and the islands, in the buffers and offsets
-//! `surface_contact.wgsl` reads. Each candidate's row and the lists' contents are not
-//! uploaded: the frame's first kernels make them from the carried rows
-//! (`contact_lists.wgsl`).
+//! The frame's contact set-up for the device: the candidates (16 B each: the pair and a
+//! lower bound on its distance; the device derives each one's points, island, penalty and
+//! friction), the carried rows, the room of each soft point's and each moving body's row
+//! list, X, the cages and the islands, in the buffers and offsets `surface_contact.wgsl`
+//! reads. What changes only with the geometry, the bodies or the settings (the surface's
+//! triangles and edges, the points' terms of a row's penalty and friction, the rigid
+//! points and half-spaces) heads the read-only buffers and is written only when it
+//! changed. Each candidate's row and the lists' contents are not uploaded: the frame's
+//! first kernels make them from the carried rows (`contact_lists.wgsl`).
 //!
 //! A step run again with no iterate out of its cages (its rows ran out of room;
 //! `SurfaceContact::begin_frame` kept the first run's broad phase) writes only what its
@@ -11,19 +14,18 @@
 //! candidates, cages and islands in the read-only buffers are the first run's (at 27 soft
 //! balls, about 14 of 18–28 MB a run before the lists were made on the device).
 
-use rayon::prelude::*;
-
 use super::*;
 
 /// The upload's vectors, kept from frame to frame: a pile of soft bodies makes hundreds of
 /// thousands of candidates, and fresh vectors that size cost their page faults every frame.
 #[derive(Default)]
 pub(super) struct Packing {
-    /// Per candidate: its points, then kind, b, 0, island (the `cands` region; its row is
-    /// in the `cand_row` region, which the kernels write from the carried rows).
-    cands: Vec<[u32; 8]>,
-    /// Per candidate: lower bound, μ, static and dynamic friction.
-    misc: Vec<[f32; 4]>,
+    /// Per candidate: its pair (kind, a, b) and the bits of the lower bound on its
+    /// distance at R (the `cands` region). Its points, island, penalty and friction follow
+    /// on the device from the surface's primitives and the points' terms (`cand` in
+    /// surface_contact.wgsl); its row is in the `cand_row` region, which the kernels write
+    /// from the carried rows.
+    cands: Vec<[u32; 4]>,
     /// The soft points' and the moving bodies' list offsets (CSR, room for every candidate
     /// of each): they depend on the candidates only.
     offsets: Vec<u32>,
@@ -34,6 +36,10 @@ pub(super) struct Packing {
     state: Vec<[f32; 4]>,
     fixed: Vec<[f32; 4]>,
     fixed_u: Vec<u32>,
+    /// The length of the read-only buffers' heads (in items of `fixed` and `fixed_u`),
+    /// and the heads as last written.
+    head: (usize, usize),
+    written_head: (Vec<[f32; 4]>, Vec<u32>),
 }
 
 impl ContactStep {
@@ -72,7 +78,7 @@ impl ContactStep {
             && self.pairs.len() == n_cand
             && p.flags == flags;
         if !again {
-            pack_candidates(&mut p, cfg, set, bodies, contact, &flags);
+            pack_candidates(&mut p, bodies, contact, &flags);
         }
         let n_rows = contact.rows.len();
         p.rows.clear();
@@ -139,7 +145,7 @@ impl ContactStep {
                     .flat_map(|pose| [[pose.p.x, pose.p.y, pose.p.z, 0.0], pose.q.to_array()]),
             );
         if !again {
-            pack_fixed(&mut p, &mut o, set, contact, &flags);
+            pack_fixed(&mut p, &mut o, cfg, set, bodies, contact, &flags);
         }
         let row_bytes = std::mem::size_of::<DeviceRow>() * capacity;
         let limit = self.device.limits().max_storage_buffer_binding_size as usize;
@@ -174,8 +180,19 @@ impl ContactStep {
             bytemuck::cast_slice(&p.state),
         );
         if !again {
-            grown |= self.put(STATIC_F, bytemuck::cast_slice(&p.fixed));
-            grown |= self.put(STATIC_U, bytemuck::cast_slice(&p.fixed_u));
+            let (f, u) = p.head;
+            let same = (
+                // (By bits: 0.0 == −0.0.)
+                bytemuck::cast_slice::<_, u32>(&p.written_head.0)
+                    == bytemuck::cast_slice::<_, u32>(&p.fixed[..f]),
+                p.written_head.1[..] == p.fixed_u[..u],
+            );
+            grown |= self.put_after_head(STATIC_F, bytemuck::cast_slice(&p.fixed), 16 * f, same.0);
+            grown |= self.put_after_head(STATIC_U, bytemuck::cast_slice(&p.fixed_u), 4 * u, same.1);
+            p.written_head.0.clear();
+            p.written_head.0.extend_from_slice(&p.fixed[..f]);
+            p.written_head.1.clear();
+            p.written_head.1.extend_from_slice(&p.fixed_u[..u]);
         }
         p.flags = flags;
         self.packing = p;
@@ -213,7 +230,6 @@ impl ContactStep {
             offsets: o,
             n_bodies: n_bodies as u32,
             carried_rows: n_rows as u32,
-            pad: [0; 2],
         };
         self.queue
             .write_buffer(&self.params, 0, bytemuck::bytes_of(&params));
@@ -253,63 +269,30 @@ fn moving_bodies_of(g: &geometry::Geometry, flags: &[u32], pts: &[u32; 4]) -> [u
     out
 }
 
-/// The candidates' records (points, kind, island; lower bound, penalty, friction) and
-/// the soft points' and moving bodies' list offsets, after a broad phase.
-fn pack_candidates(
-    p: &mut Packing,
-    cfg: &SolverConfig,
-    set: &DeformableSet,
-    bodies: &BodySet,
-    contact: &SurfaceContact,
-    flags: &[u32],
-) {
+/// The candidates' records (pair, lower bound) and the soft points' and moving bodies'
+/// list offsets, after a broad phase.
+fn pack_candidates(p: &mut Packing, bodies: &BodySet, contact: &SurfaceContact, flags: &[u32]) {
     let g = &contact.geometry;
-    let h2 = cfg.dt * cfg.dt;
-    // Candidate by candidate, in parallel (a pile of soft bodies makes hundreds of
-    // thousands), in place.
-    let n_cand = contact.candidates.len();
     p.cands.clear();
-    p.cands.resize(n_cand, [0; 8]);
-    p.misc.clear();
-    p.misc.resize(n_cand, [0.0; 4]);
-    p.cands
-        .par_iter_mut()
-        .zip(p.misc.par_iter_mut())
-        .enumerate()
-        .with_min_len(1024)
-        .for_each(|(k, (cand, misc))| {
-            let pair = &contact.candidates[k];
-            let pts = contact.points_of(pair);
-            let soft = pts.iter().find(|&&p| p != NO_POINT && p < g.soft_points);
-            let island = contact.island_of[contact.object_of_point(set, *soft.unwrap_or(&pts[0]))];
-            let friction = pair_friction(set, bodies, contact, pair, &pts);
-            cand[..4].copy_from_slice(&pts);
-            cand[4..].copy_from_slice(&[kind_code(pair.kind), pair.b, 0, island]);
-            *misc = [
-                contact.candidate_lower[k],
-                row_stiffness(cfg, set, bodies, g, &pts, h2),
-                friction[0],
-                friction[1],
-            ];
-        });
+    p.cands.extend(
+        contact
+            .candidates
+            .iter()
+            .zip(&contact.candidate_lower)
+            .map(|(pair, lower)| [kind_code(pair.kind), pair.a, pair.b, lower.to_bits()]),
+    );
     let soft_points = g.soft_points as usize;
-    let offsets = &mut p.offsets;
+    let n_bodies = bodies.len();
+    let (offsets, body_offsets) = (&mut p.offsets, &mut p.body_offsets);
     offsets.clear();
     offsets.resize(soft_points + 1, 0);
-    for c in &p.cands {
-        for &q in c[..4].iter().filter(|&&q| (q as usize) < soft_points) {
-            offsets[q as usize + 1] += 1;
-        }
-    }
-    for p in 0..soft_points {
-        offsets[p + 1] += offsets[p];
-    }
-    let n_bodies = bodies.len();
-    let body_offsets = &mut p.body_offsets;
     body_offsets.clear();
     body_offsets.resize(n_bodies + 1, 0);
-    for c in &p.cands {
-        let pts = [c[0], c[1], c[2], c[3]];
+    for pair in &contact.candidates {
+        let pts = contact.points_of(pair);
+        for &q in pts.iter().filter(|&&q| (q as usize) < soft_points) {
+            offsets[q as usize + 1] += 1;
+        }
         for b in moving_bodies_of(g, flags, &pts)
             .into_iter()
             .filter(|&b| b != NONE)
@@ -317,18 +300,23 @@ fn pack_candidates(
             body_offsets[b as usize + 1] += 1;
         }
     }
+    for p in 0..soft_points {
+        offsets[p + 1] += offsets[p];
+    }
     for b in 0..n_bodies {
         body_offsets[b + 1] += body_offsets[b];
     }
 }
 
-/// The read-only regions: the candidates' records, the rigid points and half-spaces,
-/// the cages, the islands, the list offsets, the deformables' ranges and the bodies'
-/// flags.
+/// The read-only regions: the candidates' records, the points' terms of a row's penalty
+/// and friction, the rigid points and half-spaces, the surface's triangles and edges, the
+/// cages, the islands, the list offsets, the deformables' ranges and the bodies' flags.
 fn pack_fixed(
     p: &mut Packing,
     o: &mut Offsets,
+    cfg: &SolverConfig,
     set: &DeformableSet,
+    bodies: &BodySet,
     contact: &SurfaceContact,
     flags: &[u32],
 ) {
@@ -340,32 +328,41 @@ fn pack_fixed(
             .flat_map(|&(lo, hi)| [v4(lo, 0.0), v4(hi, 0.0)])
             .collect()
     };
+    // First the regions that change only with the geometry, the bodies' masses and
+    // friction or the settings (each buffer's head, written only when it changed), then
+    // the broad phase's.
     let fixed = &mut p.fixed;
     fixed.clear();
-    o.cand_misc = region(fixed, p.misc.iter().copied());
+    let h2 = cfg.dt * cfg.dt;
+    o.point_terms = region(
+        fixed,
+        (0..g.point_count() as u32).map(|q| {
+            let [fs, fd] = point_friction(set, bodies, g, q);
+            [point_stiffness(cfg, set, bodies, g, q, h2), fs, fd, 0.0]
+        }),
+    );
     o.rigid = region(
         fixed,
         g.rigid_points.iter().map(|&(_, r)| [r.x, r.y, r.z, 0.0]),
     );
+    // (w: the friction of the half-space's body, static and dynamic.)
     o.planes = region(
         fixed,
-        g.planes
-            .iter()
-            .flat_map(|&(_, n, p)| [[n.x, n.y, n.z, 0.0], [p.x, p.y, p.z, 0.0]]),
+        g.planes.iter().flat_map(|&(b, n, p)| {
+            let [fs, fd] = bodies.masses[b as usize].friction;
+            [[n.x, n.y, n.z, fs], [p.x, p.y, p.z, fd]]
+        }),
     );
+    p.head.0 = fixed.len();
     o.cage_abs = region(fixed, boxes(&cages.absolute));
     o.cage_com = region(fixed, boxes(&cages.comoving));
     o.cage_ref = region(fixed, cages.reference.iter().map(|&r| v4(r, 0.0)));
     o.body_ref = region(fixed, cages.body_reference.iter().map(|&r| v4(r, 0.0)));
     let fixed_u = &mut p.fixed_u;
     fixed_u.clear();
-    o.slot_offsets = region(fixed_u, p.offsets.iter().copied());
-    o.island = region(fixed_u, contact.island_of.iter().copied());
+    o.triangles = region(fixed_u, g.triangles.iter().flat_map(|(t, _)| *t));
+    o.edges = region(fixed_u, g.edges.iter().flat_map(|(e, _)| *e));
     o.owner = region(fixed_u, set.owner.iter().copied());
-    o.cands = region(
-        fixed_u,
-        bytemuck::cast_slice::<_, u32>(&p.cands).iter().copied(),
-    );
     o.rigid_body = region(fixed_u, g.rigid_points.iter().map(|&(b, _)| b));
     o.plane_body = region(fixed_u, g.planes.iter().map(|&(b, _, _)| b));
     o.ranges = region(
@@ -375,6 +372,10 @@ fn pack_fixed(
             [r.start as u32, r.end as u32]
         }),
     );
+    p.head.1 = fixed_u.len();
+    o.slot_offsets = region(fixed_u, p.offsets.iter().copied());
+    o.island = region(fixed_u, contact.island_of.iter().copied());
+    o.cands = region(fixed_u, p.cands.iter().flatten().copied());
     o.body_flags = region(fixed_u, flags.iter().copied());
     o.bslot_offsets = region(fixed_u, p.body_offsets.iter().copied());
 }

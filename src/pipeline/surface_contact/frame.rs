@@ -185,18 +185,33 @@ pub(crate) fn row_stiffness(
     points: &[u32; 4],
     h2: f32,
 ) -> f32 {
-    let mass = |p: u32| match g.owner_of(set, p) {
+    // The largest point's term: `κ m / h²` rounds monotonically in `m`, so this is the
+    // term of the largest mass, whichever point holds it (the device takes the same
+    // maximum of the points' terms, `point_stiffness`, uploaded per point).
+    points
+        .iter()
+        .filter(|&&p| p != NO_POINT)
+        .map(|&p| point_stiffness(cfg, set, bodies, g, p, h2))
+        .fold(0.0f32, f32::max)
+}
+
+/// Point `p`'s share of a row's penalty: `κ m / h²` of its mass as [`row_stiffness`]
+/// weighs it, at least `k_start`.
+pub(crate) fn point_stiffness(
+    cfg: &SolverConfig,
+    set: &DeformableSet,
+    bodies: &BodySet,
+    g: &Geometry,
+    p: u32,
+    h2: f32,
+) -> f32 {
+    let m = match g.owner_of(set, p) {
         Owner::Soft(_) => set.masses[p as usize],
         Owner::Rigid(i) if bodies.is_solved(i as usize) => {
             cfg.new_row_mass_ratio * bodies.masses[i as usize].mass
         }
         Owner::Rigid(_) => 0.0,
     };
-    let m = points
-        .iter()
-        .filter(|&&p| p != NO_POINT)
-        .map(|&p| mass(p))
-        .fold(0.0f32, f32::max);
     (cfg.contact_stiffness * m / h2).max(cfg.k_start)
 }
 
@@ -227,10 +242,7 @@ pub(crate) fn pair_friction(
     points: &[u32; 4],
 ) -> [f32; 2] {
     let g = &sc.geometry;
-    let side = |p: u32| match g.owner_of(set, p) {
-        Owner::Soft(b) => set.materials[b as usize].friction,
-        Owner::Rigid(i) => bodies.masses[i as usize].friction,
-    };
+    let side = |p: u32| point_friction(set, bodies, g, p);
     let (a, b) = match pair.kind {
         PairKind::PointPlane => (
             side(points[0]),
@@ -240,4 +252,17 @@ pub(crate) fn pair_friction(
         PairKind::EdgeEdge => (side(points[0]), side(points[2])),
     };
     [(a[0] * b[0]).sqrt(), (a[1] * b[1]).sqrt()]
+}
+
+/// Point `p`'s static and dynamic friction: its deformable's material's or its body's.
+pub(crate) fn point_friction(
+    set: &DeformableSet,
+    bodies: &BodySet,
+    g: &Geometry,
+    p: u32,
+) -> [f32; 2] {
+    match g.owner_of(set, p) {
+        Owner::Soft(b) => set.materials[b as usize].friction,
+        Owner::Rigid(i) => bodies.masses[i as usize].friction,
+    }
 }
