@@ -5,7 +5,9 @@
 // tries again if another union moved it first, so every component ends with its lowest
 // body as root, whatever order the unions ran in: the labels are the same on every run.
 // A body is anchored when a constraint ties it to a body that is not solved (static,
-// kinematic, frozen or the world). common.wgsl and shapes.wgsl (StepPair) are prepended.
+// kinematic, frozen or the world), or when this step froze it (its result was not finite,
+// `end_bodies`), as the CPU's projection anchors it. common.wgsl and shapes.wgsl (StepPair)
+// are prepended.
 //
 // Dispatch order: island_init (bodies), island_link (pairs, then joints), island_flatten
 // (bodies), island_mark (bodies), island_count (bodies).
@@ -34,8 +36,11 @@ struct JointEnds {
 // The narrow phase's status (contact_narrow.wgsl); [3] counts the islands anchored nowhere,
 // which the momentum projection corrects (momentum.wgsl).
 @group(0) @binding(9) var<storage, read_write> narrow_status: array<atomic<u32>>;
+// `end_bodies`' status (integration.wgsl): per body at FROZEN_FLAGS, 1 if this step froze it.
+@group(0) @binding(10) var<storage, read> status: array<u32>;
 
 const JOINT_BROKEN: u32 = 1u;
+const FROZEN_FLAGS: u32 = 64u; // 1 + FROZEN_ROOM (integration.wgsl)
 const ANCHORED: u32 = 0x80000000u;
 // A union's retries are bounded so that no invocation can spin (a contended one retries
 // once per union that beat it; a step has far fewer).
@@ -124,7 +129,8 @@ fn island_flatten(@builtin(global_invocation_id) gid: vec3<u32>) {
         islands[i] = 0xffffffffu;
         return;
     }
-    islands[i] = root_of(i) | select(0u, ANCHORED, atomicLoad(&anchored[i]) != 0u);
+    let anchor = atomicLoad(&anchored[i]) != 0u || status[FROZEN_FLAGS + i] != 0u;
+    islands[i] = root_of(i) | select(0u, ANCHORED, anchor);
 }
 
 // The union–find is done: bit 31 of a root's parent entry marks its island anchored (by

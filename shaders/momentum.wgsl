@@ -30,23 +30,20 @@ struct Target {
 @group(0) @binding(3) var<storage, read_write> velocities: array<Velocity>;
 @group(0) @binding(4) var<storage, read> forces: array<Force>;
 @group(0) @binding(5) var<storage, read> body_flags: array<u32>;
-// `end_bodies`' status: per body at 1 + FROZEN_ROOM, 1 if its result was not finite.
-@group(0) @binding(6) var<storage, read> status: array<u32>;
 // Per body: its island's root, bit 31 if the body is anchored; NONE if not solved.
-@group(0) @binding(7) var<storage, read> islands: array<u32>;
+@group(0) @binding(6) var<storage, read> islands: array<u32>;
 // Per body: its union–find parent; a root's has bit 31 set if its island is anchored.
-@group(0) @binding(8) var<storage, read_write> parent: array<atomic<u32>>;
+@group(0) @binding(7) var<storage, read_write> parent: array<atomic<u32>>;
 // What the CPU reads back per body (integration.wgsl `write_body_out`): the corrected
 // velocities go to words 7..13.
-@group(0) @binding(9) var<storage, read_write> body_out: array<u32>;
-@group(0) @binding(10) var<storage, read_write> targets: array<Target>;
+@group(0) @binding(8) var<storage, read_write> body_out: array<u32>;
+@group(0) @binding(9) var<storage, read_write> targets: array<Target>;
 // Per island root, SUM_WORDS words: the sums (VALUES values, each as low and high word of
 // a two's-complement 64-bit integer), the largest term of each quantity, the body count.
-@group(0) @binding(11) var<storage, read_write> sums: array<atomic<u32>>;
+@group(0) @binding(10) var<storage, read_write> sums: array<atomic<u32>>;
 
 const NONE: u32 = 0xffffffffu;
 const ANCHORED: u32 = 0x80000000u;
-const FROZEN_FLAGS: u32 = 64u; // 1 + FROZEN_ROOM (integration.wgsl)
 const BODY_OUT_WORDS: u32 = 13u;
 const SOLVED: u32 = 1u;
 
@@ -209,9 +206,8 @@ fn momentum_targets(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_
     targets[i] = Target(vec4<f32>(p, 0.0), vec4<f32>(spin, 0.0), vec4<f32>(pose.p.xyz, 0.0));
 }
 
-// Roots empty their sums; a body this step froze (not finite) anchors its island, as a
-// fixed body would (the CPU's `correct` does the same; `island_count` counted the islands
-// anchored nowhere before this, so its count may include such an island).
+// Roots empty their sums. (A body this step froze, its result not finite, anchors its
+// island already, `island_flatten`, as a fixed body would: the CPU's `correct` does the same.)
 @compute @workgroup_size(64)
 fn momentum_clear(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
     let i = grid_index(gid, nwg);
@@ -219,9 +215,6 @@ fn momentum_clear(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_wo
         return;
     }
     let root = islands[i] & ~ANCHORED;
-    if status[FROZEN_FLAGS + i] != 0u {
-        atomicOr(&parent[root], ANCHORED);
-    }
     if root == i {
         for (var k = 0u; k < SUM_WORDS; k++) {
             atomicStore(&sums[i * SUM_WORDS + k], 0u);

@@ -421,6 +421,58 @@ fn gpu_momentum_projection_starts_with_the_first_isolated_island() {
     assert!(free > 1e-4, "{free:.3e}");
 }
 
+/// A body the step freezes (its result not finite) anchors its island, as a fixed body
+/// would (the CPU's projection does the same): in zero gravity, two touching balls and a
+/// lone one are two islands anchored nowhere; when one of the touching pair overflows in
+/// that step, the device counts only the lone ball's island as anchored nowhere, and the
+/// lone ball keeps its velocity. (The count was taken before the frozen body anchored its
+/// island until 2026-11-29.)
+#[test]
+fn a_body_frozen_in_the_step_anchors_its_island_on_the_device() {
+    let isolated = |overflow: bool| -> Option<(u32, Vec3)> {
+        let config = SolverConfig {
+            gravity: Vec3::ZERO,
+            ..SolverConfig::default()
+        };
+        let Ok(mut w) = PhysicsWorld::with_backend(config, bevy_avbd::Backend::Gpu) else {
+            assert!(!common::require_gpu(), "the GPU backend failed");
+            return None;
+        };
+        let mut ball = |at: Vec3, v: Vec3, mass: f32| {
+            w.add_body(
+                BodyDesc::dynamic()
+                    .at(at)
+                    .with_velocity(v, Vec3::ZERO)
+                    .with_collider(Collider::ball(0.2).unwrap())
+                    .with_mass(mass),
+            )
+            .unwrap()
+        };
+        // (Light, so that 1e38 N overflows: 1e41 m/s² × h².)
+        let a = ball(Vec3::ZERO, Vec3::ZERO, 1e-3);
+        ball(Vec3::new(0.39, 0.0, 0.0), Vec3::ZERO, 1.0);
+        let lone = ball(Vec3::new(5.0, 0.0, 0.0), Vec3::Y, 1.0);
+        if overflow {
+            w.set_external_force(a, Vec3::new(0.0, 1e38, 0.0), Vec3::ZERO)
+                .unwrap();
+        }
+        let report = w.step().unwrap();
+        assert_eq!(report.frozen, if overflow { vec![a] } else { vec![] });
+        let count = w
+            .gpu_isolated_islands_for_tests()
+            .expect("the device's contacts");
+        Some((count, w.body(lone).unwrap().linear_velocity))
+    };
+    let (Some(free), Some(frozen)) = (isolated(false), isolated(true)) else {
+        return;
+    };
+    assert_eq!(free.0, 2);
+    assert_eq!(frozen.0, 1);
+    for (_, v) in [free, frozen] {
+        assert!((v - Vec3::Y).length() < 1e-6, "{v}");
+    }
+}
+
 /// The momentum projection runs on the device (`shaders/momentum.wgsl`) when the device
 /// finds the contacts: balls colliding off-centre with friction and a spinning chain of
 /// balls on ball joints, in zero gravity, every island anchored nowhere. Every step must

@@ -161,7 +161,7 @@ pub const ISLANDS_SHADER: &str = concat!(
 
 /// Bindings 1.. of the islands (`islands.wgsl`) over this step's pair list
 /// (`PAIR_LIST[1 - side]`).
-pub(super) const fn island_bindings(side: usize) -> [(usize, bool); 9] {
+pub(super) const fn island_bindings(side: usize) -> [(usize, bool); 10] {
     [
         (BODY_FLAGS, true),
         (PAIR_LIST[1 - side], true),
@@ -172,6 +172,7 @@ pub(super) const fn island_bindings(side: usize) -> [(usize, bool); 9] {
         (ISLAND_ANCHORED, false),
         (ISLANDS, false),
         (NARROW_STATUS, false),
+        (STATUS, true),
     ]
 }
 
@@ -182,13 +183,12 @@ pub const MOMENTUM_SHADER: &str = concat!(
 );
 
 /// Bindings 1.. of the momentum projection (`momentum.wgsl`).
-pub(super) const MOMENTUM_BINDINGS: [(usize, bool); 11] = [
+pub(super) const MOMENTUM_BINDINGS: [(usize, bool); 10] = [
     (POSES, true),
     (MASSES, true),
     (VELOCITIES, false),
     (FORCES, true),
     (BODY_FLAGS, true),
-    (STATUS, true),
     (ISLANDS, true),
     (ISLAND_PARENT, false),
     (BODY_OUT, false),
