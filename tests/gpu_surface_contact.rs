@@ -286,8 +286,8 @@ fn gpu_contact_is_deterministic() {
 /// after each frame, in scenes with point–triangle, edge–edge and point–half-space rows,
 /// deformable–deformable and deformable–rigid: the same points and the same penalty bits
 /// as a row the host makes of the same pair (the penalty is the largest of the points'
-/// terms, a maximum: exact), friction within 2 ulps (the geometric mean's square root is
-/// correctly rounded on the CPU; WGSL allows a device's to be 2.5 ulps off).
+/// terms, a maximum: exact), friction within 4 ulps (the geometric mean's square root is
+/// correctly rounded on the CPU; WGSL lets a device's be a few ulps off).
 #[test]
 fn rows_made_on_the_device_match_the_hosts_rows_of_their_pairs() {
     let mut kinds = std::collections::BTreeMap::<String, usize>::new();
@@ -307,7 +307,7 @@ fn rows_made_on_the_device_match_the_hosts_rows_of_their_pairs() {
                 );
                 for (d, h) in device.2.into_iter().zip(host.2) {
                     assert!(
-                        (d - h).abs() <= 2.0 * f32::EPSILON * h,
+                        (d - h).abs() <= 4.0 * f32::EPSILON * h,
                         "{name}: {kind} friction {d} vs {h}"
                     );
                 }

@@ -182,7 +182,7 @@ impl ContactStep {
         if !again {
             let (f, u) = p.head;
             let same = (
-                // (By bits: 0.0 == −0.0.)
+                // (By bits: as floats, 0.0 == −0.0.)
                 bytemuck::cast_slice::<_, u32>(&p.written_head.0)
                     == bytemuck::cast_slice::<_, u32>(&p.fixed[..f]),
                 p.written_head.1[..] == p.fixed_u[..u],
