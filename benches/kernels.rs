@@ -11,7 +11,10 @@
 //! - `dual/pyramid20_update`: one dual update of the pyramid's ~2,400 contact points;
 //! - `coloring/pyramid20`, `coloring/joint_grid_30x30`: adjacency (CSR) and greedy colouring;
 //! - `contacts/pyramid20_collision`: broad phase, parry3d manifolds and warm-started records;
-//! - `step/pyramid20`: the whole step (from `StepStats`, scene rebuilt every 300 frames).
+//! - `step/pyramid20`: the whole step (from `StepStats`, scene rebuilt every 300 frames);
+//! - `coarse/squishy_balls8_operators`: the coarse operators of 8 soft balls (11,464 tets,
+//!   64 nodes each) at a settled frame's initial guess: element assembly and Cholesky
+//!   factorisation, the host's share of a deformable frame on both backends.
 
 use std::hint::black_box;
 use std::time::Duration;
@@ -162,6 +165,19 @@ fn contacts(c: &mut Criterion) {
     });
 }
 
+fn coarse(c: &mut Criterion) {
+    let mut s = scene("squishy_balls", &[("count", 8.0)], 10);
+    for _ in 0..30 {
+        s.world.step().unwrap();
+    }
+    stage(
+        c,
+        "coarse/squishy_balls8_operators",
+        s,
+        stages::coarse_operators,
+    );
+}
+
 fn config() -> Criterion {
     Criterion::default()
         .sample_size(20)
@@ -172,6 +188,6 @@ fn config() -> Criterion {
 criterion_group! {
     name = kernels;
     config = config();
-    targets = ldlt, primal, coloring, contacts
+    targets = ldlt, primal, coloring, contacts, coarse
 }
 criterion_main!(kernels);

@@ -63,3 +63,19 @@ pub fn dual_update(world: &mut PhysicsWorld) {
         dual::Pass::Inner,
     );
 }
+
+/// The deformable bodies' coarse operators at the current initial guess: assembly (the
+/// elements' terms, attachments, contact rows) and factorisation (`CoarseLevel::prepare`,
+/// as `step` runs it before a step's first iteration).
+pub fn coarse_operators(world: &mut PhysicsWorld) {
+    let s = &mut world.solver.vertices;
+    let contact = s.contact_on.then_some((&s.contact, &s.poses[..]));
+    s.coarse.prepare(
+        &world.config,
+        &world.deformables,
+        &world.attachments,
+        contact,
+        &s.x,
+        false,
+    );
+}
