@@ -110,7 +110,7 @@ fn contact_body_terms(@builtin(global_invocation_id) gid: vec3<u32>) {
     t_aa = z;
     t_fl = vec3<f32>(0.0);
     t_fa = vec3<f32>(0.0);
-    let first = su[cparams.o_bslot_offsets + b];
+    let first = body_slot_offset(b);
     let count = atomicLoad(&ca[cparams.o_bslot_count + b]);
     let q = pose_now(b).q;
     for (var s = 0u; s < count; s++) {

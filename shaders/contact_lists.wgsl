@@ -1,12 +1,15 @@
 // The contact rows' lists (appended to surface_contact.wgsl): each soft point and each
 // moving rigid body lists the rows it is in, in candidate order, which is the order every
-// sum over them follows. The host uploads the carried rows and sizes the lists; the frame's
-// first three kernels write everything else in the atomics buffer (`ca`), so none of it
-// crosses the bus: the status words, each candidate's row, the lists of the carried rows
-// and the islands' steps.
+// sum over them follows. Each list has room for every candidate of its point or body (a
+// row's pair is always a candidate, so no list overflows): the frame's first kernels count
+// them (`contact_count_slots`), a prefix sum (scan.wgsl, over the counts in `ca`) makes the
+// lists' offsets, and `contact_list_rows` and `contact_sort_slots` fill them with the
+// carried rows. The host uploads the candidates and the carried rows; everything else the
+// lists take lives in the atomics buffer (`ca`), so none of it crosses the bus: the status
+// words, each candidate's row, the lists' offsets and contents, and the islands' steps.
 
-// The frame's start: no candidate has a row yet, every list is empty, every island's step
-// and reach is whole, and the status counts the carried rows.
+// The frame's start: no candidate has a row yet, every list is empty and has no room yet,
+// every island's step and reach is whole, and the status counts the carried rows.
 @compute @workgroup_size(64)
 fn contact_start(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
     let k = lane_index(wid, nwg, lid);
@@ -22,6 +25,10 @@ fn contact_start(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups)
     if (k < cparams.n_bodies) {
         atomicStore(&ca[cparams.o_bslot_count + k], 0u);
     }
+    // The lists' rooms (soft points, then bodies, then their total), counted next.
+    if (k <= cparams.soft_points + cparams.n_bodies) {
+        atomicStore(&ca[cparams.o_slot_offsets + k], 0u);
+    }
     if (k < cparams.n_objects) {
         atomicStore(&ca[cparams.o_alpha + k], ONE);
         atomicStore(&ca[cparams.o_reach + k], ONE);
@@ -29,6 +36,42 @@ fn contact_start(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups)
     if (k < 4u) {
         atomicStore(&ca[k], select(0u, cparams.carried_rows, k == ST_ROWS));
     }
+}
+
+// Each candidate makes room in the lists of its soft points and, once each, of its moving
+// rigid bodies (the host's `pack_candidates` did this before; the counts become offsets
+// in the prefix sum that follows).
+@compute @workgroup_size(64)
+fn contact_count_slots(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+    let k = lane_index(wid, nwg, lid);
+    if (cparams.on == 0u || k >= cparams.n_candidates) {
+        return;
+    }
+    let points = cand(k).points;
+    for (var j = 0u; j < 4u; j++) {
+        let p = points[j];
+        if (p == NONE) {
+            continue;
+        }
+        if (p < cparams.soft_points) {
+            atomicAdd(&ca[cparams.o_slot_offsets + p], 1u);
+            continue;
+        }
+        let b = rigid_body(p);
+        if (first_of_moving_body(points, j, b)) {
+            atomicAdd(&ca[cparams.o_bslot_offsets + b], 1u);
+        }
+    }
+}
+
+// Whether rigid point j of `points`, of body b, is that body's first among them and the
+// body moves (a body's rows are listed once per row).
+fn first_of_moving_body(points: vec4<u32>, j: u32, b: u32) -> bool {
+    var seen = !body_moves(b);
+    for (var k = 0u; k < j; k++) {
+        seen = seen || (points[k] != NONE && points[k] >= cparams.soft_points && rigid_body(points[k]) == b);
+    }
+    return !seen;
 }
 
 // Each carried row: its candidate's row, and its place in its points' lists.
@@ -55,17 +98,13 @@ fn join_lists(i: u32, points: vec4<u32>) {
         }
         if (p < cparams.soft_points) {
             let s = atomicAdd(&ca[cparams.o_slot_count + p], 1u);
-            atomicStore(&ca[cparams.o_slot_items + su[cparams.o_slot_offsets + p] + s], i);
+            atomicStore(&ca[cparams.o_slot_items + slot_offset(p) + s], i);
             continue;
         }
         let b = rigid_body(p);
-        var seen = !body_moves(b);
-        for (var k = 0u; k < j; k++) {
-            seen = seen || (points[k] != NONE && points[k] >= cparams.soft_points && rigid_body(points[k]) == b);
-        }
-        if (!seen) {
+        if (first_of_moving_body(points, j, b)) {
             let s = atomicAdd(&ca[cparams.o_bslot_count + b], 1u);
-            atomicStore(&ca[cparams.o_bslot_items + su[cparams.o_bslot_offsets + b] + s], i);
+            atomicStore(&ca[cparams.o_bslot_items + body_slot_offset(b) + s], i);
         }
     }
 }
@@ -82,11 +121,11 @@ fn contact_sort_slots(@builtin(global_invocation_id) gid: vec3<u32>) {
     var first: u32;
     var count: u32;
     if (p < cparams.soft_points) {
-        first = cparams.o_slot_items + su[cparams.o_slot_offsets + p];
+        first = cparams.o_slot_items + slot_offset(p);
         count = atomicLoad(&ca[cparams.o_slot_count + p]);
     } else {
         let b = p - cparams.soft_points;
-        first = cparams.o_bslot_items + su[cparams.o_bslot_offsets + b];
+        first = cparams.o_bslot_items + body_slot_offset(b);
         count = atomicLoad(&ca[cparams.o_bslot_count + b]);
     }
     for (var i = 1u; i < count; i++) {
@@ -104,4 +143,13 @@ fn contact_sort_slots(@builtin(global_invocation_id) gid: vec3<u32>) {
         }
         atomicStore(&ca[first + j], item);
     }
+}
+
+// Where soft point p's list and rigid body b's list start (in their items regions).
+fn slot_offset(p: u32) -> u32 {
+    return atomicLoad(&ca[cparams.o_slot_offsets + p]);
+}
+
+fn body_slot_offset(b: u32) -> u32 {
+    return atomicLoad(&ca[cparams.o_bslot_offsets + b]);
 }

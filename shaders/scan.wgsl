@@ -1,11 +1,12 @@
-// An exclusive prefix sum in place over `len` counts: data[i] becomes the sum of the counts
-// before i and data[len] the total (the broad phase's bucket and pair offsets). Three
-// dispatches: scan_blocks (one workgroup per 256 counts), scan_top (one workgroup),
-// scan_add (one workgroup per 256 counts).
+// An exclusive prefix sum in place over `len` counts from data[first]: data[first + i]
+// becomes the sum of the counts before i and data[first + len] the total (the broad
+// phase's bucket and pair offsets; the deformable contact rows' list offsets, a region of
+// a larger buffer). Three dispatches: scan_blocks (one workgroup per 256 counts), scan_top
+// (one workgroup), scan_add (one workgroup per 256 counts).
 
 struct ScanParams {
     len: u32,
-    pad0: u32,
+    first: u32,
     pad1: u32,
     pad2: u32,
 };
@@ -38,12 +39,12 @@ fn scan_blocks(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_
     let i = wid.x * SCAN_WG + lid.x;
     var c = 0u;
     if i < sp.len {
-        c = data[i];
+        c = data[sp.first + i];
     }
     scan[lid.x] = c;
     scan_workgroup(lid.x);
     if i < sp.len {
-        data[i] = scan[lid.x] - c;
+        data[sp.first + i] = scan[lid.x] - c;
     }
     if lid.x == SCAN_WG - 1u {
         block_sums[wid.x] = scan[lid.x];
@@ -69,7 +70,7 @@ fn scan_top(@builtin(local_invocation_id) lid: vec3<u32>) {
         prefix += total;
     }
     if lid.x == SCAN_WG - 1u {
-        data[sp.len] = scan[lid.x];
+        data[sp.first + sp.len] = scan[lid.x];
     }
 }
 
@@ -77,6 +78,6 @@ fn scan_top(@builtin(local_invocation_id) lid: vec3<u32>) {
 fn scan_add(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {
     let i = wid.x * SCAN_WG + lid.x;
     if i < sp.len {
-        data[i] += block_sums[wid.x];
+        data[sp.first + i] += block_sums[wid.x];
     }
 }

@@ -108,20 +108,21 @@ const DEAD: u32 = 0x80000000u;
 // are near the 32 storage buffers per stage a device may cap at), each a set of regions
 // at the offsets in ContactParams:
 // `ca` (atomics): the status words, per candidate its row (NONE, or DEAD | row once it
-//   left the set), per soft point and per moving rigid body its rows (the list, and its
-//   length), per object its island's step (bits), per point the earliest new pair (toi
-//   bits, candidate);
+//   left the set), per soft point and per moving rigid body its rows (the list, its
+//   length, and its offset: the soft points' offsets, then the bodies', then their total,
+//   one prefix sum), per object its island's step (bits), per point the earliest new pair
+//   (toi bits, candidate);
 // `cf`: per candidate its times of impact (x: at δ, y: at ξ), per soft point X, per soft
 //   body this advance's translation, per object β, per rigid body its certified pose;
 // `sf` (read only): per point its terms of a row's penalty and friction (`cand_row_terms`),
 //   the rigid points (local), the half-spaces (normal, point; local; w: their body's
 //   friction, static then dynamic), the cages (per point lo and hi, per soft point the co-moving lo
 //   and hi, per point the reference R), per soft body its reference mean;
-// `su` (read only): the soft points' list offsets, per object its island, per soft vertex
-//   its body, per candidate its pair (kind, a, b) and the bits of its lower bound, per
-//   rigid point and half-space its body, per soft body its vertex range, per rigid body its
-//   flags and its list's offset, the surface's triangles and edges (their points). (Integers never travel as float bits: a device may
-//   flush the subnormal floats small integers are.)
+// `su` (read only): per object its island, per soft vertex its body, per candidate its
+//   pair (kind, a, b) and the bits of its lower bound, per rigid point and half-space its
+//   body, per soft body its vertex range, per rigid body its flags, the surface's
+//   triangles and edges (their points). (Integers never travel as float bits: a device
+//   may flush the subnormal floats small integers are.)
 @group(2) @binding(1) var<storage, read_write> rows: array<Row>;
 @group(2) @binding(2) var<storage, read_write> ca: array<atomic<u32>>;
 @group(2) @binding(3) var<storage, read_write> cf: array<vec4<f32>>;
@@ -326,7 +327,7 @@ fn point_row_count(v: u32) -> u32 {
 }
 
 fn point_row(v: u32, s: u32) -> Row {
-    return rows[atomicLoad(&ca[cparams.o_slot_items + su[cparams.o_slot_offsets + v] + s])];
+    return rows[atomicLoad(&ca[cparams.o_slot_items + slot_offset(v) + s])];
 }
 
 fn contact_block(v: u32) -> Block {

@@ -320,3 +320,34 @@ fn rows_made_on_the_device_match_the_hosts_rows_of_their_pairs() {
     assert_eq!(kinds.len(), 3, "{kinds:?}");
     assert!(rigid > 0);
 }
+
+/// The row lists' room is made on the device (`contact_count_slots`, then a prefix sum
+/// over a region of the atomics): after each frame, every soft point's and every rigid
+/// body's list offset equals the host's sum of the candidates before it (each candidate
+/// counts once for each of its soft points and once for each moving body among its rigid
+/// points). `mattress` has a dynamic box on the slab (bodies' lists), `cloth_drape`
+/// self-contact and a static sphere.
+#[test]
+fn the_lists_room_made_on_the_device_is_the_hosts_count_of_candidates() {
+    let (mut frames_checked, mut body_room) = (0, 0);
+    for (name, frames) in [("mattress", 20), ("cloth_drape", 20)] {
+        let Some(mut s) = gpu_scene(name, &[], SolverConfig::default()) else {
+            return;
+        };
+        for frame in 0..frames {
+            s.run(1).expect("scene steps on the GPU");
+            let (soft, [device, host]) = s
+                .world
+                .gpu_deformable_list_offsets_for_tests()
+                .expect("the GPU backend")
+                .expect("the offsets read back");
+            assert_eq!(device, host, "{name}, frame {frame}");
+            if let Some(&total) = host.last() {
+                frames_checked += 1;
+                body_room = body_room.max(total - host[soft]);
+            }
+        }
+    }
+    println!("frames checked: {frames_checked}, largest room of the bodies' lists: {body_room}");
+    assert!(frames_checked > 20 && body_room > 0);
+}

@@ -9,6 +9,7 @@
 use bytemuck::{Pod, Zeroable};
 
 use super::GpuError;
+use super::pipelines::{storage_entry, uniform_entry};
 use crate::pipeline::collision::BodyShape;
 use crate::pipeline::collision::grid::GridLayout;
 use crate::rigid::body::PoseRecord;
@@ -74,6 +75,45 @@ pub(super) const BROAD_KERNELS: [&str; 5] = [
 /// The prefix sum's kernels in dispatch order.
 pub(super) const SCAN_KERNELS: [&str; 3] = ["scan_blocks", "scan_top", "scan_add"];
 
+/// The prefix sum's bind group layout (scan.wgsl: its parameters, the counts, the block
+/// sums).
+pub(super) fn scan_layout(device: &wgpu::Device) -> wgpu::BindGroupLayout {
+    device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
+        label: Some("avbd prefix sum"),
+        entries: &[
+            uniform_entry(0, false, 16),
+            storage_entry(1, false),
+            storage_entry(2, false),
+        ],
+    })
+}
+
+/// The prefix sum's kernels (`SCAN_KERNELS`, in their order) over `layout`.
+pub(super) fn scan_pipelines(
+    device: &wgpu::Device,
+    layout: &wgpu::BindGroupLayout,
+) -> [wgpu::ComputePipeline; 3] {
+    let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
+        label: Some("scan.wgsl"),
+        source: wgpu::ShaderSource::Wgsl(SCAN_SHADER.into()),
+    });
+    let pipeline_layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
+        label: Some("avbd prefix sum"),
+        bind_group_layouts: &[Some(layout)],
+        immediate_size: 0,
+    });
+    SCAN_KERNELS.map(|entry| {
+        device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+            label: Some(entry),
+            layout: Some(&pipeline_layout),
+            module: &module,
+            entry_point: Some(entry),
+            compilation_options: Default::default(),
+            cache: None,
+        })
+    })
+}
+
 const WORKGROUP: u32 = 64;
 const SCAN_BLOCK: u32 = 256;
 
@@ -103,7 +143,6 @@ pub struct GpuBroadPhase {
 impl GpuBroadPhase {
     /// Opens a device the way the solver does (honouring `WGPU_BACKEND`).
     pub fn new() -> Result<Self, GpuError> {
-        use super::pipelines::{storage_entry, uniform_entry};
         let (device, queue, _) = super::device::standalone_device("avbd broad phase")?;
         let make = |label: &str, source: &str, entries: &[wgpu::BindGroupLayoutEntry]| {
             let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
@@ -129,15 +168,7 @@ impl GpuBroadPhase {
         entries.extend(BROAD_BINDINGS.map(|(b, read_only)| storage_entry(b, read_only)));
         let (module, layout, pipeline_layout) =
             make("broad_phase.wgsl", BROAD_PHASE_SHADER, &entries);
-        let (scan_module, scan_layout, scan_pipeline_layout) = make(
-            "scan.wgsl",
-            SCAN_SHADER,
-            &[
-                uniform_entry(0, false, 16),
-                storage_entry(1, false),
-                storage_entry(2, false),
-            ],
-        );
+        let scan_layout = scan_layout(&device);
         let pipeline = |layout: &wgpu::PipelineLayout, module: &wgpu::ShaderModule, entry: &str| {
             device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
                 label: Some(entry),
@@ -149,7 +180,7 @@ impl GpuBroadPhase {
             })
         };
         let pipelines = BROAD_KERNELS.map(|e| pipeline(&pipeline_layout, &module, e));
-        let scans = SCAN_KERNELS.map(|e| pipeline(&scan_pipeline_layout, &scan_module, e));
+        let scans = scan_pipelines(&device, &scan_layout);
         Ok(Self {
             device,
             queue,

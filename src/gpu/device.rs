@@ -102,10 +102,6 @@ impl GpuSolver {
             label: Some("broad_phase.wgsl"),
             source: wgpu::ShaderSource::Wgsl(super::broad::BROAD_PHASE_SHADER.into()),
         });
-        let scan_module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
-            label: Some("scan.wgsl"),
-            source: wgpu::ShaderSource::Wgsl(super::broad::SCAN_SHADER.into()),
-        });
         let mut broad_entries = vec![uniform_entry(
             0,
             false,
@@ -117,14 +113,7 @@ impl GpuSolver {
             label: Some("avbd broad phase"),
             entries: &broad_entries,
         });
-        let scan_layout = device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
-            label: Some("avbd prefix sum"),
-            entries: &[
-                uniform_entry(0, false, 16),
-                storage_entry(1, false),
-                storage_entry(2, false),
-            ],
-        });
+        let scan_layout = super::broad::scan_layout(&device);
         let single = |layout: &wgpu::BindGroupLayout, label: &str| {
             device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
                 label: Some(label),
@@ -141,7 +130,6 @@ impl GpuSolver {
             label: Some("momentum.wgsl"),
             source: wgpu::ShaderSource::Wgsl(MOMENTUM_SHADER.into()),
         });
-        let scan_pipeline_layout = single(&scan_layout, "avbd prefix sum");
         let layout_of = |label: &str, bindings: &[(usize, bool)]| {
             let mut entries = vec![uniform_entry(0, false, params_size())];
             for (i, (_, read_only)) in bindings.iter().enumerate() {
@@ -289,8 +277,7 @@ impl GpuSolver {
                 [a, b, "bp_seed_scan", "bp_seed_fill", c, d, e]
                     .map(|k| pipeline(&broad_pipeline_layout, &broad_module, k))
             },
-            scan: super::broad::SCAN_KERNELS
-                .map(|k| pipeline(&scan_pipeline_layout, &scan_module, k)),
+            scan: super::broad::scan_pipelines(&device, &scan_layout),
             islands: {
                 let layout = single(&island_layout, "avbd islands");
                 [

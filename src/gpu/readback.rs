@@ -141,6 +141,18 @@ impl GpuSolver {
         )?))
     }
 
+    /// The deformable contact rows' lists' offsets the last step made on the device and
+    /// the host's sums of the same (blocking; for tests). Empty without surface contact.
+    pub fn deformable_list_offsets(
+        &self,
+        contact: &crate::pipeline::surface_contact::SurfaceContact,
+    ) -> Result<[Vec<u32>; 2], GpuError> {
+        match (self.soft_active, self.soft.as_ref()) {
+            (true, Some(step)) => step.list_offsets_for_tests(contact),
+            _ => Ok([Vec::new(), Vec::new()]),
+        }
+    }
+
     /// The previous velocities the device holds after the last step (blocking; for tests:
     /// the CPU's copy derives them instead of reading them back each step).
     pub fn previous_velocities(&self) -> Result<Vec<crate::rigid::body::VelocityRecord>, GpuError> {

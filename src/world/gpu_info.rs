@@ -133,6 +133,25 @@ impl PhysicsWorld {
             .collect()
     }
 
+    /// Test hook: the deformable contact rows' lists' offsets (per soft point, then per
+    /// rigid body, then the total) that the last step's start made on the device from its
+    /// candidates (`contact_count_slots` and a prefix sum), and the host's sums of each
+    /// one's candidates, with the number of soft points (`None` on the CPU backend; a
+    /// blocking readback).
+    #[doc(hidden)]
+    #[allow(clippy::type_complexity)]
+    pub fn gpu_deformable_list_offsets_for_tests(
+        &self,
+    ) -> Option<Result<(usize, [Vec<u32>; 2]), PhysicsError>> {
+        let contact = &self.solver.vertices.contact;
+        let soft = contact.geometry.soft_points as usize;
+        self.gpu.as_ref().map(|g| {
+            g.deformable_list_offsets(contact)
+                .map(|offsets| (soft, offsets))
+                .map_err(|e| PhysicsError::Gpu(e.to_string()))
+        })
+    }
+
     /// Test hook: how many of those islands the device counted as anchored nowhere (whose
     /// momentum its projection restores, `shaders/momentum.wgsl`).
     #[doc(hidden)]

@@ -673,6 +673,14 @@ impl SoftStep {
         });
     }
 
+    /// The contact row lists' offsets, device and host (a test hook: `ContactStep`).
+    pub(super) fn list_offsets_for_tests(
+        &self,
+        contact: &crate::pipeline::surface_contact::SurfaceContact,
+    ) -> Result<[Vec<u32>; 2], GpuError> {
+        self.contact.list_offsets_for_tests(contact)
+    }
+
     /// What the contact stage of the step just read asks of a run again (the staging
     /// buffer is mapped: the caller waited for the device): the pairs of the rows it made,
     /// and whether the rows ran out of room.

@@ -111,14 +111,19 @@ impl SoftStep {
         label: &str,
         timestamp_writes: Writes<'_>,
     ) -> wgpu::ComputePass<'e> {
-        let group = self.group.as_ref().expect("bound before recording");
         let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
             label: Some(label),
             timestamp_writes,
         });
+        self.set_groups(&mut pass);
+        pass
+    }
+
+    /// Sets groups 0 and 1 (colour slot 0) of the deformable kernels.
+    fn set_groups(&self, pass: &mut wgpu::ComputePass) {
+        let group = self.group.as_ref().expect("bound before recording");
         pass.set_bind_group(0, group, &[]);
         pass.set_bind_group(1, &self.range_group, &[0]);
-        pass
     }
 
     /// Before the first iteration: the contact stage's atomics, and the carried rows in
@@ -132,7 +137,10 @@ impl SoftStep {
             return 0;
         }
         let mut pass = self.begin_pass(encoder, "avbd contact lists", writes());
-        self.contact.record_start(&mut pass, self.max_groups)
+        let mut dispatches = self.contact.record_start(&mut pass, self.max_groups);
+        dispatches += self.contact.record_list_offsets(&mut pass);
+        self.set_groups(&mut pass);
+        dispatches + self.contact.record_lists(&mut pass, self.max_groups)
     }
 
     /// The attachments' dual update (after the rigid dual updates), then the contact

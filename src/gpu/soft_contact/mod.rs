@@ -7,11 +7,12 @@
 //! islands, the rows carried from the last frame) and uploads it: the candidates' pairs
 //! (the device derives their points, island, penalty and friction from the surface's
 //! primitives and per-point terms, which are written only when they change); the carried
-//! rows; X; the cages; the islands. Each soft
-//! point's row list has room for every candidate it belongs to (a row's pair is always a
-//! candidate, so the lists cannot overflow); the frame's first kernels fill them with the
-//! carried rows and give each candidate its row (`contact_lists.wgsl`), so neither crosses
-//! the bus. Each iteration then runs on the device:
+//! rows; X; the cages; the islands. Each soft point's and each moving body's row list has
+//! room for every candidate it belongs to (a row's pair is always a candidate, so the lists
+//! cannot overflow): the frame's first kernels count the candidates of each and sum the
+//! counts into the lists' offsets (a prefix sum, `scan.wgsl`), fill the lists with the
+//! carried rows and give each candidate its row (`contact_lists.wgsl`), so none of it
+//! crosses the bus. Each iteration then runs on the device:
 //! the rows' terms in the vertex solves and the coarse residual (`vbd.wgsl`), the rows'
 //! dual update, and the advance — CCD of every candidate from X to the iterate
 //! (`ccd_core.wgsl`, the standalone kernel's code), each island's certified step (an island
@@ -53,7 +54,7 @@ use super::pipelines::{storage_entry, uniform_entry};
 use crate::config::SolverConfig;
 use crate::deformable::set::DeformableSet;
 use crate::pipeline::surface_contact::frame::{point_friction, point_stiffness};
-use crate::pipeline::surface_contact::rows::{NO_POINT, Pair, PairKind, Row};
+use crate::pipeline::surface_contact::rows::{Pair, PairKind, Row};
 use crate::pipeline::surface_contact::{SurfaceContact, geometry};
 use crate::rigid::BodySet;
 
@@ -141,6 +142,8 @@ const BODY_MOVES: u32 = 1;
 const BODY_COUPLED: u32 = 2;
 /// vec4s of a body's record in the terms buffer (`BODY_TERMS`).
 const BODY_TERMS: u64 = 12;
+/// Counts per workgroup of scan.wgsl's first and last kernels.
+const SCAN_BLOCK: u32 = 256;
 
 fn kind_code(k: PairKind) -> u32 {
     match k {
@@ -189,10 +192,14 @@ enum Over {
     CarriedRows,
 }
 
-/// The kernels of the frame's start, before the first iteration: the atomics' state, and
-/// the carried rows in their candidates and their points' lists, in order.
-const START: [(&str, Over); 3] = [
+/// The kernels of the frame's start, before the first iteration, in order: the atomics'
+/// state and the lists' room (`COUNT`), then, after the prefix sum of the room into the
+/// lists' offsets, the carried rows in their candidates and their points' lists (`LISTS`).
+const COUNT: [(&str, Over); 2] = [
     ("contact_start", Over::Start),
+    ("contact_count_slots", Over::Candidates),
+];
+const LISTS: [(&str, Over); 2] = [
     ("contact_list_rows", Over::CarriedRows),
     ("contact_sort_slots", Over::Lists),
 ];
@@ -250,7 +257,15 @@ pub(super) struct ContactStep {
     buffers: Vec<wgpu::Buffer>,
     group: wgpu::BindGroup,
     pipelines: Vec<(wgpu::ComputePipeline, Over)>,
-    start: Vec<(wgpu::ComputePipeline, Over)>,
+    count: Vec<(wgpu::ComputePipeline, Over)>,
+    lists: Vec<(wgpu::ComputePipeline, Over)>,
+    /// The prefix sum of the lists' room (scan.wgsl over a region of the atomics): its
+    /// kernels, bind group layout, parameters (length, first), block sums and group.
+    scan: [wgpu::ComputePipeline; 3],
+    scan_layout: wgpu::BindGroupLayout,
+    scan_params: wgpu::Buffer,
+    scan_sums: wgpu::Buffer,
+    scan_group: wgpu::BindGroup,
     body_terms: wgpu::ComputePipeline,
     end_bodies: wgpu::ComputePipeline,
     /// Bound as the rigid primal's terms when no contact row can touch a moving body.
@@ -314,16 +329,36 @@ impl ContactStep {
                 cache: None,
             })
         };
-        let pipelines = ADVANCE
-            .iter()
-            .map(|&(entry, over)| (pipeline(entry), over))
-            .collect();
-        let start = START
-            .iter()
-            .map(|&(entry, over)| (pipeline(entry), over))
-            .collect();
+        let kernels = |list: &[(&str, Over)]| {
+            list.iter()
+                .map(|&(entry, over)| (pipeline(entry), over))
+                .collect::<Vec<_>>()
+        };
+        let (pipelines, count, lists) = (kernels(&ADVANCE), kernels(&COUNT), kernels(&LISTS));
+        let scan_layout = super::broad::scan_layout(device);
+        let scan = super::broad::scan_pipelines(device, &scan_layout);
+        let scan_params = device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("surface contact scan params"),
+            size: 16,
+            usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        let scan_sums = resident(device, 256);
+        let scan_group = Self::make_scan_group(
+            device,
+            &scan_layout,
+            &scan_params,
+            &buffers[ATOMICS],
+            &scan_sums,
+        );
         Self {
-            start,
+            count,
+            lists,
+            scan,
+            scan_layout,
+            scan_params,
+            scan_sums,
+            scan_group,
             body_terms: pipeline("contact_body_terms"),
             end_bodies: pipeline("contact_end_bodies"),
             no_terms: resident(device, 256),
@@ -371,6 +406,24 @@ impl ContactStep {
             label: Some("avbd surface contact"),
             layout,
             entries: &entries,
+        })
+    }
+
+    fn make_scan_group(
+        device: &wgpu::Device,
+        layout: &wgpu::BindGroupLayout,
+        params: &wgpu::Buffer,
+        data: &wgpu::Buffer,
+        sums: &wgpu::Buffer,
+    ) -> wgpu::BindGroup {
+        let entries = [params, data, sums].map(|b| b.as_entire_binding());
+        device.create_bind_group(&wgpu::BindGroupDescriptor {
+            label: Some("surface contact list offsets"),
+            layout,
+            entries: &[0, 1, 2].map(|i| wgpu::BindGroupEntry {
+                binding: i as u32,
+                resource: entries[i].clone(),
+            }),
         })
     }
 
@@ -429,9 +482,32 @@ impl ContactStep {
     }
 
     /// The frame's start (before the first iteration), into `pass` with groups 0 and 1
-    /// set. Returns the dispatches.
+    /// set: the atomics' state and the lists' room. [`Self::record_list_offsets`] and
+    /// [`Self::record_lists`] follow. Returns the dispatches.
     pub(super) fn record_start(&self, pass: &mut wgpu::ComputePass, max_groups: u32) -> u32 {
-        self.record_kernels(pass, &self.start, max_groups)
+        self.record_kernels(pass, &self.count, max_groups)
+    }
+
+    /// The lists' offsets: a prefix sum of their room. Sets group 0 to its own: the caller
+    /// sets the deformable kernels' groups again after it. Returns the dispatches.
+    pub(super) fn record_list_offsets(&self, pass: &mut wgpu::ComputePass) -> u32 {
+        if !self.on {
+            return 0;
+        }
+        let s = self.sizes;
+        let blocks = (s.soft_points + s.bodies).div_ceil(SCAN_BLOCK).max(1);
+        pass.set_bind_group(0, &self.scan_group, &[]);
+        for (k, groups) in self.scan.iter().zip([blocks, 1, blocks]) {
+            pass.set_pipeline(k);
+            pass.dispatch_workgroups(groups, 1, 1);
+        }
+        3
+    }
+
+    /// The carried rows in their candidates and their points' lists, into `pass` with
+    /// groups 0 and 1 set. Returns the dispatches.
+    pub(super) fn record_lists(&self, pass: &mut wgpu::ComputePass, max_groups: u32) -> u32 {
+        self.record_kernels(pass, &self.lists, max_groups)
     }
 
     /// One advance (after the dual updates of an iteration), into `pass` with groups 0 and
@@ -463,7 +539,11 @@ impl ContactStep {
                 Over::Objects => s.objects,
                 Over::Bodies => s.bodies,
                 Over::Lists => s.soft_points + s.bodies,
-                Over::Start => s.candidates.max(s.soft_points).max(s.bodies).max(s.objects),
+                // (The lists' room: soft points, bodies and their total.)
+                Over::Start => s
+                    .candidates
+                    .max(s.soft_points + s.bodies + 1)
+                    .max(s.objects),
                 Over::CarriedRows => s.carried_rows,
             };
             let groups = n.div_ceil(64).max(1);
@@ -671,5 +751,58 @@ fn cpu_row(r: &DeviceRow, pair: Pair) -> Row {
         lagged_normal: v3(r.lagged_normal),
         lagged_weights: r.lagged_weights,
         in_coarse: r.info[0] & ROW_COARSE != 0,
+    }
+}
+
+impl ContactStep {
+    /// The row lists' offsets the last frame's start made on the device (the soft points',
+    /// then the moving bodies', then their total; a blocking read), and the same offsets
+    /// summed on the host from the candidates it uploaded: a test hook.
+    pub(super) fn list_offsets_for_tests(
+        &self,
+        contact: &SurfaceContact,
+    ) -> Result<[Vec<u32>; 2], GpuError> {
+        if !self.on {
+            return Ok([Vec::new(), Vec::new()]);
+        }
+        let (s, o) = (self.sizes, self.offsets);
+        let (soft, len) = (
+            s.soft_points as usize,
+            (s.soft_points + s.bodies + 1) as usize,
+        );
+        let staging = self.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("list offsets readback"),
+            size: 4 * len as u64,
+            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        let mut encoder = self.device.create_command_encoder(&Default::default());
+        let at = 4 * o.slot_offsets as u64;
+        encoder.copy_buffer_to_buffer(&self.buffers[ATOMICS], at, &staging, 0, 4 * len as u64);
+        self.queue.submit([encoder.finish()]);
+        let device = super::device::read_staging(&self.device, &staging)?;
+        // Each candidate's room: its soft points, and each moving body among its rigid
+        // points once.
+        let g = &contact.geometry;
+        let mut host = vec![0u32; len];
+        for pair in &self.pairs {
+            let mut bodies = Vec::new();
+            for q in contact.points_of(pair) {
+                if (q as usize) < soft {
+                    host[q as usize] += 1;
+                } else if q != crate::pipeline::surface_contact::rows::NO_POINT {
+                    let b = g.rigid_points[(q - g.soft_points) as usize].0;
+                    if self.packing.flags[b as usize] & BODY_MOVES != 0 && !bodies.contains(&b) {
+                        bodies.push(b);
+                        host[soft + b as usize] += 1;
+                    }
+                }
+            }
+        }
+        let mut total = 0;
+        for room in &mut host {
+            (*room, total) = (total, total + *room);
+        }
+        Ok([device, host])
     }
 }

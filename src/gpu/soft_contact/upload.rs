@@ -1,7 +1,7 @@
 //! The frame's contact set-up for the device: the candidates (16 B each: the pair and a
 //! lower bound on its distance; the device derives each one's points, island, penalty and
-//! friction), the carried rows, the room of each soft point's and each moving body's row
-//! list, X, the cages and the islands, in the buffers and offsets `surface_contact.wgsl`
+//! friction, and the room each makes in its points' and bodies' row lists), the carried
+//! rows, X, the cages and the islands, in the buffers and offsets `surface_contact.wgsl`
 //! reads. What changes only with the geometry, the bodies or the settings (the surface's
 //! triangles and edges, the points' terms of a row's penalty and friction, the rigid
 //! points and half-spaces) heads the read-only buffers and is written only when it
@@ -26,12 +26,8 @@ pub(super) struct Packing {
     /// surface_contact.wgsl); its row is in the `cand_row` region, which the kernels write
     /// from the carried rows.
     cands: Vec<[u32; 4]>,
-    /// The soft points' and the moving bodies' list offsets (CSR, room for every candidate
-    /// of each): they depend on the candidates only.
-    offsets: Vec<u32>,
-    body_offsets: Vec<u32>,
     /// The rigid bodies' flags as last written.
-    flags: Vec<u32>,
+    pub(super) flags: Vec<u32>,
     rows: Vec<DeviceRow>,
     state: Vec<[f32; 4]>,
     fixed: Vec<[f32; 4]>,
@@ -78,7 +74,7 @@ impl ContactStep {
             && self.pairs.len() == n_cand
             && p.flags == flags;
         if !again {
-            pack_candidates(&mut p, bodies, contact, &flags);
+            pack_candidates(&mut p, contact);
         }
         let n_rows = contact.rows.len();
         p.rows.clear();
@@ -118,9 +114,15 @@ impl ContactStep {
             atomics - n as u32
         };
         o.cand_row = room(n_cand);
-        o.slot_items = room(p.offsets[soft_points] as usize);
+        // The lists: a candidate makes room in those of its soft points and, once each, of
+        // its moving bodies: at most four in all (it has four points, and a body's count
+        // once). The device counts the room and sums it into offsets (`contact_count_slots`,
+        // then scan.wgsl): the soft points' lists first, then the bodies', in one region.
+        o.slot_items = room(4 * n_cand);
+        o.bslot_items = o.slot_items;
+        o.slot_offsets = room(soft_points + n_bodies + 1);
+        o.bslot_offsets = o.slot_offsets + soft_points as u32;
         o.slot_count = room(soft_points);
-        o.bslot_items = room(p.body_offsets[n_bodies] as usize);
         o.bslot_count = room(n_bodies);
         o.alpha = room(objects);
         o.reach = room(objects);
@@ -202,8 +204,26 @@ impl ContactStep {
             self.buffers[BODY_TERMS_BUFFER] = resident(&self.device, terms.next_power_of_two());
             grown = true;
         }
+        // The prefix sum of the lists' room: over the soft points' and bodies' counts.
+        let counts = (soft_points + n_bodies) as u32;
+        let sums = 4 * counts.div_ceil(SCAN_BLOCK).max(1) as u64;
+        if sums > self.scan_sums.size() {
+            self.scan_sums = resident(&self.device, sums.next_power_of_two());
+            grown = true;
+        }
+        let scan = [counts, o.slot_offsets, 0, 0];
+        self.queue
+            .write_buffer(&self.scan_params, 0, bytemuck::cast_slice(&scan));
+        self.upload_bytes += 16;
         if grown {
             self.group = Self::make_group(&self.device, &self.layout, &self.params, &self.buffers);
+            self.scan_group = Self::make_scan_group(
+                &self.device,
+                &self.scan_layout,
+                &self.scan_params,
+                &self.buffers[ATOMICS],
+                &self.scan_sums,
+            );
         }
         o.row_capacity = capacity as u32;
         self.offsets = o;
@@ -254,25 +274,8 @@ impl ContactStep {
     }
 }
 
-/// The moving rigid bodies among a pair's points (each once, at its first point).
-fn moving_bodies_of(g: &geometry::Geometry, flags: &[u32], pts: &[u32; 4]) -> [u32; 4] {
-    let mut out = [NONE; 4];
-    for (k, &q) in pts.iter().enumerate() {
-        if q == NO_POINT || q < g.soft_points {
-            continue;
-        }
-        let b = g.rigid_points[(q - g.soft_points) as usize].0;
-        if flags[b as usize] & BODY_MOVES != 0 && !out.contains(&b) {
-            out[k] = b;
-        }
-    }
-    out
-}
-
-/// The candidates' records (pair, lower bound) and the soft points' and moving bodies'
-/// list offsets, after a broad phase.
-fn pack_candidates(p: &mut Packing, bodies: &BodySet, contact: &SurfaceContact, flags: &[u32]) {
-    let g = &contact.geometry;
+/// The candidates' records (pair, lower bound), after a broad phase.
+fn pack_candidates(p: &mut Packing, contact: &SurfaceContact) {
     p.cands.clear();
     p.cands.extend(
         contact
@@ -281,36 +284,11 @@ fn pack_candidates(p: &mut Packing, bodies: &BodySet, contact: &SurfaceContact, 
             .zip(&contact.candidate_lower)
             .map(|(pair, lower)| [kind_code(pair.kind), pair.a, pair.b, lower.to_bits()]),
     );
-    let soft_points = g.soft_points as usize;
-    let n_bodies = bodies.len();
-    let (offsets, body_offsets) = (&mut p.offsets, &mut p.body_offsets);
-    offsets.clear();
-    offsets.resize(soft_points + 1, 0);
-    body_offsets.clear();
-    body_offsets.resize(n_bodies + 1, 0);
-    for pair in &contact.candidates {
-        let pts = contact.points_of(pair);
-        for &q in pts.iter().filter(|&&q| (q as usize) < soft_points) {
-            offsets[q as usize + 1] += 1;
-        }
-        for b in moving_bodies_of(g, flags, &pts)
-            .into_iter()
-            .filter(|&b| b != NONE)
-        {
-            body_offsets[b as usize + 1] += 1;
-        }
-    }
-    for p in 0..soft_points {
-        offsets[p + 1] += offsets[p];
-    }
-    for b in 0..n_bodies {
-        body_offsets[b + 1] += body_offsets[b];
-    }
 }
 
 /// The read-only regions: the candidates' records, the points' terms of a row's penalty
 /// and friction, the rigid points and half-spaces, the surface's triangles and edges, the
-/// cages, the islands, the list offsets, the deformables' ranges and the bodies' flags.
+/// cages, the islands, the deformables' ranges and the bodies' flags.
 fn pack_fixed(
     p: &mut Packing,
     o: &mut Offsets,
@@ -373,9 +351,7 @@ fn pack_fixed(
         }),
     );
     p.head.1 = fixed_u.len();
-    o.slot_offsets = region(fixed_u, p.offsets.iter().copied());
     o.island = region(fixed_u, contact.island_of.iter().copied());
     o.cands = region(fixed_u, p.cands.iter().flatten().copied());
     o.body_flags = region(fixed_u, flags.iter().copied());
-    o.bslot_offsets = region(fixed_u, p.body_offsets.iter().copied());
 }
