@@ -9,7 +9,7 @@
 use bytemuck::{Pod, Zeroable};
 
 use super::GpuError;
-use super::pipelines::{storage_entry, uniform_entry};
+use super::pipelines::{compute_pipeline, storage_entry, uniform_entry};
 use crate::pipeline::collision::BodyShape;
 use crate::pipeline::collision::grid::GridLayout;
 use crate::rigid::body::PoseRecord;
@@ -102,16 +102,7 @@ pub(super) fn scan_pipelines(
         bind_group_layouts: &[Some(layout)],
         immediate_size: 0,
     });
-    SCAN_KERNELS.map(|entry| {
-        device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
-            label: Some(entry),
-            layout: Some(&pipeline_layout),
-            module: &module,
-            entry_point: Some(entry),
-            compilation_options: Default::default(),
-            cache: None,
-        })
-    })
+    SCAN_KERNELS.map(|entry| compute_pipeline(device, &pipeline_layout, &module, entry))
 }
 
 const WORKGROUP: u32 = 64;
@@ -169,17 +160,8 @@ impl GpuBroadPhase {
         let (module, layout, pipeline_layout) =
             make("broad_phase.wgsl", BROAD_PHASE_SHADER, &entries);
         let scan_layout = scan_layout(&device);
-        let pipeline = |layout: &wgpu::PipelineLayout, module: &wgpu::ShaderModule, entry: &str| {
-            device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
-                label: Some(entry),
-                layout: Some(layout),
-                module,
-                entry_point: Some(entry),
-                compilation_options: Default::default(),
-                cache: None,
-            })
-        };
-        let pipelines = BROAD_KERNELS.map(|e| pipeline(&pipeline_layout, &module, e));
+        let pipelines =
+            BROAD_KERNELS.map(|e| compute_pipeline(&device, &pipeline_layout, &module, e));
         let scans = scan_pipelines(&device, &scan_layout);
         Ok(Self {
             device,

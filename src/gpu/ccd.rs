@@ -257,14 +257,7 @@ impl GpuCcd {
             immediate_size: 0,
         });
         let pipeline = |entry: &str| {
-            device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
-                label: Some(entry),
-                layout: Some(&pipeline_layout),
-                module: &module,
-                entry_point: Some(entry),
-                compilation_options: Default::default(),
-                cache: None,
-            })
+            super::pipelines::compute_pipeline(&device, &pipeline_layout, &module, entry)
         };
         let (ccd, earliest) = (pipeline("ccd"), pipeline("earliest"));
         let binding = device.limits().max_storage_buffer_binding_size;

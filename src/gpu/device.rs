@@ -220,14 +220,7 @@ impl GpuSolver {
             immediate_size: 0,
         });
         let pipeline = |layout: &wgpu::PipelineLayout, module: &wgpu::ShaderModule, entry: &str| {
-            device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
-                label: Some(entry),
-                layout: Some(layout),
-                module,
-                entry_point: Some(entry),
-                compilation_options: Default::default(),
-                cache: None,
-            })
+            super::pipelines::compute_pipeline(&device, layout, module, entry)
         };
         let solve = |entry| pipeline(&solver_pipeline_layout, &module, entry);
         // The primal sweep writes all of its workgroup memory before reading it: no

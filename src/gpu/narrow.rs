@@ -66,14 +66,8 @@ impl GpuNarrowPhase {
                 bind_group_layouts: &[Some(&layout)],
                 immediate_size: 0,
             });
-            let pipeline = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
-                label: Some(entry),
-                layout: Some(&pipeline_layout),
-                module: &module,
-                entry_point: Some(entry),
-                compilation_options: Default::default(),
-                cache: None,
-            });
+            let pipeline =
+                super::pipelines::compute_pipeline(&device, &pipeline_layout, &module, entry);
             (layout, pipeline)
         };
         let plain = pipeline(

@@ -22,7 +22,7 @@ use bytemuck::{Pod, Zeroable};
 use glam::Vec3A;
 
 use super::GpuError;
-use super::pipelines::{storage_entry, uniform_entry};
+use super::pipelines::{compute_pipeline, storage_entry, uniform_entry};
 use crate::config::SolverConfig;
 use crate::deformable::AttachmentSet;
 use crate::deformable::attachment::AttachmentRecord;
@@ -286,16 +286,7 @@ impl SoftStep {
             bind_group_layouts: &[Some(&layout), Some(&range_layout), Some(&contact_layout)],
             immediate_size: 0,
         });
-        let pipeline = |entry: &str| {
-            device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
-                label: Some(entry),
-                layout: Some(&pipeline_layout),
-                module: &module,
-                entry_point: Some(entry),
-                compilation_options: Default::default(),
-                cache: None,
-            })
-        };
+        let pipeline = |entry: &str| compute_pipeline(device, &pipeline_layout, &module, entry);
         let params = storage_buffer(
             device,
             "vbd params",

@@ -50,7 +50,7 @@ use glam::Vec3A;
 
 use super::GpuError;
 use super::ccd::{CcdMargins, CcdParams};
-use super::pipelines::{storage_entry, uniform_entry};
+use super::pipelines::{compute_pipeline, storage_entry, uniform_entry};
 use crate::config::SolverConfig;
 use crate::deformable::set::DeformableSet;
 use crate::pipeline::surface_contact::frame::{point_friction, point_stiffness};
@@ -319,16 +319,7 @@ impl ContactStep {
         queue.write_buffer(&params, 0, bytemuck::bytes_of(&ContactParams::zeroed()));
         let buffers: Vec<wgpu::Buffer> = (0..BUFFERS).map(|_| resident(device, 256)).collect();
         let group = Self::make_group(device, &layout, &params, &buffers);
-        let pipeline = |entry: &str| {
-            device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
-                label: Some(entry),
-                layout: Some(pipeline_layout),
-                module,
-                entry_point: Some(entry),
-                compilation_options: Default::default(),
-                cache: None,
-            })
-        };
+        let pipeline = |entry: &str| compute_pipeline(device, pipeline_layout, module, entry);
         let kernels = |list: &[(&str, Over)]| {
             list.iter()
                 .map(|&(entry, over)| (pipeline(entry), over))
