@@ -72,41 +72,73 @@ pub(super) const BROAD_KERNELS: [&str; 5] = [
     "bp_write_pairs",
 ];
 
-/// The prefix sum's kernels in dispatch order.
-pub(super) const SCAN_KERNELS: [&str; 3] = ["scan_blocks", "scan_top", "scan_add"];
+/// Counts per workgroup of scan.wgsl's first and last kernels (its `SCAN_WG`).
+const SCAN_BLOCK: u32 = 256;
 
-/// The prefix sum's bind group layout (scan.wgsl: its parameters, the counts, the block
-/// sums).
-pub(super) fn scan_layout(device: &wgpu::Device) -> wgpu::BindGroupLayout {
-    device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
-        label: Some("avbd prefix sum"),
-        entries: &[
-            uniform_entry(0, false, 16),
-            storage_entry(1, false),
-            storage_entry(2, false),
-        ],
-    })
+/// A prefix sum on the device (`scan.wgsl`): its three kernels and their bind group
+/// layout (parameters: length and first index; the counts; the block sums), compiled
+/// once per device and shared by every prefix sum a step records.
+#[derive(Clone)]
+pub(super) struct PrefixSum {
+    pub(super) layout: wgpu::BindGroupLayout,
+    /// `scan_blocks`, `scan_top`, `scan_add`, in dispatch order.
+    kernels: [wgpu::ComputePipeline; 3],
 }
 
-/// The prefix sum's kernels (`SCAN_KERNELS`, in their order) over `layout`.
-pub(super) fn scan_pipelines(
-    device: &wgpu::Device,
-    layout: &wgpu::BindGroupLayout,
-) -> [wgpu::ComputePipeline; 3] {
-    let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
-        label: Some("scan.wgsl"),
-        source: wgpu::ShaderSource::Wgsl(SCAN_SHADER.into()),
-    });
-    let pipeline_layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
-        label: Some("avbd prefix sum"),
-        bind_group_layouts: &[Some(layout)],
-        immediate_size: 0,
-    });
-    SCAN_KERNELS.map(|entry| compute_pipeline(device, &pipeline_layout, &module, entry))
+impl PrefixSum {
+    pub(super) fn new(device: &wgpu::Device) -> Self {
+        let layout = device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
+            label: Some("avbd prefix sum"),
+            entries: &[
+                uniform_entry(0, false, 16),
+                storage_entry(1, false),
+                storage_entry(2, false),
+            ],
+        });
+        let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
+            label: Some("scan.wgsl"),
+            source: wgpu::ShaderSource::Wgsl(SCAN_SHADER.into()),
+        });
+        let pipeline_layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
+            label: Some("avbd prefix sum"),
+            bind_group_layouts: &[Some(&layout)],
+            immediate_size: 0,
+        });
+        let kernels = ["scan_blocks", "scan_top", "scan_add"]
+            .map(|entry| compute_pipeline(device, &pipeline_layout, &module, entry));
+        Self { layout, kernels }
+    }
+
+    /// The block sums' bytes a prefix sum of `len` counts needs.
+    pub(super) fn sums_bytes(len: u32) -> u64 {
+        4 * len.div_ceil(SCAN_BLOCK).max(1) as u64
+    }
+
+    /// The kernels of a prefix sum of `len` counts, each with its workgroup count.
+    pub(super) fn steps(&self, len: u32) -> [(&wgpu::ComputePipeline, u32); 3] {
+        let blocks = len.div_ceil(SCAN_BLOCK).max(1);
+        let [a, b, c] = &self.kernels;
+        [(a, blocks), (b, 1), (c, blocks)]
+    }
+
+    /// Records a prefix sum of `len` counts into `pass` with its `group` at index 0.
+    /// Returns the dispatches.
+    pub(super) fn record(
+        &self,
+        pass: &mut wgpu::ComputePass,
+        group: &wgpu::BindGroup,
+        len: u32,
+    ) -> u32 {
+        pass.set_bind_group(0, group, &[]);
+        for (k, groups) in self.steps(len) {
+            pass.set_pipeline(k);
+            pass.dispatch_workgroups(groups, 1, 1);
+        }
+        3
+    }
 }
 
 const WORKGROUP: u32 = 64;
-const SCAN_BLOCK: u32 = 256;
 
 /// What the broad phase reads of a scene.
 pub struct BroadInput<'a> {
@@ -126,9 +158,8 @@ pub struct GpuBroadPhase {
     device: wgpu::Device,
     queue: wgpu::Queue,
     layout: wgpu::BindGroupLayout,
-    scan_layout: wgpu::BindGroupLayout,
     pipelines: [wgpu::ComputePipeline; 5],
-    scans: [wgpu::ComputePipeline; 3],
+    scan: PrefixSum,
 }
 
 impl GpuBroadPhase {
@@ -159,17 +190,15 @@ impl GpuBroadPhase {
         entries.extend(BROAD_BINDINGS.map(|(b, read_only)| storage_entry(b, read_only)));
         let (module, layout, pipeline_layout) =
             make("broad_phase.wgsl", BROAD_PHASE_SHADER, &entries);
-        let scan_layout = scan_layout(&device);
         let pipelines =
             BROAD_KERNELS.map(|e| compute_pipeline(&device, &pipeline_layout, &module, e));
-        let scans = scan_pipelines(&device, &scan_layout);
+        let scan = PrefixSum::new(&device);
         Ok(Self {
             device,
             queue,
             layout,
-            scan_layout,
             pipelines,
-            scans,
+            scan,
         })
     }
 
@@ -276,10 +305,10 @@ impl GpuBroadPhase {
         // A prefix sum over `len` counts of `data`.
         let scan_group = |data: &wgpu::Buffer, len: u32| {
             let sp = uniform(bytemuck::cast_slice(&[len, 0, 0, 0]));
-            let sums = self.buffer("block sums", len.div_ceil(SCAN_BLOCK) as u64 * 4, None);
+            let sums = self.buffer("block sums", PrefixSum::sums_bytes(len), None);
             let g = d.create_bind_group(&wgpu::BindGroupDescriptor {
                 label: Some("scan"),
-                layout: &self.scan_layout,
+                layout: &self.scan.layout,
                 entries: &[
                     wgpu::BindGroupEntry {
                         binding: 0,
@@ -295,7 +324,7 @@ impl GpuBroadPhase {
                     },
                 ],
             });
-            (g, len.div_ceil(SCAN_BLOCK).max(1))
+            (g, len)
         };
         let bucket_scan = scan_group(&bucket_start, table);
         let pair_scan = scan_group(&pair_start, n);
@@ -310,13 +339,9 @@ impl GpuBroadPhase {
             pass.set_bind_group(0, &group, &[]);
             pass.dispatch_workgroups(bodies, 1, 1);
         };
-        let scan = |encoder: &mut wgpu::CommandEncoder, (g, blocks): &(wgpu::BindGroup, u32)| {
+        let scan = |encoder: &mut wgpu::CommandEncoder, (g, len): &(wgpu::BindGroup, u32)| {
             let mut pass = encoder.begin_compute_pass(&Default::default());
-            pass.set_bind_group(0, g, &[]);
-            for (k, groups) in self.scans.iter().zip([*blocks, 1, *blocks]) {
-                pass.set_pipeline(k);
-                pass.dispatch_workgroups(groups, 1, 1);
-            }
+            self.scan.record(&mut pass, g, *len);
         };
         dispatch(&mut encoder, bounds_k);
         encoder.clear_buffer(&cursor, 0, None);

@@ -113,7 +113,6 @@ impl GpuSolver {
             label: Some("avbd broad phase"),
             entries: &broad_entries,
         });
-        let scan_layout = super::broad::scan_layout(&device);
         let single = |layout: &wgpu::BindGroupLayout, label: &str| {
             device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
                 label: Some(label),
@@ -270,7 +269,7 @@ impl GpuSolver {
                 [a, b, "bp_seed_scan", "bp_seed_fill", c, d, e]
                     .map(|k| pipeline(&broad_pipeline_layout, &broad_module, k))
             },
-            scan: super::broad::scan_pipelines(&device, &scan_layout),
+            scan: super::broad::PrefixSum::new(&device),
             islands: {
                 let layout = single(&island_layout, "avbd islands");
                 [
@@ -406,7 +405,6 @@ impl GpuSolver {
             broad_layout,
             broad_groups: None,
             scan_params,
-            scan_layout,
             scan_groups: None,
             pair_capacity: 0,
             last_pairs: 0,

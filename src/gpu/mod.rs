@@ -429,10 +429,9 @@ pub struct GpuSolver {
     broad_params: wgpu::Buffer,
     broad_layout: wgpu::BindGroupLayout,
     broad_groups: Option<[wgpu::BindGroup; 2]>,
-    /// The prefix sums' lengths (buckets, pairs), layout and groups: the buckets', then the
-    /// pairs' for each side.
+    /// The prefix sums' lengths (buckets, pairs) and groups: the buckets', then the pairs'
+    /// for each side.
     scan_params: [wgpu::Buffer; 2],
-    scan_layout: wgpu::BindGroupLayout,
     scan_groups: Option<[wgpu::BindGroup; 3]>,
     /// The islands' layout and group for each side.
     island_layout: wgpu::BindGroupLayout,
@@ -567,9 +566,14 @@ impl GpuSolver {
     /// runs out of it and runs again with more.
     #[doc(hidden)]
     pub fn cap_contact_rows_once(&mut self, room: u32) {
-        let step = self
-            .soft
-            .get_or_insert_with(|| soft::SoftStep::new(&self.device, &self.queue, &self.info.name));
+        let step = self.soft.get_or_insert_with(|| {
+            soft::SoftStep::new(
+                &self.device,
+                &self.queue,
+                &self.info.name,
+                &self.pipelines.scan,
+            )
+        });
         step.cap_rows_once(room);
     }
 

@@ -247,9 +247,10 @@ pub(super) struct Pipelines {
     pub(super) narrow_work_args: wgpu::ComputePipeline,
     pub(super) narrow_collide: wgpu::ComputePipeline,
     /// The broad phase kernels (`broad::BROAD_KERNELS`, then `bp_seed_scan`,
-    /// `bp_seed_fill`) and the prefix sum's (`broad::SCAN_KERNELS`).
+    /// `bp_seed_fill`).
     pub(super) broad: [wgpu::ComputePipeline; 7],
-    pub(super) scan: [wgpu::ComputePipeline; 3],
+    /// The prefix sum: the broad phase's two and the deformable contact lists' one.
+    pub(super) scan: super::broad::PrefixSum,
     /// `island_init`, `island_link`, `island_flatten`, `island_mark`, `island_count`.
     pub(super) islands: [wgpu::ComputePipeline; 5],
     /// `momentum_targets` (before `end_bodies`), then `MOMENTUM_KERNELS[1..]` (after the
@@ -386,7 +387,7 @@ impl GpuSolver {
         let scan = |params: &wgpu::Buffer, data: usize, sums: usize| {
             self.device.create_bind_group(&wgpu::BindGroupDescriptor {
                 label: Some("avbd prefix sum"),
-                layout: &self.scan_layout,
+                layout: &self.pipelines.scan.layout,
                 entries: &[
                     entry(0, params),
                     entry(1, &self.buffers[data].buffer),

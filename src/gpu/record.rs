@@ -112,13 +112,7 @@ impl GpuSolver {
                 ] = &p.broad;
                 let buckets = table.div_ceil(WORKGROUP);
                 // A prefix sum of `len` counts with the scan group `g`.
-                let scan = |g, len: u32| {
-                    let blocks = len.div_ceil(ADJ_SCAN_BLOCK).max(1);
-                    p.scan
-                        .iter()
-                        .zip([blocks, 1, blocks])
-                        .map(move |(k, x)| (k, g, x))
-                };
+                let scan = |g, len: u32| p.scan.steps(len).map(move |(k, x)| (k, g, x));
                 let steps = [
                     (bounds, broad, all),
                     (count_cells, broad, all),

@@ -1,6 +1,7 @@
 //! One step on the device: sizing the buffers, uploading, launching (the passes are
 //! recorded in `record.rs`), and reading the results back.
 
+use super::broad::PrefixSum;
 use super::buffers::*;
 use super::*;
 use crate::rigid::joint::flags;
@@ -234,8 +235,8 @@ impl GpuSolver {
                 (ENTRIES, 8 * pairs.grid_bodies() as usize * 4),
                 (PAIR_START[1 - side], (n + 1) * 4),
                 (PAIR_LIST[1 - side], list_len),
-                (SCAN_SUMS[0], table.div_ceil(256) * 4),
-                (SCAN_SUMS[1], (n + 1).div_ceil(256) * 4),
+                (SCAN_SUMS[0], PrefixSum::sums_bytes(table as u32) as usize),
+                (SCAN_SUMS[1], PrefixSum::sums_bytes(n as u32 + 1) as usize),
                 (PAIR_STATE[1 - side], n_pairs * pair_state),
                 (PAIR_COUNTS[1 - side], counts_len),
                 (NARROW_STATUS, NARROW_STATUS_BYTES as usize),
@@ -607,7 +608,12 @@ impl GpuSolver {
             return Ok(());
         };
         let step = self.soft.get_or_insert_with(|| {
-            super::soft::SoftStep::new(&self.device, &self.queue, &self.info.name)
+            super::soft::SoftStep::new(
+                &self.device,
+                &self.queue,
+                &self.info.name,
+                &self.pipelines.scan,
+            )
         });
         step.upload(cfg, input, &s.vertices, bodies)?;
         step.bind(

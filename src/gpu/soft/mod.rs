@@ -255,7 +255,13 @@ pub(super) struct SoftStep {
 }
 
 impl SoftStep {
-    pub(super) fn new(device: &wgpu::Device, queue: &wgpu::Queue, adapter: &str) -> Self {
+    /// `scan`: the solver's prefix sum, which the contact stage's lists use too.
+    pub(super) fn new(
+        device: &wgpu::Device,
+        queue: &wgpu::Queue,
+        adapter: &str,
+        scan: &super::broad::PrefixSum,
+    ) -> Self {
         let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
             label: Some("vbd.wgsl"),
             source: wgpu::ShaderSource::Wgsl(VBD_SHADER.into()),
@@ -307,6 +313,7 @@ impl SoftStep {
             &module,
             &pipeline_layout,
             contact_layout,
+            scan,
         );
         Self {
             contact,

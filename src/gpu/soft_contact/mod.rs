@@ -142,8 +142,6 @@ const BODY_MOVES: u32 = 1;
 const BODY_COUPLED: u32 = 2;
 /// vec4s of a body's record in the terms buffer (`BODY_TERMS`).
 const BODY_TERMS: u64 = 12;
-/// Counts per workgroup of scan.wgsl's first and last kernels.
-const SCAN_BLOCK: u32 = 256;
 
 fn kind_code(k: PairKind) -> u32 {
     match k {
@@ -259,10 +257,9 @@ pub(super) struct ContactStep {
     pipelines: Vec<(wgpu::ComputePipeline, Over)>,
     count: Vec<(wgpu::ComputePipeline, Over)>,
     lists: Vec<(wgpu::ComputePipeline, Over)>,
-    /// The prefix sum of the lists' room (scan.wgsl over a region of the atomics): its
-    /// kernels, bind group layout, parameters (length, first), block sums and group.
-    scan: [wgpu::ComputePipeline; 3],
-    scan_layout: wgpu::BindGroupLayout,
+    /// The prefix sum of the lists' room (scan.wgsl over a region of the atomics): the
+    /// solver's kernels, and this stage's parameters (length, first), block sums and group.
+    scan: super::broad::PrefixSum,
     scan_params: wgpu::Buffer,
     scan_sums: wgpu::Buffer,
     scan_group: wgpu::BindGroup,
@@ -309,6 +306,7 @@ impl ContactStep {
         module: &wgpu::ShaderModule,
         pipeline_layout: &wgpu::PipelineLayout,
         layout: wgpu::BindGroupLayout,
+        scan: &super::broad::PrefixSum,
     ) -> Self {
         let params = device.create_buffer(&wgpu::BufferDescriptor {
             label: Some("surface contact params"),
@@ -326,8 +324,6 @@ impl ContactStep {
                 .collect::<Vec<_>>()
         };
         let (pipelines, count, lists) = (kernels(&ADVANCE), kernels(&COUNT), kernels(&LISTS));
-        let scan_layout = super::broad::scan_layout(device);
-        let scan = super::broad::scan_pipelines(device, &scan_layout);
         let scan_params = device.create_buffer(&wgpu::BufferDescriptor {
             label: Some("surface contact scan params"),
             size: 16,
@@ -337,7 +333,7 @@ impl ContactStep {
         let scan_sums = resident(device, 256);
         let scan_group = Self::make_scan_group(
             device,
-            &scan_layout,
+            &scan.layout,
             &scan_params,
             &buffers[ATOMICS],
             &scan_sums,
@@ -345,8 +341,7 @@ impl ContactStep {
         Self {
             count,
             lists,
-            scan,
-            scan_layout,
+            scan: scan.clone(),
             scan_params,
             scan_sums,
             scan_group,
@@ -486,13 +481,8 @@ impl ContactStep {
             return 0;
         }
         let s = self.sizes;
-        let blocks = (s.soft_points + s.bodies).div_ceil(SCAN_BLOCK).max(1);
-        pass.set_bind_group(0, &self.scan_group, &[]);
-        for (k, groups) in self.scan.iter().zip([blocks, 1, blocks]) {
-            pass.set_pipeline(k);
-            pass.dispatch_workgroups(groups, 1, 1);
-        }
-        3
+        self.scan
+            .record(pass, &self.scan_group, s.soft_points + s.bodies)
     }
 
     /// The carried rows in their candidates and their points' lists, into `pass` with

@@ -206,7 +206,7 @@ impl ContactStep {
         }
         // The prefix sum of the lists' room: over the soft points' and bodies' counts.
         let counts = (soft_points + n_bodies) as u32;
-        let sums = 4 * counts.div_ceil(SCAN_BLOCK).max(1) as u64;
+        let sums = super::super::broad::PrefixSum::sums_bytes(counts);
         if sums > self.scan_sums.size() {
             self.scan_sums = resident(&self.device, sums.next_power_of_two());
             grown = true;
@@ -219,7 +219,7 @@ impl ContactStep {
             self.group = Self::make_group(&self.device, &self.layout, &self.params, &self.buffers);
             self.scan_group = Self::make_scan_group(
                 &self.device,
-                &self.scan_layout,
+                &self.scan.layout,
                 &self.scan_params,
                 &self.buffers[ATOMICS],
                 &self.scan_sums,
