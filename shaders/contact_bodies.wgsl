@@ -1,16 +1,14 @@
 // Deformable contact with rigid bodies that move (src/gpu/soft_contact/): the bodies'
 // half of surface_contact.wgsl, appended to it (one module). Each moving body has a
-// certified pose beside X; its island's advance moves it (`contact_advance_bodies`), its
-// rows' terms enter its 6×6 system in the rigid primal (`contact_body_terms`, read by
-// avbd.wgsl), and the frame ends at it (`contact_end_bodies`).
+// certified pose beside X; its island's advance moves it (`advance_body`, in
+// `contact_advance`'s dispatch), its rows' terms enter its 6×6 system in the rigid primal
+// (`contact_body_terms`, read by avbd.wgsl), and the frame ends at it (`contact_end_bodies`).
 
 // The certified pose of each moving rigid body goes α of the way to where the advance took
 // it (the iterate, or as far as its island's cages reach), as the CPU's
 // `certified_pose.lerp`: the position linearly, the rotation by slerp.
-@compute @workgroup_size(64)
-fn contact_advance_bodies(@builtin(global_invocation_id) gid: vec3<u32>) {
-    let b = gid.x;
-    if (cparams.on == 0u || b >= cparams.n_bodies || !body_moves(b)) {
+fn advance_body(b: u32) {
+    if (b >= cparams.n_bodies || !body_moves(b)) {
         return;
     }
     let island = su[cparams.o_island + cparams.n_soft_bodies + b];

@@ -660,6 +660,12 @@ fn key_of(t: f32) -> u32 {
     return min(bitcast<u32>(t) & 0x7fffffffu, ONE);
 }
 
+// Lanes of the first part of a dispatch shared by two independent kernels over `n` items:
+// whole workgroups, so that no workgroup runs both.
+fn first_part_lanes(n: u32) -> u32 {
+    return (n + 63u) / 64u * 64u;
+}
+
 // Per candidate: its times of impact; the island's step; each point's earliest new pair.
 @compute @workgroup_size(64)
 fn contact_ccd(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
@@ -756,11 +762,25 @@ fn contact_grow(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) 
     }
 }
 
-// X moves α of the way to the iterate, island by island.
+// The advance: X, then the moving bodies' certified poses, in one dispatch (each item
+// writes only its own).
 @compute @workgroup_size(64)
-fn contact_advance_x(@builtin(global_invocation_id) gid: vec3<u32>) {
-    let v = gid.x;
-    if (cparams.on == 0u || v >= cparams.soft_points) {
+fn contact_advance(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+    let k = lane_index(wid, nwg, lid);
+    let split = first_part_lanes(cparams.soft_points);
+    if (cparams.on == 0u) {
+        return;
+    }
+    if (k < split) {
+        advance_point(k);
+    } else {
+        advance_body(k - split);
+    }
+}
+
+// X moves α of the way to the iterate, island by island.
+fn advance_point(v: u32) {
+    if (v >= cparams.soft_points) {
         return;
     }
     let a = bitcast<f32>(atomicLoad(&ca[cparams.o_alpha + island_of_point(v)]));
@@ -772,7 +792,8 @@ fn contact_advance_x(@builtin(global_invocation_id) gid: vec3<u32>) {
     cf[cparams.o_certified + v] = vec4<f32>(select(start_x + (target_x - start_x) * a, target_x, a >= 1.0), 0.0);
 }
 
-// Per object: β of each island root, and the steps reset for the next advance.
+// Per object: β of each island root, and the steps reset for the next advance (an island's
+// step is read only by its root's lane, here).
 @compute @workgroup_size(64)
 fn contact_islands(@builtin(global_invocation_id) gid: vec3<u32>) {
     let i = gid.x;
@@ -787,14 +808,6 @@ fn contact_islands(@builtin(global_invocation_id) gid: vec3<u32>) {
     }
     if (i == 0u) {
         atomicAdd(&ca[ST_ADVANCE], 1u);
-    }
-}
-
-@compute @workgroup_size(64)
-fn contact_reset_alpha(@builtin(global_invocation_id) gid: vec3<u32>) {
-    let i = gid.x;
-    if (cparams.on == 0u || i >= cparams.n_objects) {
-        return;
     }
     atomicStore(&ca[cparams.o_alpha + i], ONE);
     atomicStore(&ca[cparams.o_reach + i], ONE);

@@ -70,7 +70,7 @@ fn shader_validates() {
                 "coarse_prolong_checked",
                 "attachment_dual",
                 "contact_body_terms",
-                "contact_advance_bodies",
+                "contact_advance",
                 "contact_end_bodies",
             ],
         ),

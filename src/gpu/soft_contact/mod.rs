@@ -23,7 +23,7 @@
 //! (`SurfaceContact::end_frame`).
 //!
 //! Rigid bodies that move (dynamic or kinematic) take part as on the CPU: each has a
-//! certified pose beside X, which its island's advance moves (`contact_advance_bodies`);
+//! certified pose beside X, which its island's advance moves (`contact_advance`);
 //! before every rigid primal sweep, `contact_body_terms` gathers the terms its rows put on
 //! its 6×6 system, which the rigid primal (`avbd.wgsl`, group 2) adds; at the frame's end,
 //! `contact_end_bodies` puts each coupled body's iterate at its certified pose, before the
@@ -180,9 +180,9 @@ enum Over {
     Points,
     Candidates,
     Tets,
-    SoftPoints,
+    /// The soft points in whole workgroups, then the rigid bodies.
+    SoftPointsThenBodies,
     Objects,
-    Bodies,
     /// The soft points' row lists, then the rigid bodies'.
     Lists,
     /// Whichever is most of the candidates, the lists and the objects.
@@ -202,7 +202,12 @@ const LISTS: [(&str, Over); 2] = [
     ("contact_sort_slots", Over::Lists),
 ];
 
-const ADVANCE: [(&str, Over); 13] = [
+/// The kernels of one advance. Light kernels that do not depend on each other share a
+/// dispatch (X's advance and the bodies'; the islands' β and the steps' reset): each
+/// dispatch ends with a barrier, which on a GPU costs more than their work. The CCD and the
+/// volume floor do not: sharing a kernel with the CCD's code made the floor's lanes take
+/// its cost (lavapipe, `mattress`: the contact passes 20 → 33 ms a frame).
+const ADVANCE: [(&str, Over); 11] = [
     ("contact_dual", Over::Rows),
     ("contact_body_tau", Over::SoftBodies),
     ("contact_reach", Over::Points),
@@ -210,10 +215,8 @@ const ADVANCE: [(&str, Over); 13] = [
     ("contact_inversion", Over::Tets),
     ("contact_earliest", Over::Candidates),
     ("contact_grow", Over::Candidates),
-    ("contact_advance_x", Over::SoftPoints),
-    ("contact_advance_bodies", Over::Bodies),
+    ("contact_advance", Over::SoftPointsThenBodies),
     ("contact_islands", Over::Objects),
-    ("contact_reset_alpha", Over::Objects),
     ("contact_linearise", Over::Rows),
     ("contact_sort_slots", Over::Lists),
 ];
@@ -516,9 +519,8 @@ impl ContactStep {
                 Over::Points => s.points,
                 Over::Candidates => s.candidates,
                 Over::Tets => s.tets,
-                Over::SoftPoints => s.soft_points,
+                Over::SoftPointsThenBodies => s.soft_points.next_multiple_of(64) + s.bodies,
                 Over::Objects => s.objects,
-                Over::Bodies => s.bodies,
                 Over::Lists => s.soft_points + s.bodies,
                 // (The lists' room: soft points, bodies and their total.)
                 Over::Start => s
