@@ -236,7 +236,7 @@ fn rigid_local(p: u32) -> vec3<f32> {
 // Point p at the iterate, at X and at the step's start.
 fn point_now(p: u32) -> vec3<f32> {
     if (p < cparams.soft_points) {
-        return x_at(p);
+        return x_in_sweep(p);
     }
     return apply(pose_now(rigid_body(p)), rigid_local(p));
 }

@@ -21,14 +21,19 @@ struct SoftParams {
     // `correct`): on or off, and where its per-body slots start in `delta`.
     line_search: u32,
     search_at: u32,
-    pad0: u32,
+    // Where each vertex's colour starts in `color_list` (after the colours' members; NONE:
+    // not solved).
+    color_of: u32,
     pad1: u32,
 };
 
-// One colour's range of `color_list` (a 256-byte dynamic-offset slot per colour).
+// One colour's range of `color_list` and its index (a 256-byte dynamic-offset slot per
+// colour).
 struct ColorRange {
     start: u32,
     count: u32,
+    color: u32,
+    pad: u32,
 };
 
 // Per vertex, uploaded every step: start position and mass; inertial target as a
@@ -171,6 +176,23 @@ fn diag(s: f32) -> mat3x3<f32> {
 // The iterate of vertex v, xᵗ + d (what the elements read).
 fn x_at(v: u32) -> vec3<f32> {
     return verts[v].p.xyz + disp[v].xyz;
+}
+
+// The colour a sweep kernel is solving (NONE outside the sweeps).
+var<private> sweep_color: u32 = NONE;
+
+fn vertex_color(v: u32) -> u32 {
+    return color_list[params.color_of + v];
+}
+
+// Vertex v as the sweep of a colour reads it: as it was before the colour (the snapshot in
+// `residual`) if v has that colour, else as it is. Elements never join two vertices of one
+// colour, contact rows may: only their reads need this.
+fn x_in_sweep(v: u32) -> vec3<f32> {
+    if (sweep_color != NONE && vertex_color(v) == sweep_color) {
+        return verts[v].p.xyz + residual[v].xyz;
+    }
+    return x_at(v);
 }
 
 fn start_at(v: u32) -> vec3<f32> {
@@ -432,18 +454,31 @@ fn add_rows(v: u32, start: Block) -> Block {
     return acc;
 }
 
-// One colour of the sweep: each vertex's block solve, into `residual` (free during the
-// sweeps), then `vbd_commit` copies the colour's new displacements into place. Vertices of
-// one colour share no element, but a contact row can join two of them: the double buffer
-// keeps every read of the colour at the positions before it, as the CPU's does.
+// One colour of the sweep: each vertex's block solve, written in place. Vertices of one
+// colour share no element, so no element of the colour reads another's new position; a
+// contact row can join two of them, and reads its other points of the colour from the
+// snapshot `vbd_snapshot` took before the sweeps (`x_in_sweep`): every read of the colour
+// is at the positions before it, as on the CPU, with one dispatch a colour.
 @compute @workgroup_size(64)
 fn vbd_sweep(@builtin(global_invocation_id) gid: vec3<u32>) {
     if (gid.x >= range.count) {
         return;
     }
+    sweep_color = range.color;
     let v = color_list[range.start + gid.x];
-    residual[v] = disp[v];
     solve_vertex(v, vertex_block(v));
+}
+
+// Before an iteration's colours, with contact rows: every displacement into `residual`
+// (free during the sweeps), which the rows read a point of the colour being swept from.
+// A vertex changes only in its colour's sweep, so this holds each vertex as it is before
+// its colour.
+@compute @workgroup_size(64)
+fn vbd_snapshot(@builtin(global_invocation_id) gid: vec3<u32>) {
+    if (gid.x >= params.n_vertices) {
+        return;
+    }
+    residual[gid.x] = disp[gid.x];
 }
 
 // Lanes per vertex of `vbd_sweep_lanes` (SolverConfig::gpu_vertex_lanes; a power of two).
@@ -464,6 +499,7 @@ fn vbd_sweep_lanes(
 ) {
     let per_group = WG / VERTEX_LANES;
     let sub = lane % VERTEX_LANES;
+    sweep_color = range.color;
     for (var first = wid.x * per_group; first < range.count; first += groups.x * per_group) {
         let i = first + lane / VERTEX_LANES;
         let live = i < range.count;
@@ -485,14 +521,13 @@ fn vbd_sweep_lanes(
                 acc.f += lane_f[lane + s];
                 acc.h += lane_h[lane + s];
             }
-            residual[v] = disp[v];
             solve_vertex(v, add_rows(v, acc));
         }
         workgroupBarrier();
     }
 }
 
-// v's block solve at the colour's positions, into `residual[v]` (kept as it is when the
+// v's block solve at the colour's positions, into `disp[v]` (kept as it is when the
 // block is not SPD).
 fn solve_vertex(v: u32, acc: Block) {
     // glam's Mat3::determinant and inverse, in their order of operations.
@@ -506,16 +541,7 @@ fn solve_vertex(v: u32, acc: Block) {
     }
     let inv_det = 1.0 / det;
     let step = transpose(mat3x3<f32>(c0 * inv_det, c1 * inv_det, c2 * inv_det)) * acc.f;
-    residual[v] = vec4<f32>(disp[v].xyz + step, 0.0);
-}
-
-@compute @workgroup_size(64)
-fn vbd_commit(@builtin(global_invocation_id) gid: vec3<u32>) {
-    if (gid.x >= range.count) {
-        return;
-    }
-    let v = color_list[range.start + gid.x];
-    disp[v] = residual[v];
+    disp[v] = vec4<f32>(disp[v].xyz + step, 0.0);
 }
 
 // The attachments' dual update after each iteration (pipeline::attachments::update):

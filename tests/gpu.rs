@@ -61,7 +61,7 @@ fn shader_validates() {
             bevy_avbd::gpu::VBD_SHADER,
             &[
                 "vbd_sweep",
-                "vbd_commit",
+                "vbd_snapshot",
                 "coarse_residual",
                 "coarse_solve",
                 "coarse_prolong",

@@ -66,7 +66,9 @@ struct SoftParams {
     k_max: f32,
     line_search: u32,
     search_at: u32,
-    pad: [u32; 2],
+    /// Where the vertices' colours start in the colour list (after the members).
+    color_of: u32,
+    pad: u32,
 }
 
 #[repr(C)]
@@ -210,7 +212,9 @@ pub(super) struct SoftStep {
     vertex_lanes: u32,
     module: wgpu::ShaderModule,
     pipeline_layout: wgpu::PipelineLayout,
-    commit: wgpu::ComputePipeline,
+    /// The displacements before an iteration's colours, for the contact rows' reads
+    /// (`vbd_snapshot`).
+    snapshot: wgpu::ComputePipeline,
     residual: wgpu::ComputePipeline,
     solve: wgpu::ComputePipeline,
     prolong: wgpu::ComputePipeline,
@@ -233,6 +237,8 @@ pub(super) struct SoftStep {
     key: Option<(u64, u32, u32)>,
     /// Each colour's range of the colour list.
     colors: Vec<(u32, u32)>,
+    /// Where the vertices' colours start in the colour list.
+    color_of: u32,
     /// Bodies with a coarse space (one workgroup each).
     coarse_bodies: u32,
     /// This step's sizes: vertices, attachments, iterations, whether the coarse step runs.
@@ -284,7 +290,7 @@ impl SoftStep {
         });
         let range_layout = device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
             label: Some("avbd vbd colour"),
-            entries: &[uniform_entry(0, true, 8)],
+            entries: &[uniform_entry(0, true, 16)],
         });
         let contact_layout = super::soft_contact::layout(device);
         let pipeline_layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
@@ -324,7 +330,7 @@ impl SoftStep {
             vertex_lanes: 1,
             module: module.clone(),
             pipeline_layout: pipeline_layout.clone(),
-            commit: pipeline("vbd_commit"),
+            snapshot: pipeline("vbd_snapshot"),
             residual: pipeline("coarse_residual"),
             solve: pipeline("coarse_solve"),
             prolong: pipeline("coarse_prolong"),
@@ -342,6 +348,7 @@ impl SoftStep {
             staging: readback_buffer(device, 256),
             key: None,
             colors: Vec::new(),
+            color_of: 0,
             coarse_bodies: 0,
             n_vertices: 0,
             n_attachments: 0,
@@ -391,8 +398,17 @@ impl SoftStep {
         self.colors = (0..colors.count())
             .map(|c| (colors.offsets[c], colors.group(c).len() as u32))
             .collect();
-        self.put(COLOR_LIST, bytemuck::cast_slice(&colors.members));
+        // The members by colour, then each vertex's colour (`x_in_sweep` in vbd.wgsl).
         let n = set.vertex_count();
+        let mut list = colors.members.clone();
+        self.color_of = list.len() as u32;
+        list.resize(list.len() + n, NONE);
+        for (c, &(start, count)) in self.colors.iter().enumerate() {
+            for &v in &colors.members[start as usize..(start + count) as usize] {
+                list[self.color_of as usize + v as usize] = c as u32;
+            }
+        }
+        self.put(COLOR_LIST, bytemuck::cast_slice(&list));
         let mut per_vertex = vec![
             CoarseVertex {
                 nodes: [NONE; 8],
@@ -522,7 +538,7 @@ impl SoftStep {
         let mut ranges = vec![0u8; slots as usize];
         for (c, &(start, count)) in self.colors.iter().enumerate() {
             let at = c * SLOT as usize;
-            ranges[at..at + 8].copy_from_slice(bytemuck::cast_slice(&[start, count]));
+            ranges[at..at + 16].copy_from_slice(bytemuck::cast_slice(&[start, count, c as u32, 0]));
         }
         self.queue.write_buffer(&self.ranges, 0, &ranges);
         self.n_vertices = n as u32;
@@ -544,7 +560,8 @@ impl SoftStep {
             k_max: cfg.k_max,
             line_search: self.line_search as u32,
             search_at: self.search_at,
-            pad: [0; 2],
+            color_of: self.color_of,
+            pad: 0,
         };
         self.queue
             .write_buffer(&self.params, 0, bytemuck::bytes_of(&params));
@@ -899,7 +916,7 @@ fn range_group(
             resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
                 buffer: ranges,
                 offset: 0,
-                size: std::num::NonZeroU64::new(8),
+                size: std::num::NonZeroU64::new(16),
             }),
         }],
     })

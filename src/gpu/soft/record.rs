@@ -12,7 +12,9 @@ use crate::deformable::attachment::AttachmentRecord;
 
 impl SoftStep {
     /// One iteration's vertex passes (after the rigid primal sweep): the coarse
-    /// correction, then the colours. Returns the dispatches recorded.
+    /// correction, then the colours (each in place, after a snapshot of the displacements
+    /// when contact rows may join two vertices of a colour). Returns the dispatches
+    /// recorded.
     pub(in crate::gpu) fn record_sweep(
         &self,
         encoder: &mut wgpu::CommandEncoder,
@@ -50,13 +52,16 @@ impl SoftStep {
             Some((lanes, p)) if *lanes == self.vertex_lanes => (p, WG / lanes),
             _ => (&self.sweep, WG),
         };
+        if self.contact.on() {
+            pass.set_pipeline(&self.snapshot);
+            pass.dispatch_workgroups(vertex_groups, 1, 1);
+            dispatches += 1;
+        }
         for (c, &(_, count)) in self.colors.iter().enumerate() {
             pass.set_bind_group(1, &self.range_group, &[(c as u64 * SLOT) as u32]);
             pass.set_pipeline(sweep);
             pass.dispatch_workgroups(count.div_ceil(per_group).min(self.max_groups), 1, 1);
-            pass.set_pipeline(&self.commit);
-            pass.dispatch_workgroups(count.div_ceil(WG), 1, 1);
-            dispatches += 2;
+            dispatches += 1;
         }
         dispatches
     }
