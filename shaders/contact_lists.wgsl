@@ -114,8 +114,14 @@ fn join_lists(i: u32, points: vec4<u32>) {
 // invocation p < soft_points sorts point p's list, the others body p − soft_points's.
 @compute @workgroup_size(64)
 fn contact_sort_slots(@builtin(global_invocation_id) gid: vec3<u32>) {
-    let p = gid.x;
-    if (cparams.on == 0u || p >= cparams.soft_points + cparams.n_bodies) {
+    if (cparams.on == 0u) {
+        return;
+    }
+    sort_list(gid.x);
+}
+
+fn sort_list(p: u32) {
+    if (p >= cparams.soft_points + cparams.n_bodies) {
         return;
     }
     var first: u32;

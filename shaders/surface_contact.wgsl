@@ -364,12 +364,27 @@ fn contact_block(v: u32) -> Block {
     return acc;
 }
 
+// The advance's first dispatch: the rows' dual update (the first workgroups, a lane per
+// row of the capacity), then each soft body's translation τ (a workgroup per body).
+// Neither reads what the other writes.
+@compute @workgroup_size(64)
+fn contact_dual(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lane: u32) {
+    if (cparams.on == 0u) {
+        return;
+    }
+    let w = wid.y * nwg.x + wid.x;
+    let row_groups = (cparams.row_capacity + 63u) / 64u;
+    if (w < row_groups) {
+        row_dual(w * 64u + lane);
+    } else {
+        body_tau(w - row_groups, lane);
+    }
+}
+
 // The rows' dual update at the iterate (Row::update, update_friction); rows whose weight
 // decayed below the threshold leave the set.
-@compute @workgroup_size(64)
-fn contact_dual(@builtin(global_invocation_id) gid: vec3<u32>) {
-    let i = gid.x;
-    if (cparams.on == 0u || i >= min(atomicLoad(&ca[ST_ROWS]), cparams.row_capacity)) {
+fn row_dual(i: u32) {
+    if (i >= min(atomicLoad(&ca[ST_ROWS]), cparams.row_capacity)) {
         return;
     }
     var r = rows[i];
@@ -402,10 +417,8 @@ fn contact_dual(@builtin(global_invocation_id) gid: vec3<u32>) {
 var<workgroup> tau_part: array<vec3<f32>, 64>;
 var<workgroup> tau_part_x: array<vec3<f32>, 64>;
 
-@compute @workgroup_size(64)
-fn contact_body_tau(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lane: u32) {
-    let b = wid.x;
-    if (cparams.on == 0u || b >= cparams.n_soft_bodies) {
+fn body_tau(b: u32, lane: u32) {
+    if (b >= cparams.n_soft_bodies) {
         return;
     }
     let first = su[cparams.o_ranges + 2u * b];
@@ -690,12 +703,26 @@ fn contact_ccd(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) n
     }
 }
 
-// Per candidate that reaches δ first at one of its points: the lowest such candidate
-// index per point (ties go to the first candidate, as on the CPU).
+// The earliest pair of each point, then the tets' volume floor, in one dispatch: the
+// floor lowers the islands' steps, which the earliest pairs do not read.
 @compute @workgroup_size(64)
 fn contact_earliest(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+    if (cparams.on == 0u) {
+        return;
+    }
     let k = lane_index(wid, nwg, lid);
-    if (cparams.on == 0u || k >= cparams.n_candidates) {
+    let split = first_part_lanes(cparams.n_candidates);
+    if (k < split) {
+        earliest_pair(k);
+    } else {
+        tet_volume_floor(k - split);
+    }
+}
+
+// Per candidate that reaches δ first at one of its points: the lowest such candidate
+// index per point (ties go to the first candidate, as on the CPU).
+fn earliest_pair(k: u32) {
+    if (k >= cparams.n_candidates) {
         return;
     }
     let t = cf[cparams.o_toi + k].x;
@@ -792,12 +819,26 @@ fn advance_point(v: u32) {
     cf[cparams.o_certified + v] = vec4<f32>(select(start_x + (target_x - start_x) * a, target_x, a >= 1.0), 0.0);
 }
 
+// The advance's end: each object's island (then each row list sorted, `sort_list`: the
+// lists are not what the islands touch).
+@compute @workgroup_size(64)
+fn contact_islands(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+    if (cparams.on == 0u) {
+        return;
+    }
+    let k = lane_index(wid, nwg, lid);
+    let split = first_part_lanes(cparams.n_objects);
+    if (k < split) {
+        island_end(k);
+    } else {
+        sort_list(k - split);
+    }
+}
+
 // Per object: β of each island root, and the steps reset for the next advance (an island's
 // step is read only by its root's lane, here).
-@compute @workgroup_size(64)
-fn contact_islands(@builtin(global_invocation_id) gid: vec3<u32>) {
-    let i = gid.x;
-    if (cparams.on == 0u || i >= cparams.n_objects) {
+fn island_end(i: u32) {
+    if (i >= cparams.n_objects) {
         return;
     }
     if (su[cparams.o_island + i] == i) {
@@ -816,10 +857,8 @@ fn contact_islands(@builtin(global_invocation_id) gid: vec3<u32>) {
 // The volume floor of X (surface_contact::inversion, in f32): the largest step along X →
 // iterate before a tet's volume falls to 1% of its rest volume; the island's step is cut
 // there.
-@compute @workgroup_size(64)
-fn contact_inversion(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
-    let e = lane_index(wid, nwg, lid);
-    if (cparams.on == 0u || e >= cparams.n_tets) {
+fn tet_volume_floor(e: u32) {
+    if (e >= cparams.n_tets) {
         return;
     }
     let t = tets[e];

@@ -176,13 +176,16 @@ fn region<T: Copy>(out: &mut Vec<T>, items: impl IntoIterator<Item = T>) -> u32 
 #[derive(Clone, Copy)]
 enum Over {
     Rows,
-    SoftBodies,
+    /// The rows' capacity in whole workgroups, then a workgroup per soft body.
+    RowsThenSoftBodies,
     Points,
     Candidates,
-    Tets,
+    /// The candidates in whole workgroups, then the tets.
+    CandidatesThenTets,
     /// The soft points in whole workgroups, then the rigid bodies.
     SoftPointsThenBodies,
-    Objects,
+    /// The objects in whole workgroups, then the lists.
+    ObjectsThenLists,
     /// The soft points' row lists, then the rigid bodies'.
     Lists,
     /// Whichever is most of the candidates, the lists and the objects.
@@ -202,23 +205,22 @@ const LISTS: [(&str, Over); 2] = [
     ("contact_sort_slots", Over::Lists),
 ];
 
-/// The kernels of one advance. Light kernels that do not depend on each other share a
-/// dispatch (X's advance and the bodies'; the islands' β and the steps' reset): each
-/// dispatch ends with a barrier, which on a GPU costs more than their work. The CCD and the
-/// volume floor do not: sharing a kernel with the CCD's code made the floor's lanes take
-/// its cost (lavapipe, `mattress`: the contact passes 20 → 33 ms a frame).
-const ADVANCE: [(&str, Over); 11] = [
-    ("contact_dual", Over::Rows),
-    ("contact_body_tau", Over::SoftBodies),
+/// The kernels of one advance. Kernels that do not depend on each other share a dispatch,
+/// each over its own items in whole workgroups (the rows' dual update and the bodies'
+/// translations; the earliest pairs and the volume floor; X's advance and the bodies'; the
+/// islands' β and the lists' order): each dispatch ends with a barrier, which on a GPU
+/// costs more than these kernels' work on a cloth. The CCD shares none: with the volume
+/// floor in its kernel, the floor's lanes seemed to take the CCD's cost (lavapipe,
+/// `mattress`, two alternated runs: the contact passes 20–21 → 33 ms a frame).
+const ADVANCE: [(&str, Over); 8] = [
+    ("contact_dual", Over::RowsThenSoftBodies),
     ("contact_reach", Over::Points),
     ("contact_ccd", Over::Candidates),
-    ("contact_inversion", Over::Tets),
-    ("contact_earliest", Over::Candidates),
+    ("contact_earliest", Over::CandidatesThenTets),
     ("contact_grow", Over::Candidates),
     ("contact_advance", Over::SoftPointsThenBodies),
-    ("contact_islands", Over::Objects),
+    ("contact_islands", Over::ObjectsThenLists),
     ("contact_linearise", Over::Rows),
-    ("contact_sort_slots", Over::Lists),
 ];
 
 /// The layout of the deformable kernels' group 2.
@@ -515,12 +517,14 @@ impl ContactStep {
         for (p, over) in kernels {
             let n = match over {
                 Over::Rows => s.row_capacity,
-                Over::SoftBodies => s.soft_bodies * 64,
+                Over::RowsThenSoftBodies => {
+                    s.row_capacity.next_multiple_of(64) + s.soft_bodies * 64
+                }
                 Over::Points => s.points,
                 Over::Candidates => s.candidates,
-                Over::Tets => s.tets,
+                Over::CandidatesThenTets => s.candidates.next_multiple_of(64) + s.tets,
                 Over::SoftPointsThenBodies => s.soft_points.next_multiple_of(64) + s.bodies,
-                Over::Objects => s.objects,
+                Over::ObjectsThenLists => s.objects.next_multiple_of(64) + s.soft_points + s.bodies,
                 Over::Lists => s.soft_points + s.bodies,
                 // (The lists' room: soft points, bodies and their total.)
                 Over::Start => s
