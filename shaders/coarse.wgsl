@@ -353,21 +353,25 @@ fn coarse_line_search(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invo
     }
 }
 
-// 3: x += (α − 1) P δ for the vertices of the bodies cut back.
+// 3: x += (α − 1) P δ for the vertices of the bodies cut back. The last pass before the
+// colours' sweeps, which it also leaves every displacement's snapshot for (`vbd_snapshot`'s
+// work, in the same dispatch: the line search runs only with contact rows, which read it).
 @compute @workgroup_size(64)
 fn coarse_prolong_checked(@builtin(global_invocation_id) gid: vec3<u32>) {
     let v = gid.x;
     if (v >= params.n_vertices) {
         return;
     }
+    var d = disp[v];
     let scale = delta[params.search_at + 2u * su[cparams.o_owner + v] + 1u];
-    if (scale == 0.0) {
-        return;
+    if (scale != 0.0) {
+        let step = coarse_step_at(v);
+        if (step.w > 0.0) {
+            d = vec4<f32>(d.xyz + scale * step.xyz, 0.0);
+            disp[v] = d;
+        }
     }
-    let step = coarse_step_at(v);
-    if (step.w > 0.0) {
-        disp[v] = vec4<f32>(disp[v].xyz + scale * step.xyz, 0.0);
-    }
+    residual[v] = d;
 }
 
 // 3: x += P δ for every vertex of a body with a coarse space.

@@ -471,6 +471,7 @@ fn vbd_sweep(@builtin(global_invocation_id) gid: vec3<u32>) {
 
 // Before an iteration's colours, with contact rows: every displacement into `residual`
 // (free during the sweeps), which the rows read a point of the colour being swept from.
+// With the coarse line search on, its last pass (`coarse_prolong_checked`) does this.
 // A vertex changes only in its colour's sweep, so this holds each vertex as it is before
 // its colour.
 @compute @workgroup_size(64)

@@ -52,7 +52,8 @@ impl SoftStep {
             Some((lanes, p)) if *lanes == self.vertex_lanes => (p, WG / lanes),
             _ => (&self.sweep, WG),
         };
-        if self.contact.on() {
+        // (With the line search, its last pass takes the snapshot.)
+        if self.contact.on() && !(self.coarse_on && self.line_search) {
             pass.set_pipeline(&self.snapshot);
             pass.dispatch_workgroups(vertex_groups, 1, 1);
             dispatches += 1;
