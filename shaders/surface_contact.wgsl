@@ -504,7 +504,7 @@ fn contact_reach(@builtin(global_invocation_id) gid: vec3<u32>) {
     let dx = x_at(p) - x0;
     let tau_x = cf[cparams.o_tau + b].xyz;
     let tau_0 = cf[cparams.o_tau + cparams.n_soft_bodies + b].xyz;
-    let e0 = x0 - sf[cparams.o_cage_ref + p].xyz - tau_0;
+    let e0 = x0 - cage_reference(p) - tau_0;
     let de = dx - (tau_x - tau_0);
     let s = min(
         reach_in(sf[cparams.o_cage_abs + 2u * p].xyz, sf[cparams.o_cage_abs + 2u * p + 1u].xyz, x0, dx),
@@ -565,9 +565,19 @@ fn toi_of(ccd: CcdOut) -> f32 {
     return select(1.0, ccd.toi, ccd.hit != 0u);
 }
 
+// Where point p was when its cages were built (R): a soft point at the frame's start
+// (the device builds no cage mid-frame), a rigid point at its body's certified pose then
+// (uploaded).
+fn cage_reference(p: u32) -> vec3<f32> {
+    if (p < cparams.soft_points) {
+        return verts[p].p.xyz;
+    }
+    return sf[cparams.o_cage_ref + p - cparams.soft_points].xyz;
+}
+
 // How far a point is from its cage reference at either end of X → iterate.
 fn moved(p: u32) -> f32 {
-    let r = sf[cparams.o_cage_ref + p].xyz;
+    let r = cage_reference(p);
     return max(length(point_then(p) - r), length(point_target(p) - r));
 }
 

@@ -147,6 +147,14 @@ impl ContactStep {
                     .flat_map(|pose| [[pose.p.x, pose.p.y, pose.p.z, 0.0], pose.q.to_array()]),
             );
         if !again {
+            // The device reads a soft point's cage reference as its start position: the
+            // cages are built at the frame's start (the device builds none mid-frame).
+            if contact.cages.reference[..soft_points] != set.positions[..soft_points] {
+                self.packing = p;
+                return Err(GpuError::Step(
+                    "the deformable contact cages were not built at the frame's start".into(),
+                ));
+            }
             pack_fixed(&mut p, &mut o, cfg, set, bodies, contact, &flags);
         }
         let row_bytes = std::mem::size_of::<DeviceRow>() * capacity;
@@ -334,7 +342,10 @@ fn pack_fixed(
     p.head.0 = fixed.len();
     o.cage_abs = region(fixed, boxes(&cages.absolute));
     o.cage_com = region(fixed, boxes(&cages.comoving));
-    o.cage_ref = region(fixed, cages.reference.iter().map(|&r| v4(r, 0.0)));
+    // The rigid points' references: a soft point's is its start position, on the device
+    // already (checked in `upload`).
+    let soft = g.soft_points as usize;
+    o.cage_ref = region(fixed, cages.reference[soft..].iter().map(|&r| v4(r, 0.0)));
     o.body_ref = region(fixed, cages.body_reference.iter().map(|&r| v4(r, 0.0)));
     let fixed_u = &mut p.fixed_u;
     fixed_u.clear();
