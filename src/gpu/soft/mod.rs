@@ -40,6 +40,7 @@ pub const VBD_SHADER: &str = concat!(
     include_str!("../../../shaders/ccd_core.wgsl"),
     include_str!("../../../shaders/contact_geometry.wgsl"),
     include_str!("../../../shaders/surface_contact.wgsl"),
+    include_str!("../../../shaders/contact_advance.wgsl"),
     include_str!("../../../shaders/contact_lists.wgsl"),
     include_str!("../../../shaders/contact_bodies.wgsl")
 );

@@ -1,5 +1,5 @@
 //! Penetration-free contact of deformable surfaces on the device
-//! (`shaders/surface_contact.wgsl`): the per-iteration half of
+//! (`shaders/surface_contact.wgsl`, `contact_advance.wgsl`): the per-iteration half of
 //! [`crate::pipeline::surface_contact`] in the step's submission.
 //!
 //! The host sets each frame up as the CPU backend does (`SurfaceContact::begin_frame`: the

@@ -1,0 +1,480 @@
+// The advance of the deformable contact step (src/gpu/soft_contact/): after each
+// iteration's dual updates, the CCD of every candidate from the certified configuration X
+// to the iterate, each island's largest certified step (as far as its cages reach, and no
+// further than the element-volume floor), the active set's growth with the earliest-TOI
+// filter, and X and the moving bodies' certified poses moved. Appended to
+// surface_contact.wgsl (one module): its records, points and rows are this file's.
+// Kernels that do not depend on each other share a dispatch, each over its own items in
+// whole workgroups (`first_part_lanes`).
+
+// Each soft body's translation τ = mean(x) − its reference mean (the co-moving cages).
+var<workgroup> tau_part: array<vec3<f32>, 64>;
+var<workgroup> tau_part_x: array<vec3<f32>, 64>;
+
+fn body_tau(b: u32, lane: u32) {
+    if (b >= cparams.n_soft_bodies) {
+        return;
+    }
+    let first = su[cparams.o_ranges + 2u * b];
+    let last = su[cparams.o_ranges + 2u * b + 1u];
+    var s = vec3<f32>(0.0);
+    var sx = vec3<f32>(0.0);
+    for (var v = first + lane; v < last; v += 64u) {
+        s += x_at(v);
+        sx += cf[cparams.o_certified + v].xyz;
+    }
+    tau_part[lane] = s;
+    tau_part_x[lane] = sx;
+    workgroupBarrier();
+    if (lane == 0u) {
+        var total = vec3<f32>(0.0);
+        var total_x = vec3<f32>(0.0);
+        for (var l = 0u; l < 64u; l++) {
+            total += tau_part[l];
+            total_x += tau_part_x[l];
+        }
+        let n = f32(max(last - first, 1u));
+        let r = sf[cparams.o_body_ref + b].xyz;
+        cf[cparams.o_tau + b] = vec4<f32>(total / n - r, 0.0);
+        cf[cparams.o_tau + cparams.n_soft_bodies + b] = vec4<f32>(total_x / n - r, 0.0);
+    }
+}
+
+fn inside(lo: vec3<f32>, hi: vec3<f32>, p: vec3<f32>) -> bool {
+    return all(p >= lo) && all(p <= hi);
+}
+
+// Objects: soft body b is object b, rigid body i object n_soft_bodies + i.
+fn island_of_point(p: u32) -> u32 {
+    if (p < cparams.soft_points) {
+        return su[cparams.o_island + su[cparams.o_owner + p]];
+    }
+    return su[cparams.o_island + cparams.n_soft_bodies + rigid_body(p)];
+}
+
+const ONE: u32 = 0x3f800000u;
+
+// The largest s in [0, 1] with a + s·d inside [lo, hi] on every axis, for a inside.
+fn reach_in(lo: vec3<f32>, hi: vec3<f32>, a: vec3<f32>, d: vec3<f32>) -> f32 {
+    var s = 1.0;
+    for (var k = 0u; k < 3u; k++) {
+        if (d[k] > 0.0) {
+            s = min(s, (hi[k] - a[k]) / d[k]);
+        } else if (d[k] < 0.0) {
+            s = min(s, (lo[k] - a[k]) / d[k]);
+        }
+    }
+    return max(s, 0.0);
+}
+
+// Per point: how far along X → iterate it stays in its cages (absolute and co-moving; the
+// co-moving offset is linear along the segment too; the points of a moving rigid body have
+// an absolute cage only). Pairs that are not candidates cannot meet while every point is
+// in its cages, so an island whose iterate left one advances only as far as the cages
+// reach, straight towards the iterate (the CPU runs the broad phase again instead and
+// advances all the way). Also resets the point's growth filter.
+@compute @workgroup_size(64)
+fn contact_reach(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let p = gid.x;
+    if (cparams.on == 0u || p >= cparams.n_points) {
+        return;
+    }
+    atomicStore(&ca[cparams.o_earliest_t + p], ONE);
+    atomicStore(&ca[cparams.o_earliest_k + p], NONE);
+    if (p >= cparams.soft_points) {
+        if (!body_moves(rigid_body(p))) {
+            return;
+        }
+        let x0 = point_then(p);
+        let s = reach_in(sf[cparams.o_cage_abs + 2u * p].xyz, sf[cparams.o_cage_abs + 2u * p + 1u].xyz, x0, point_now(p) - x0);
+        if (s < 1.0) {
+            atomicMin(&ca[cparams.o_reach + island_of_point(p)], key_of(s * (1.0 - 1e-4)));
+            atomicAdd(&ca[ST_ESCAPES], 1u);
+        }
+        return;
+    }
+    let b = su[cparams.o_owner + p];
+    let x0 = cf[cparams.o_certified + p].xyz;
+    let dx = x_at(p) - x0;
+    let tau_x = cf[cparams.o_tau + b].xyz;
+    let tau_0 = cf[cparams.o_tau + cparams.n_soft_bodies + b].xyz;
+    let e0 = x0 - cage_reference(p) - tau_0;
+    let de = dx - (tau_x - tau_0);
+    let s = min(
+        reach_in(sf[cparams.o_cage_abs + 2u * p].xyz, sf[cparams.o_cage_abs + 2u * p + 1u].xyz, x0, dx),
+        reach_in(sf[cparams.o_cage_com + 2u * p].xyz, sf[cparams.o_cage_com + 2u * p + 1u].xyz, e0, de),
+    );
+    if (s < 1.0) {
+        // Shrunk by a relative margin for the rounding of the quotients.
+        atomicMin(&ca[cparams.o_reach + island_of_point(p)], key_of(s * (1.0 - 1e-4)));
+        atomicAdd(&ca[ST_ESCAPES], 1u);
+    }
+}
+
+// Point p where this advance takes it: X + s (iterate − X), s its island's reach.
+fn point_target(p: u32) -> vec3<f32> {
+    if (p >= cparams.soft_points && !body_moves(rigid_body(p))) {
+        return point_then(p);
+    }
+    let s = bitcast<f32>(atomicLoad(&ca[cparams.o_reach + island_of_point(p)]));
+    let now = point_now(p);
+    if (s >= 1.0) {
+        return now;
+    }
+    let x0 = point_then(p);
+    return x0 + (now - x0) * s;
+}
+
+fn bits3(v: vec3<f32>) -> vec3<u32> {
+    return bitcast<vec3<u32>>(v);
+}
+
+// ACCD of candidate c's points from X to the iterate at separation `sep`.
+fn run_ccd(kind: u32, pts: vec4<u32>, sep: f32) -> CcdOut {
+    var x: array<u32, 24>;
+    for (var k = 0u; k < 4u; k++) {
+        let a = bits3(point_then(pts[k]));
+        let b = bits3(point_target(pts[k]));
+        x[3u * k] = a.x;
+        x[3u * k + 1u] = a.y;
+        x[3u * k + 2u] = a.z;
+        x[12u + 3u * k] = b.x;
+        x[13u + 3u * k] = b.y;
+        x[14u + 3u * k] = b.z;
+    }
+    return accd_points(kind, x, bitcast<u32>(sep));
+}
+
+// A certified lower bound on a pair's distance at X.
+fn lower_bound_at_x(kind: u32, pts: vec4<u32>) -> f32 {
+    var x0: array<vec3<f32>, 4>;
+    for (var k = 0u; k < 4u; k++) {
+        x0[k] = point_then(pts[k]);
+    }
+    let f = frame_new(kind, x0, x0);
+    return certify(f, kind, 0.0, 0.0).d;
+}
+
+fn toi_of(ccd: CcdOut) -> f32 {
+    return select(1.0, ccd.toi, ccd.hit != 0u);
+}
+
+// Where point p was when its cages were built (R): a soft point at the frame's start
+// (the device builds no cage mid-frame), a rigid point at its body's certified pose then
+// (uploaded).
+fn cage_reference(p: u32) -> vec3<f32> {
+    if (p < cparams.soft_points) {
+        return verts[p].p.xyz;
+    }
+    return sf[cparams.o_cage_ref + p - cparams.soft_points].xyz;
+}
+
+// How far a point is from its cage reference at either end of X → iterate.
+fn moved(p: u32) -> f32 {
+    let r = cage_reference(p);
+    return max(length(point_then(p) - r), length(point_target(p) - r));
+}
+
+// ccd::min_sep_floor: 4 ulps of the largest coordinate `m`, the least separation that
+// survives the rounding of the positions to f32.
+fn min_sep_floor(m: f32) -> f32 {
+    let x = max(abs(m), 1.17549435e-38);
+    return 4.0 * bitcast<f32>(bitcast<u32>(x) & 0x7f800000u) * (1.0 / 8388608.0);
+}
+
+fn largest_coord(v: vec3<f32>) -> f32 {
+    let a = abs(v);
+    return max(a.x, max(a.y, a.z));
+}
+
+// The largest coordinate of a pair's points at X and at their target.
+fn pair_largest_coord(pts: vec4<u32>) -> f32 {
+    var m = 0.0;
+    for (var j = 0u; j < 4u; j++) {
+        m = max(m, max(largest_coord(point_then(pts[j])), largest_coord(point_target(pts[j]))));
+    }
+    return m;
+}
+
+// SurfaceContact::toi: the times of impact at the gap δ (when a pair outside the set joins
+// it) and at the minimum separation ξ (how far X may go).
+fn pair_toi(c: Candidate, is_row: bool) -> vec2<f32> {
+    let kind = c.info.x;
+    let pts = c.points;
+    let gap = cparams.gap;
+    let xi = cparams.xi;
+    if (kind == KIND_PLANE) {
+        let n = plane_n(c.info.y);
+        let at = plane_p(c.info.y);
+        let d0 = dot(n, point_then(pts.x) - at);
+        let d1 = dot(n, point_target(pts.x) - at);
+        var add = 1.0;
+        if (!(is_row || d1 > gap)) {
+            if (d0 <= gap) {
+                add = plane_reach(d0, d1, 0.9 * d0);
+            } else {
+                add = plane_reach(d0, d1, gap);
+            }
+        }
+        // Closer than ξ: half the start distance, not below the rounding
+        // (ccd::close_pair_separation).
+        let floor = min_sep_floor(max(largest_coord(point_then(pts.x)),
+            max(largest_coord(point_target(pts.x)), largest_coord(at))));
+        let xi_here = select(max(0.5 * d0, floor), xi, d0 > xi);
+        let clear_at_start = d0 > xi_here && xi_here > 0.0;
+        return vec2<f32>(add, select(0.0, plane_reach(d0, d1, xi_here), clear_at_start));
+    }
+    // The motion filter: far enough apart at R, less the points' motion, needs no CCD.
+    var a: f32;
+    var b: f32;
+    if (kind == KIND_PT) {
+        a = moved(pts.x);
+        b = max(moved(pts.y), max(moved(pts.z), moved(pts.w)));
+    } else {
+        a = max(moved(pts.x), moved(pts.y));
+        b = max(moved(pts.z), moved(pts.w));
+    }
+    let clear = c.lower - (a + b) * (1.0 + 1e-5);
+    if (clear > select(gap, xi, is_row)) {
+        return vec2<f32>(1.0, 1.0);
+    }
+    var add = 1.0;
+    var inside_gap = false;
+    if (!is_row) {
+        let r = run_ccd(kind, pts, gap);
+        if (r.stop == STOP_START_INSIDE) {
+            inside_gap = true;
+        } else if (r.hit != 0u) {
+            add = r.toi;
+        } else {
+            return vec2<f32>(1.0, 1.0);
+        }
+    }
+    if (inside_gap) {
+        let closer = 0.9 * lower_bound_at_x(kind, pts);
+        add = select(0.0, toi_of(run_ccd(kind, pts, closer)), closer > xi);
+    }
+    let r = run_ccd(kind, pts, xi);
+    if (r.stop == STOP_START_INSIDE) {
+        let d0 = lower_bound_at_x(kind, pts);
+        if (d0 > 0.0) {
+            // ccd::close_pair_separation.
+            let sep = max(0.5 * d0, min_sep_floor(pair_largest_coord(pts)));
+            return vec2<f32>(add, toi_of(run_ccd(kind, pts, sep)));
+        }
+    }
+    return vec2<f32>(add, toi_of(r));
+}
+
+fn plane_reach(d0: f32, d1: f32, sep: f32) -> f32 {
+    if (d1 > sep) {
+        return 1.0;
+    }
+    return clamp((d0 - sep) / (d0 - d1) * (1.0 - 1e-5), 0.0, 1.0);
+}
+
+fn key_of(t: f32) -> u32 {
+    return min(bitcast<u32>(t) & 0x7fffffffu, ONE);
+}
+
+// Lanes of the first part of a dispatch shared by two independent kernels over `n` items:
+// whole workgroups, so that no workgroup runs both.
+fn first_part_lanes(n: u32) -> u32 {
+    return (n + 63u) / 64u * 64u;
+}
+
+// Per candidate: its times of impact; the island's step; each point's earliest new pair.
+@compute @workgroup_size(64)
+fn contact_ccd(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+    cp = cparams.ccd;
+    let k = lane_index(wid, nwg, lid);
+    if (cparams.on == 0u || k >= cparams.n_candidates) {
+        return;
+    }
+    let c = cand(k);
+    let row = atomicLoad(&ca[cparams.o_cand_row + k]);
+    let t = pair_toi(c, row != NONE && (row & DEAD) == 0u);
+    cf[cparams.o_toi + k] = vec4<f32>(t, 0.0, 0.0);
+    if (t.y < 1.0) {
+        atomicMin(&ca[cparams.o_alpha + c.info.w], key_of(t.y));
+    }
+    if (t.x < 1.0) {
+        for (var j = 0u; j < 4u; j++) {
+            if (c.points[j] != NONE) {
+                atomicMin(&ca[cparams.o_earliest_t + c.points[j]], key_of(t.x));
+            }
+        }
+    }
+}
+
+// The earliest pair of each point, then the tets' volume floor, in one dispatch: the
+// floor lowers the islands' steps, which the earliest pairs do not read.
+@compute @workgroup_size(64)
+fn contact_earliest(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+    if (cparams.on == 0u) {
+        return;
+    }
+    let k = lane_index(wid, nwg, lid);
+    let split = first_part_lanes(cparams.n_candidates);
+    if (k < split) {
+        earliest_pair(k);
+    } else {
+        tet_volume_floor(k - split);
+    }
+}
+
+// Per candidate that reaches δ first at one of its points: the lowest such candidate
+// index per point (ties go to the first candidate, as on the CPU).
+fn earliest_pair(k: u32) {
+    if (k >= cparams.n_candidates) {
+        return;
+    }
+    let t = cf[cparams.o_toi + k].x;
+    if (!(t < 1.0)) {
+        return;
+    }
+    let c = cand(k);
+    for (var j = 0u; j < 4u; j++) {
+        let p = c.points[j];
+        if (p != NONE && atomicLoad(&ca[cparams.o_earliest_t + p]) == key_of(t)) {
+            atomicMin(&ca[cparams.o_earliest_k + p], k);
+        }
+    }
+}
+
+// The active set's growth: a candidate that is the earliest of one of its points becomes a
+// row (λ = 0, γ = 1; linearised and lagged by contact_linearise) and joins its soft points'
+// lists. Each row's pair is a candidate, so the rows never outnumber the candidates.
+@compute @workgroup_size(64)
+fn contact_grow(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+    let k = lane_index(wid, nwg, lid);
+    if (cparams.on == 0u || k >= cparams.n_candidates) {
+        return;
+    }
+    let t = cf[cparams.o_toi + k].x;
+    if (!(t < 1.0)) {
+        return;
+    }
+    let c = cand(k);
+    var first = false;
+    for (var j = 0u; j < 4u; j++) {
+        let p = c.points[j];
+        if (p != NONE && atomicLoad(&ca[cparams.o_earliest_t + p]) == key_of(t) && atomicLoad(&ca[cparams.o_earliest_k + p]) == k) {
+            first = true;
+        }
+    }
+    let old = atomicLoad(&ca[cparams.o_cand_row + k]);
+    if (!first || (old != NONE && (old & DEAD) == 0u)) {
+        return;
+    }
+    var i = old & ~DEAD;
+    if (old == NONE) {
+        i = atomicAdd(&ca[ST_ROWS], 1u);
+        if (i >= cparams.row_capacity) {
+            // The host runs the step again with more room.
+            atomicOr(&ca[ST_OVERFLOW], 1u);
+            return;
+        }
+    }
+    atomicStore(&ca[cparams.o_cand_row + k], i);
+    let terms = cand_row_terms(c);
+    var r: Row;
+    r.points = c.points;
+    r.weights = vec4<f32>(0.0);
+    r.normal = vec4<f32>(0.0, 1.0, 0.0, 0.0);
+    r.lagged_normal = vec4<f32>(0.0, 1.0, 0.0, terms.x);
+    r.lagged_weights = vec4<f32>(0.0);
+    r.lambda_t = vec4<f32>(0.0);
+    r.info = vec4<u32>(c.info.x | ROW_ALIVE | ROW_FRESH, c.info.y, k, atomicLoad(&ca[ST_ADVANCE]));
+    r.fr = vec4<f32>(1.0, terms.y, terms.z, 0.0);
+    rows[i] = r;
+    if (old == NONE) {
+        join_lists(i, c.points);
+    }
+}
+
+// The advance: X, then the moving bodies' certified poses, in one dispatch (each item
+// writes only its own).
+@compute @workgroup_size(64)
+fn contact_advance(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+    let k = lane_index(wid, nwg, lid);
+    let split = first_part_lanes(cparams.soft_points);
+    if (cparams.on == 0u) {
+        return;
+    }
+    if (k < split) {
+        advance_point(k);
+    } else {
+        advance_body(k - split);
+    }
+}
+
+// X moves α of the way to the iterate, island by island.
+fn advance_point(v: u32) {
+    if (v >= cparams.soft_points) {
+        return;
+    }
+    let a = bitcast<f32>(atomicLoad(&ca[cparams.o_alpha + island_of_point(v)]));
+    if (a <= 0.0) {
+        return;
+    }
+    let target_x = point_target(v);
+    let start_x = cf[cparams.o_certified + v].xyz;
+    cf[cparams.o_certified + v] = vec4<f32>(select(start_x + (target_x - start_x) * a, target_x, a >= 1.0), 0.0);
+}
+
+// The advance's end: each object's island (then each row list sorted, `sort_list`: the
+// lists are not what the islands touch).
+@compute @workgroup_size(64)
+fn contact_islands(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+    if (cparams.on == 0u) {
+        return;
+    }
+    let k = lane_index(wid, nwg, lid);
+    let split = first_part_lanes(cparams.n_objects);
+    if (k < split) {
+        island_end(k);
+    } else {
+        sort_list(k - split);
+    }
+}
+
+// Per object: β of each island root, and the steps reset for the next advance (an island's
+// step is read only by its root's lane, here).
+fn island_end(i: u32) {
+    if (i >= cparams.n_objects) {
+        return;
+    }
+    if (su[cparams.o_island + i] == i) {
+        // The share of the way to the iterate X went: α of the reach.
+        let a = bitcast<f32>(atomicLoad(&ca[cparams.o_alpha + i]));
+        let reach = bitcast<f32>(atomicLoad(&ca[cparams.o_reach + i]));
+        cf[cparams.o_beta + i].x *= 1.0 - a * reach;
+    }
+    if (i == 0u) {
+        atomicAdd(&ca[ST_ADVANCE], 1u);
+    }
+    atomicStore(&ca[cparams.o_alpha + i], ONE);
+    atomicStore(&ca[cparams.o_reach + i], ONE);
+}
+
+// The volume floor of X (surface_contact::inversion, in f32): the largest step along X →
+// iterate before a tet's volume falls to 1% of its rest volume; the island's step is cut
+// there.
+fn tet_volume_floor(e: u32) {
+    if (e >= cparams.n_tets) {
+        return;
+    }
+    let t = tets[e];
+    var x: array<vec3<f32>, 4>;
+    var d: array<vec3<f32>, 4>;
+    for (var k = 0u; k < 4u; k++) {
+        let v = t.v[k];
+        x[k] = cf[cparams.o_certified + v].xyz;
+        d[k] = point_target(v) - x[k];
+    }
+    let s = tet_step(x, d, 0.01 * t.volume);
+    if (s < 1.0) {
+        atomicMin(&ca[cparams.o_alpha + island_of_point(t.v.x)], key_of(s));
+    }
+}
