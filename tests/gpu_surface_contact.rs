@@ -255,6 +255,35 @@ fn a_step_out_of_row_room_runs_again_with_its_candidates() {
     assert!(metric(&s, "lost_motion") < 0.01, "{:?}", s.metrics());
 }
 
+/// The readback copies the rows carried into the frame and room for the new ones the last
+/// frames made; a step that makes more reads the rest after it. Forced through that read
+/// at every frame (the readback holding the carried rows only), `cloth_drape`, whose
+/// impacts make hundreds of rows in a frame, keeps the same bits at every frame end.
+#[test]
+fn rows_past_the_readback_are_read_after_it() {
+    let Some(mut plain) = gpu_scene("cloth_drape", &[], SolverConfig::default()) else {
+        return;
+    };
+    let mut forced = gpu_scene("cloth_drape", &[], SolverConfig::default()).unwrap();
+    forced.world.gpu_read_carried_rows_only_for_tests(true);
+    let mut made = 0;
+    let mut rows = 0;
+    for frame in 0..30 {
+        plain.run(1).expect("scene steps on the GPU");
+        forced.run(1).expect("scene steps on the GPU");
+        let now = forced.world.stats().surface_contact.rows;
+        made += usize::from(now > rows);
+        rows = now;
+        assert_eq!(
+            common::all_positions(&plain.world),
+            common::all_positions(&forced.world),
+            "frame {frame}"
+        );
+    }
+    println!("cloth_drape: {made} of 30 frames made rows, read after the readback");
+    assert!(made > 0, "no frame made rows");
+}
+
 /// Two runs of the same contact scene on the device give the same bits (the rows a run
 /// makes land in the rows array in whatever order their invocations ran; every sum follows
 /// the candidates' order).

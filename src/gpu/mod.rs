@@ -566,15 +566,26 @@ impl GpuSolver {
     /// runs out of it and runs again with more.
     #[doc(hidden)]
     pub fn cap_contact_rows_once(&mut self, room: u32) {
-        let step = self.soft.get_or_insert_with(|| {
+        self.soft_step().cap_rows_once(room);
+    }
+
+    /// Test hook: the readback copies only the carried deformable contact rows, so that
+    /// every row a step makes is read after it (`soft_contact::ContactStep::rows`).
+    #[doc(hidden)]
+    pub fn read_carried_rows_only(&mut self, on: bool) {
+        self.soft_step().read_carried_rows_only(on);
+    }
+
+    /// The deformable half, made before its first step if need be.
+    fn soft_step(&mut self) -> &mut soft::SoftStep {
+        self.soft.get_or_insert_with(|| {
             soft::SoftStep::new(
                 &self.device,
                 &self.queue,
                 &self.info.name,
                 &self.pipelines.scan,
             )
-        });
-        step.cap_rows_once(room);
+        })
     }
 
     /// Colours used by the last step's GPU colouring.

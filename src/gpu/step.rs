@@ -404,7 +404,7 @@ impl GpuSolver {
             // of room; the rows the first run made then start the run again in the active
             // set and the coarse operators. Rows made during a run need none: as on the
             // CPU, they shorten the coarse steps by their stiffness (coarse.wgsl `coarse_solve`).
-            let outcome = match (self.soft_active, self.soft.as_ref()) {
+            let outcome = match (self.soft_active, self.soft.as_mut()) {
                 (true, Some(step)) => step.contact_outcome()?,
                 _ => Default::default(),
             };

@@ -81,6 +81,16 @@ impl PhysicsWorld {
         }
     }
 
+    /// Test hook: the GPU step's readback copies only the deformable contact rows carried
+    /// into the frame; the rows it makes are read after it (the path of a step that makes
+    /// more rows than the readback has room for).
+    #[doc(hidden)]
+    pub fn gpu_read_carried_rows_only_for_tests(&mut self, on: bool) {
+        if let Some(g) = self.gpu.as_mut() {
+            g.read_carried_rows_only(on);
+        }
+    }
+
     /// Test hook: on the GPU backend, find the contact points on the CPU (and upload them)
     /// even where the device could find them, to compare the two paths.
     #[doc(hidden)]

@@ -487,7 +487,7 @@ impl SoftStep {
     /// What the contact stage of the step just read asks of a run again (the staging
     /// buffer is mapped: the caller waited for the device): the pairs of the rows it made,
     /// and whether the rows ran out of room.
-    pub(super) fn contact_outcome(&self) -> Result<ContactOutcome, GpuError> {
+    pub(super) fn contact_outcome(&mut self) -> Result<ContactOutcome, GpuError> {
         if self.pending.is_none() || !self.contact.on() {
             return Ok(ContactOutcome::default());
         }
@@ -516,7 +516,11 @@ impl SoftStep {
         let overflow = status[3] != 0;
         // The rows made seed a run again only.
         let made = match escaped || overflow {
-            true => self.contact.new_pairs(&data),
+            true => {
+                let (made, extra) = self.contact.new_pairs(&data)?;
+                self.download_bytes += extra;
+                made
+            }
             false => Vec::new(),
         };
         Ok(ContactOutcome {
@@ -541,6 +545,11 @@ impl SoftStep {
     /// Room for at most `room` rows (or the rows carried) in the next upload.
     pub(super) fn cap_rows_once(&mut self, room: u32) {
         self.contact.row_cap_once = Some(room);
+    }
+
+    /// The readback copies only the carried contact rows (a test hook).
+    pub(super) fn read_carried_rows_only(&mut self, on: bool) {
+        self.contact.read_carried_only = on;
     }
 
     /// Drops a readback whose step is run again (the device has finished it: the caller
@@ -597,7 +606,7 @@ impl SoftStep {
                     .copy_from_slice(bytemuck::cast_slice(att));
             }
             if self.contact.on() {
-                self.contact.finish(rest, set, &mut vs.contact)?;
+                self.download_bytes += self.contact.finish(rest, set, &mut vs.contact)?;
             }
         }
         self.staging.unmap();

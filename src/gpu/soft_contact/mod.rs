@@ -242,6 +242,9 @@ pub(super) fn layout(device: &wgpu::Device) -> wgpu::BindGroupLayout {
 struct Sizes {
     candidates: u32,
     row_capacity: u32,
+    /// The rows the readback copies (the carried rows and room for the new ones the last
+    /// frames made); rows past them are read after, only when the step made more.
+    read_rows: u32,
     points: u32,
     soft_points: u32,
     objects: u32,
@@ -282,6 +285,11 @@ pub(super) struct ContactStep {
     pub(super) row_room: u32,
     /// A cap on the rows' room for the next upload only (a test hook).
     pub(super) row_cap_once: Option<u32>,
+    /// The most rows a frame made lately (decaying): sizes the rows' readback.
+    made_peak: u32,
+    /// Copy no more rows than the carried ones in the readback (a test hook: every row
+    /// made goes through the read after it).
+    pub(super) read_carried_only: bool,
     device_name: String,
     /// The candidates' pairs, for the rows read back.
     pairs: Vec<Pair>,
@@ -366,6 +374,8 @@ impl ContactStep {
             on: false,
             row_room: 4096,
             row_cap_once: None,
+            made_peak: 0,
+            read_carried_only: false,
             device_name: String::new(),
             pairs: Vec::new(),
             upload_bytes: 0,
@@ -581,44 +591,79 @@ impl ContactStep {
         self.on && self.moving
     }
 
-    /// Bytes the readback takes: X, the rows (the whole capacity), the status, β.
+    /// Bytes the readback takes: X, the rows it copies (`Sizes::read_rows`), the status, β.
     pub(super) fn readback_bytes(&self) -> u64 {
         if !self.on {
             return 0;
         }
         let s = self.sizes;
-        16 * s.soft_points as u64
-            + std::mem::size_of::<DeviceRow>() as u64 * s.row_capacity as u64
-            + 16
-            + 16 * s.objects as u64
+        self.status_offset() + 16 + 16 * s.objects as u64
+    }
+
+    /// The rows the step left (`count` of them, from the status), from this stage's
+    /// readback `data` and, past the rows it copied, a read of the rest (blocking: the
+    /// step is done), whose bytes are returned too.
+    fn rows<'a>(
+        &self,
+        data: &'a [u8],
+    ) -> Result<(std::borrow::Cow<'a, [DeviceRow]>, usize, u64), GpuError> {
+        let s = self.sizes;
+        let rows_at = 16 * s.soft_points as usize;
+        let copied = std::mem::size_of::<DeviceRow>() * s.read_rows as usize;
+        let rows: &[DeviceRow] = bytemuck::cast_slice(&data[rows_at..rows_at + copied]);
+        let status: [u32; 4] =
+            bytemuck::pod_read_unaligned(&data[rows_at + copied..rows_at + copied + 16]);
+        let count = (status[0] as usize).min(s.row_capacity as usize);
+        if count <= rows.len() {
+            return Ok((std::borrow::Cow::Borrowed(&rows[..count]), count, 0));
+        }
+        let size = std::mem::size_of::<DeviceRow>() as u64;
+        let (from, len) = (
+            size * s.read_rows as u64,
+            size * (count - rows.len()) as u64,
+        );
+        let tail: Vec<DeviceRow> = self.read(ROWS, from, len)?;
+        let mut all = rows.to_vec();
+        all.extend(tail);
+        Ok((std::borrow::Cow::Owned(all), count, len))
     }
 
     /// The pairs of the rows the step made (in candidate order), from this stage's
-    /// readback `data`: what a run again starts with in the active set.
-    pub(super) fn new_pairs(&self, data: &[u8]) -> Vec<Pair> {
-        let s = self.sizes;
-        let rows_at = 16 * s.soft_points as usize;
-        let row_bytes = std::mem::size_of::<DeviceRow>() * s.row_capacity as usize;
-        let rows: &[DeviceRow] = bytemuck::cast_slice(&data[rows_at..rows_at + row_bytes]);
-        let status: [u32; 4] =
-            bytemuck::pod_read_unaligned(&data[rows_at + row_bytes..rows_at + row_bytes + 16]);
-        let count = (status[0] as usize).min(rows.len());
-        let mut pairs: Vec<(u32, Pair)> = rows[..count]
+    /// readback `data`: what a run again starts with in the active set; and the bytes read
+    /// past the readback.
+    pub(super) fn new_pairs(&self, data: &[u8]) -> Result<(Vec<Pair>, u64), GpuError> {
+        let (rows, _, extra) = self.rows(data)?;
+        let mut pairs: Vec<(u32, Pair)> = rows
             .iter()
             .filter(|r| r.info[3] != NONE)
             .filter_map(|r| Some((r.info[2], *self.pairs.get(r.info[2] as usize)?)))
             .collect();
         pairs.sort_by_key(|p| p.0);
-        pairs.into_iter().map(|p| p.1).collect()
+        Ok((pairs.into_iter().map(|p| p.1).collect(), extra))
+    }
+
+    /// `len` bytes of buffer `i` from `at` (blocking: after the step, or for tests).
+    fn read<T: bytemuck::Pod>(&self, i: usize, at: u64, len: u64) -> Result<Vec<T>, GpuError> {
+        let staging = self.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("surface contact readback"),
+            size: len,
+            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        let mut encoder = self.device.create_command_encoder(&Default::default());
+        encoder.copy_buffer_to_buffer(&self.buffers[i], at, &staging, 0, len);
+        self.queue.submit([encoder.finish()]);
+        super::device::read_staging(&self.device, &staging)
     }
 
     /// Where the status words are in this stage's readback.
     pub(super) fn status_offset(&self) -> u64 {
         let s = self.sizes;
-        16 * s.soft_points as u64 + std::mem::size_of::<DeviceRow>() as u64 * s.row_capacity as u64
+        16 * s.soft_points as u64 + std::mem::size_of::<DeviceRow>() as u64 * s.read_rows as u64
     }
 
-    /// Copies X, the rows, the status and β into `staging` at `offset`.
+    /// Copies X, the rows it reads (`Sizes::read_rows`), the status and β into `staging`
+    /// at `offset`.
     pub(super) fn record_readback(
         &self,
         encoder: &mut wgpu::CommandEncoder,
@@ -635,7 +680,7 @@ impl ContactStep {
             (
                 ROWS,
                 0,
-                std::mem::size_of::<DeviceRow>() as u64 * s.row_capacity as u64,
+                std::mem::size_of::<DeviceRow>() as u64 * s.read_rows as u64,
             ),
             (ATOMICS, 0, 16),
             (STATE, 16 * o.beta as u64, 16 * s.objects as u64),
@@ -649,27 +694,29 @@ impl ContactStep {
 
     /// Reads the frame's contact state back into `contact`: X, the rows (the live ones:
     /// those carried in first, in their order, then the new ones by advance and candidate),
-    /// β, and the statistics.
+    /// β, and the statistics; returns the bytes read past the readback (rows made beyond
+    /// its room).
     pub(super) fn finish(
-        &self,
+        &mut self,
         data: &[u8],
         set: &DeformableSet,
         contact: &mut SurfaceContact,
-    ) -> Result<(), GpuError> {
+    ) -> Result<u64, GpuError> {
         let s = self.sizes;
-        let (x, rest) = data.split_at(16 * s.soft_points as usize);
-        let row_bytes = std::mem::size_of::<DeviceRow>() * s.row_capacity as usize;
-        let (rows, rest) = rest.split_at(row_bytes);
-        let (status, rest) = rest.split_at(16);
-        let beta: &[[f32; 4]] = bytemuck::cast_slice(&rest[..16 * s.objects as usize]);
+        let x = &data[..16 * s.soft_points as usize];
+        let beta_at = self.status_offset() as usize + 16;
+        let beta: &[[f32; 4]] =
+            bytemuck::cast_slice(&data[beta_at..beta_at + 16 * s.objects as usize]);
         let x: &[[f32; 4]] = bytemuck::cast_slice(x);
         for (c, v) in contact.certified.iter_mut().zip(x) {
             *c = Vec3A::new(v[0], v[1], v[2]);
         }
-        let status: [u32; 4] = bytemuck::pod_read_unaligned(status);
-        let count = (status[0] as usize).min(s.row_capacity as usize);
-        let rows: &[DeviceRow] = bytemuck::cast_slice(rows);
-        let mut live: Vec<(u32, u32, usize)> = rows[..count]
+        let (rows, count, extra) = self.rows(data)?;
+        // Room in the next readbacks for as many new rows as this frame made, the peak
+        // decaying by a quarter a frame.
+        let made = count.saturating_sub(s.carried_rows as usize) as u32;
+        self.made_peak = made.max(self.made_peak - self.made_peak / 4);
+        let mut live: Vec<(u32, u32, usize)> = rows
             .iter()
             .enumerate()
             .filter(|(_, r)| r.info[0] & ROW_ALIVE != 0)
@@ -703,7 +750,7 @@ impl ContactStep {
         for (b, v) in contact.beta.iter_mut().zip(beta) {
             *b = v[0];
         }
-        Ok(())
+        Ok(extra)
     }
 }
 
@@ -757,17 +804,7 @@ impl ContactStep {
             s.soft_points as usize,
             (s.soft_points + s.bodies + 1) as usize,
         );
-        let staging = self.device.create_buffer(&wgpu::BufferDescriptor {
-            label: Some("list offsets readback"),
-            size: 4 * len as u64,
-            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
-            mapped_at_creation: false,
-        });
-        let mut encoder = self.device.create_command_encoder(&Default::default());
-        let at = 4 * o.slot_offsets as u64;
-        encoder.copy_buffer_to_buffer(&self.buffers[ATOMICS], at, &staging, 0, 4 * len as u64);
-        self.queue.submit([encoder.finish()]);
-        let device = super::device::read_staging(&self.device, &staging)?;
+        let device = self.read(ATOMICS, 4 * o.slot_offsets as u64, 4 * len as u64)?;
         // Each candidate's room: its soft points, and each moving body among its rigid
         // points once.
         let g = &contact.geometry;

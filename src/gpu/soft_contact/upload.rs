@@ -38,6 +38,9 @@ pub(super) struct Packing {
     written_head: (Vec<[f32; 4]>, Vec<u32>),
 }
 
+/// The fewest new rows the readback has room for.
+const READ_ROOM: usize = 256;
+
 impl ContactStep {
     /// Uploads the frame's contact set-up (after `SurfaceContact::begin_frame` and the
     /// coarse operators' assembly, which marks the carried rows as held by them).
@@ -261,9 +264,17 @@ impl ContactStep {
         };
         self.queue
             .write_buffer(&self.params, 0, bytemuck::bytes_of(&params));
+        // The readback copies the carried rows and room for twice the rows a frame made
+        // lately (at least `READ_ROOM`); a step that makes more reads the rest after it.
+        let read_rows = match self.read_carried_only {
+            true => n_rows,
+            false => n_rows + (2 * self.made_peak as usize).max(READ_ROOM),
+        }
+        .min(capacity);
         self.sizes = Sizes {
             candidates: n_cand as u32,
             row_capacity: capacity as u32,
+            read_rows: read_rows as u32,
             points: n_points as u32,
             soft_points: soft_points as u32,
             objects: objects as u32,
