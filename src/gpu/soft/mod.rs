@@ -499,6 +499,7 @@ impl SoftStep {
             .map_err(|e| GpuError::Readback(format!("{e:?}")))?;
         let status_at = self.contact.status_offset() as usize;
         let status: [u32; 4] = bytemuck::pod_read_unaligned(&data[status_at..status_at + 16]);
+        self.contact.note_rows(status[0]);
         let escaped = status[2] != 0;
         let reached = match escaped {
             true => {

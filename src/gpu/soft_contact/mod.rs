@@ -628,6 +628,13 @@ impl ContactStep {
         Ok((std::borrow::Cow::Owned(all), count, len))
     }
 
+    /// Notes the rows a run left (`count`, from its status): the next readbacks make room
+    /// for as many new rows as a run made lately, the peak decaying by a quarter a run.
+    pub(super) fn note_rows(&mut self, count: u32) {
+        let made = count.saturating_sub(self.sizes.carried_rows);
+        self.made_peak = made.max(self.made_peak - self.made_peak / 4);
+    }
+
     /// The pairs of the rows the step made (in candidate order), from this stage's
     /// readback `data`: what a run again starts with in the active set; and the bytes read
     /// past the readback.
@@ -697,7 +704,7 @@ impl ContactStep {
     /// β, and the statistics; returns the bytes read past the readback (rows made beyond
     /// its room).
     pub(super) fn finish(
-        &mut self,
+        &self,
         data: &[u8],
         set: &DeformableSet,
         contact: &mut SurfaceContact,
@@ -711,11 +718,7 @@ impl ContactStep {
         for (c, v) in contact.certified.iter_mut().zip(x) {
             *c = Vec3A::new(v[0], v[1], v[2]);
         }
-        let (rows, count, extra) = self.rows(data)?;
-        // Room in the next readbacks for as many new rows as this frame made, the peak
-        // decaying by a quarter a frame.
-        let made = count.saturating_sub(s.carried_rows as usize) as u32;
-        self.made_peak = made.max(self.made_peak - self.made_peak / 4);
+        let (rows, _, extra) = self.rows(data)?;
         let mut live: Vec<(u32, u32, usize)> = rows
             .iter()
             .enumerate()

@@ -264,11 +264,13 @@ impl ContactStep {
         };
         self.queue
             .write_buffer(&self.params, 0, bytemuck::bytes_of(&params));
-        // The readback copies the carried rows and room for twice the rows a frame made
-        // lately (at least `READ_ROOM`); a step that makes more reads the rest after it.
+        // The readback copies the carried rows and room for new ones: twice what a run made
+        // lately, a quarter of the carried rows (a pile pressed together makes rows frame
+        // after frame), at least `READ_ROOM`; a run that makes more reads the rest after it.
+        let room = (2 * self.made_peak as usize).max(n_rows / 4).max(READ_ROOM);
         let read_rows = match self.read_carried_only {
             true => n_rows,
-            false => n_rows + (2 * self.made_peak as usize).max(READ_ROOM),
+            false => n_rows + room,
         }
         .min(capacity);
         self.sizes = Sizes {
