@@ -140,10 +140,11 @@ const BODY_COUPLED: u32 = 2u;
 // Candidate k: its points from the surface's primitives (the host's `points_of`), its
 // island that of the object of its first deformable point (of its first point if none).
 fn cand(k: u32) -> Candidate {
-    let at = cparams.o_cands + 4u * k;
-    let kind = su[at];
-    let a = su[at + 1u];
-    let b = su[at + 2u];
+    // (kind in the top two bits of a, b, the lower bound's bits: gpu::soft_contact::upload)
+    let at = cparams.o_cands + 3u * k;
+    let kind = su[at] >> 30u;
+    let a = su[at] & 0x3fffffffu;
+    let b = su[at + 1u];
     var pts = vec4<u32>(a, NONE, NONE, NONE);
     if (kind == KIND_PT) {
         let t = cparams.o_triangles + 3u * b;
@@ -165,7 +166,7 @@ fn cand(k: u32) -> Candidate {
     } else {
         object = cparams.n_soft_bodies + rigid_body(first);
     }
-    return Candidate(pts, vec4<u32>(kind, b, 0u, su[cparams.o_island + object]), bitcast<f32>(su[at + 3u]));
+    return Candidate(pts, vec4<u32>(kind, b, 0u, su[cparams.o_island + object]), bitcast<f32>(su[at + 2u]));
 }
 
 // The penalty μ and the static and dynamic friction of a row made from candidate `c`: the

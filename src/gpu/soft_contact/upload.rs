@@ -1,4 +1,4 @@
-//! The frame's contact set-up for the device: the candidates (16 B each: the pair and a
+//! The frame's contact set-up for the device: the candidates (12 B each: the pair and a
 //! lower bound on its distance; the device derives each one's points, island, penalty and
 //! friction, and the room each makes in its points' and bodies' row lists), the carried
 //! rows, X, the cages and the islands, in the buffers and offsets `surface_contact.wgsl`
@@ -20,12 +20,12 @@ use super::*;
 /// thousands of candidates, and fresh vectors that size cost their page faults every frame.
 #[derive(Default)]
 pub(super) struct Packing {
-    /// Per candidate: its pair (kind, a, b) and the bits of the lower bound on its
-    /// distance at R (the `cands` region). Its points, island, penalty and friction follow
+    /// Per candidate: its pair (kind and a in one word, b) and the bits of the lower bound
+    /// on its distance at R (the `cands` region). Its points, island, penalty and friction follow
     /// on the device from the surface's primitives and the points' terms (`cand` in
     /// surface_contact.wgsl); its row is in the `cand_row` region, which the kernels write
     /// from the carried rows.
-    cands: Vec<[u32; 4]>,
+    cands: Vec<[u32; 3]>,
     /// The rigid bodies' flags as last written.
     pub(super) flags: Vec<u32>,
     rows: Vec<DeviceRow>,
@@ -77,6 +77,18 @@ impl ContactStep {
             && self.pairs.len() == n_cand
             && p.flags == flags;
         if !again {
+            if g.point_count() as u64 >= 1 << KIND_SHIFT || g.edges.len() as u64 >= 1 << KIND_SHIFT
+            {
+                self.packing = p;
+                return Err(GpuError::Unsupported {
+                    adapter: device_name.to_string(),
+                    reason: format!(
+                        "{} contact points and {} edges: the device numbers fewer than 2^30 of each",
+                        g.point_count(),
+                        g.edges.len()
+                    ),
+                });
+            }
             pack_candidates(&mut p, contact);
         }
         let n_rows = contact.rows.len();
@@ -295,7 +307,9 @@ impl ContactStep {
     }
 }
 
-/// The candidates' records (pair, lower bound), after a broad phase.
+/// The candidates' records after a broad phase: the pair's kind in the top two bits of its
+/// first primitive (a point or an edge: fewer than 2³⁰, checked in `upload`), its second,
+/// and the bits of the lower bound on its distance.
 fn pack_candidates(p: &mut Packing, contact: &SurfaceContact) {
     p.cands.clear();
     p.cands.extend(
@@ -303,9 +317,18 @@ fn pack_candidates(p: &mut Packing, contact: &SurfaceContact) {
             .candidates
             .iter()
             .zip(&contact.candidate_lower)
-            .map(|(pair, lower)| [kind_code(pair.kind), pair.a, pair.b, lower.to_bits()]),
+            .map(|(pair, lower)| {
+                [
+                    kind_code(pair.kind) << KIND_SHIFT | pair.a,
+                    pair.b,
+                    lower.to_bits(),
+                ]
+            }),
     );
 }
+
+/// Where a candidate's kind sits in its first word (`cand` in surface_contact.wgsl).
+const KIND_SHIFT: u32 = 30;
 
 /// The read-only regions: the candidates' records, the points' terms of a row's penalty
 /// and friction, the rigid points and half-spaces, the surface's triangles and edges, the
