@@ -377,17 +377,7 @@ fn contact_grow(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) 
         }
     }
     atomicStore(&ca[cparams.o_cand_row + k], i);
-    let terms = cand_row_terms(c);
-    var r: Row;
-    r.points = c.points;
-    r.weights = vec4<f32>(0.0);
-    r.normal = vec4<f32>(0.0, 1.0, 0.0, 0.0);
-    r.lagged_normal = vec4<f32>(0.0, 1.0, 0.0, terms.x);
-    r.lagged_weights = vec4<f32>(0.0);
-    r.lambda_t = vec4<f32>(0.0);
-    r.info = vec4<u32>(c.info.x | ROW_ALIVE | ROW_FRESH, c.info.y, k, atomicLoad(&ca[ST_ADVANCE]));
-    r.fr = vec4<f32>(1.0, terms.y, terms.z, 0.0);
-    rows[i] = r;
+    rows[i] = fresh_row(c, k, vec4<f32>(0.0), 1.0, 0u, atomicLoad(&ca[ST_ADVANCE]));
     if (old == NONE) {
         join_lists(i, c.points);
     }

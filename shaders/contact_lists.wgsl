@@ -4,7 +4,8 @@
 // row's pair is always a candidate, so no list overflows): the frame's first kernels count
 // them (`contact_count_slots`), a prefix sum (scan.wgsl, over the counts in `ca`) makes the
 // lists' offsets, and `contact_list_rows` and `contact_sort_slots` fill them with the
-// carried rows. The host uploads the candidates and the carried rows; everything else the
+// carried rows. The host uploads the candidates and the carried rows' records (candidate and
+// multipliers: `contact_list_rows` makes the rows); everything else the
 // lists take lives in the atomics buffer (`ca`), so none of it crosses the bus: the status
 // words, each candidate's row, the lists' offsets and contents, and the islands' steps.
 
@@ -74,18 +75,26 @@ fn first_of_moving_body(points: vec4<u32>, j: u32, b: u32) -> bool {
     return !seen;
 }
 
-// Each carried row: its candidate's row, and its place in its points' lists.
+// Each carried row, from its record (gpu::soft_contact::upload `carried_record`: its
+// candidate, whether the coarse operators hold it, λ, γ, the friction force): the row,
+// linearised at X and lagged there as the host's `SurfaceContact::begin_frame` does, its
+// candidate's row, and its place in its points' lists.
 @compute @workgroup_size(64)
 fn contact_list_rows(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
     let i = lane_index(wid, nwg, lid);
     if (cparams.on == 0u || i >= cparams.carried_rows) {
         return;
     }
-    let k = rows[i].info.z;
-    if (k < cparams.n_candidates) {
-        atomicStore(&ca[cparams.o_cand_row + k], i);
-    }
-    join_lists(i, rows[i].points);
+    let head = cf[cparams.o_carried + 2u * i];
+    let force = cf[cparams.o_carried + 2u * i + 1u];
+    let k = u32(head.x) | (u32(head.y) << 16u);
+    let c = cand(k);
+    let coarse = select(0u, ROW_COARSE, force.w != 0.0);
+    var r = fresh_row(c, k, vec4<f32>(force.xyz, head.z), head.w, coarse, NONE);
+    linearise(&r);
+    rows[i] = r;
+    atomicStore(&ca[cparams.o_cand_row + k], i);
+    join_lists(i, r.points);
 }
 
 // Row i joins the lists of its soft points and, once each, of its moving rigid bodies (in

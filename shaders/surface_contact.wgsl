@@ -64,6 +64,8 @@ struct ContactParams {
     o_bslot_count: u32,
     o_triangles: u32,
     o_edges: u32,
+    o_carried: u32, // the carried rows' records (in cf)
+    o_rows_out: u32, // the rows as the readback takes them (in ca)
     n_bodies: u32,
     carried_rows: u32, // rows uploaded: the rows carried into the frame
 };
@@ -427,15 +429,47 @@ fn contact_linearise(@builtin(global_invocation_id) gid: vec3<u32>) {
     if ((r.info.x & ROW_ALIVE) == 0u) {
         return;
     }
-    let kind = r.info.x & 0xffu;
+    linearise(&r);
+    rows[i] = r;
+}
+
+// The frame's end: each row as the readback takes it (gpu::soft_contact `RowOut`, 64 B of
+// its 128), as words in the atomics buffer: flags, γ, candidate, the advance it was made
+// in; the friction force and λ; the normal and distance at X; the weights. The host
+// derives its points, penalty and friction from the candidate, as the device did.
+@compute @workgroup_size(64)
+fn contact_pack_rows(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+    let i = lane_index(wid, nwg, lid);
+    if (cparams.on == 0u || i >= min(atomicLoad(&ca[ST_ROWS]), cparams.row_capacity)) {
+        return;
+    }
+    let r = rows[i];
+    let at = cparams.o_rows_out + 16u * i;
+    store_words(at, vec4<u32>(r.info.x, bitcast<u32>(r.fr.x), r.info.z, r.info.w));
+    store_words(at + 4u, bitcast<vec4<u32>>(r.lambda_t));
+    store_words(at + 8u, bitcast<vec4<u32>>(r.normal));
+    store_words(at + 12u, bitcast<vec4<u32>>(r.weights));
+}
+
+fn store_words(at: u32, v: vec4<u32>) {
+    for (var j = 0u; j < 4u; j++) {
+        atomicStore(&ca[at + j], v[j]);
+    }
+}
+
+// Row `r` linearised at X: its normal, distance and weights (at distance 0 the normal of its
+// last linearisation stays); a fresh row also takes its tangent plane there, and turns its
+// friction force into that plane.
+fn linearise(r: ptr<function, Row>) {
+    let kind = (*r).info.x & 0xffu;
     var x: array<vec3<f32>, 4>;
     for (var k = 0u; k < 4u; k++) {
-        x[k] = select(vec3<f32>(0.0), point_then(r.points[k]), r.points[k] != NONE);
+        x[k] = select(vec3<f32>(0.0), point_then((*r).points[k]), (*r).points[k] != NONE);
     }
     if (kind == KIND_PLANE) {
-        let n = plane_n(r.info.y);
-        r.normal = vec4<f32>(n, dot(n, x[0] - plane_p(r.info.y)));
-        r.weights = vec4<f32>(1.0, 0.0, 0.0, 0.0);
+        let n = plane_n((*r).info.y);
+        (*r).normal = vec4<f32>(n, dot(n, x[0] - plane_p((*r).info.y)));
+        (*r).weights = vec4<f32>(1.0, 0.0, 0.0, 0.0);
     } else {
         var c: Closest;
         if (kind == KIND_PT) {
@@ -444,19 +478,36 @@ fn contact_linearise(@builtin(global_invocation_id) gid: vec3<u32>) {
             c = ee_closest(x[0], x[1], x[2], x[3]);
         }
         let d = length(c.diff);
-        var n = r.normal.xyz;
+        var n = (*r).normal.xyz;
         if (d > 0.0 && d <= F32_MAX) {
             n = c.diff / d;
         }
-        r.normal = vec4<f32>(n, d);
-        r.weights = c.weights;
+        (*r).normal = vec4<f32>(n, d);
+        (*r).weights = c.weights;
     }
-    if ((r.info.x & ROW_FRESH) != 0u) {
-        r.lagged_normal = vec4<f32>(r.normal.xyz, r.lagged_normal.w);
-        r.lagged_weights = r.weights;
-        let n = r.normal.xyz;
-        r.lambda_t = vec4<f32>(r.lambda_t.xyz - n * dot(n, r.lambda_t.xyz), r.lambda_t.w);
-        r.info.x &= ~ROW_FRESH;
+    if (((*r).info.x & ROW_FRESH) != 0u) {
+        (*r).lagged_normal = vec4<f32>((*r).normal.xyz, (*r).lagged_normal.w);
+        (*r).lagged_weights = (*r).weights;
+        let n = (*r).normal.xyz;
+        (*r).lambda_t = vec4<f32>((*r).lambda_t.xyz - n * dot(n, (*r).lambda_t.xyz), (*r).lambda_t.w);
+        (*r).info.x &= ~ROW_FRESH;
     }
-    rows[i] = r;
+}
+
+// A fresh row of candidate k (`c`), to be linearised and lagged: multiplier λ (`lambda_t.w`)
+// and friction force `lambda_t.xyz`, decay factor γ, `flags` (ROW_COARSE or 0), made in
+// advance `made_in` (NONE: carried into the frame). Its penalty and friction follow from
+// its points (`cand_row_terms`); its normal until it is linearised apart is +y.
+fn fresh_row(c: Candidate, k: u32, lambda_t: vec4<f32>, gamma: f32, flags: u32, made_in: u32) -> Row {
+    let terms = cand_row_terms(c);
+    var r: Row;
+    r.points = c.points;
+    r.weights = vec4<f32>(0.0);
+    r.normal = vec4<f32>(0.0, 1.0, 0.0, 0.0);
+    r.lagged_normal = vec4<f32>(0.0, 1.0, 0.0, terms.x);
+    r.lagged_weights = vec4<f32>(0.0);
+    r.lambda_t = lambda_t;
+    r.info = vec4<u32>(c.info.x | ROW_ALIVE | ROW_FRESH | flags, c.info.y, k, made_in);
+    r.fr = vec4<f32>(gamma, terms.y, terms.z, 0.0);
+    return r;
 }

@@ -310,9 +310,10 @@ fn gpu_contact_is_deterministic() {
 }
 
 /// The device makes each row from its candidate's pair alone (the host uploads the pair
-/// and a distance bound; the points, island, penalty and friction are derived on the
-/// device from the surface's primitives and per-point terms). Every row of the active set
-/// after each frame, in scenes with point–triangle, edge–edge and point–half-space rows,
+/// and a distance bound, and a carried row as its candidate and multipliers; the points,
+/// island, penalty and friction are derived on the device from the surface's primitives
+/// and per-point terms). Every live row the device holds after each frame (read from its
+/// buffer: the readback leaves these terms out), in scenes with point–triangle, edge–edge and point–half-space rows,
 /// deformable–deformable and deformable–rigid: the same points and the same penalty bits
 /// as a row the host makes of the same pair (the penalty is the largest of the points'
 /// terms, a maximum: exact), friction within 4 ulps (the geometric mean's square root is
@@ -327,7 +328,11 @@ fn rows_made_on_the_device_match_the_hosts_rows_of_their_pairs() {
         };
         for _ in 0..frames {
             s.run(1).expect("scene steps on the GPU");
-            for (kind, has_rigid, [device, host]) in s.world.deformable_rows_for_tests() {
+            for (kind, has_rigid, [device, host]) in s
+                .world
+                .deformable_rows_for_tests()
+                .expect("the device's rows read back")
+            {
                 assert_eq!(device.0, host.0, "{name}: {kind} points");
                 assert_eq!(
                     device.1.to_bits(),

@@ -141,6 +141,27 @@ impl GpuSolver {
         )?))
     }
 
+    /// The deformable contact rows the device holds after the last step: each live one's
+    /// pair, points, penalty and friction (blocking; for tests). Empty without surface
+    /// contact.
+    #[allow(clippy::type_complexity)]
+    pub fn deformable_rows(
+        &self,
+    ) -> Result<
+        Vec<(
+            crate::pipeline::surface_contact::rows::Pair,
+            [u32; 4],
+            f32,
+            [f32; 2],
+        )>,
+        GpuError,
+    > {
+        match (self.soft_active, self.soft.as_ref()) {
+            (true, Some(step)) => step.contact_rows_for_tests(),
+            _ => Ok(Vec::new()),
+        }
+    }
+
     /// The deformable contact rows' lists' offsets the last step made on the device and
     /// the host's sums of the same (blocking; for tests). Empty without surface contact.
     pub fn deformable_list_offsets(

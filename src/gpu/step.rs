@@ -543,7 +543,7 @@ impl GpuSolver {
                 self.last_timings.host = host;
                 if let (true, Some((set, attachments))) = (self.soft_active, soft.as_mut()) {
                     let step = self.soft.as_mut().expect("uploaded");
-                    step.finish(set, &mut s.vertices, attachments)?;
+                    step.finish(cfg, set, bodies, &mut s.vertices, attachments)?;
                     s.vertices.contact.seeded = false;
                     s.vertices.contact.cross_cages = false;
                 }

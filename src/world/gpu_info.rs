@@ -111,36 +111,46 @@ impl PhysicsWorld {
 
     /// Test hook: each contact row of the deformables' active set as the last step left it
     /// (its pair's kind, whether it has a rigid point; points, penalty μ, static and dynamic
-    /// friction), beside a new row
-    /// of its pair as the
-    /// host makes one (`new_row`; on the GPU backend the device makes the rows, from the
-    /// candidates' pairs).
+    /// friction), beside a new row of its pair as the host makes one (`new_row`). On the GPU
+    /// backend the rows are those the device holds (a blocking read): it makes them from the
+    /// candidates' pairs, and the readback leaves out what the pair gives.
     #[doc(hidden)]
     #[allow(clippy::type_complexity)]
-    pub fn deformable_rows_for_tests(&self) -> Vec<(String, bool, [([u32; 4], f32, [f32; 2]); 2])> {
+    pub fn deformable_rows_for_tests(
+        &self,
+    ) -> Result<Vec<(String, bool, [([u32; 4], f32, [f32; 2]); 2])>, PhysicsError> {
         let sc = &self.solver.vertices.contact;
-        sc.rows
-            .iter()
-            .map(|r| {
-                let cfg = &self.config;
+        let rows = match &self.gpu {
+            Some(g) => g
+                .deformable_rows()
+                .map_err(|e| PhysicsError::Gpu(e.to_string()))?,
+            None => sc
+                .rows
+                .iter()
+                .map(|r| (r.pair, r.points, r.mu, r.friction))
+                .collect(),
+        };
+        let soft = sc.geometry.soft_points;
+        Ok(rows
+            .into_iter()
+            .map(|(pair, points, mu, friction)| {
                 let host = crate::pipeline::surface_contact::frame::new_row(
-                    cfg,
+                    &self.config,
                     &self.deformables,
                     &self.bodies,
                     sc,
-                    r.pair,
+                    pair,
                 );
-                let soft = sc.geometry.soft_points;
                 (
-                    format!("{:?}", r.pair.kind),
-                    r.points.iter().any(|&p| p != u32::MAX && p >= soft),
+                    format!("{:?}", pair.kind),
+                    points.iter().any(|&p| p != u32::MAX && p >= soft),
                     [
-                        (r.points, r.mu, r.friction),
+                        (points, mu, friction),
                         (host.points, host.mu, host.friction),
                     ],
                 )
             })
-            .collect()
+            .collect())
     }
 
     /// Test hook: the deformable contact rows' lists' offsets (per soft point, then per

@@ -476,6 +476,13 @@ impl SoftStep {
         });
     }
 
+    /// The live contact rows as the device holds them (a test hook: `ContactStep`).
+    pub(super) fn contact_rows_for_tests(
+        &self,
+    ) -> Result<Vec<crate::gpu::soft_contact::DeviceRowTerms>, GpuError> {
+        self.contact.rows_for_tests()
+    }
+
     /// The contact row lists' offsets, device and host (a test hook: `ContactStep`).
     pub(super) fn list_offsets_for_tests(
         &self,
@@ -570,7 +577,9 @@ impl SoftStep {
     /// `attachments`.
     pub(super) fn finish(
         &mut self,
+        cfg: &SolverConfig,
         set: &DeformableSet,
+        bodies: &crate::rigid::BodySet,
         vs: &mut VertexState,
         attachments: &mut AttachmentSet,
     ) -> Result<(), GpuError> {
@@ -607,7 +616,9 @@ impl SoftStep {
                     .copy_from_slice(bytemuck::cast_slice(att));
             }
             if self.contact.on() {
-                self.download_bytes += self.contact.finish(rest, set, &mut vs.contact)?;
+                self.download_bytes +=
+                    self.contact
+                        .finish(rest, cfg, set, bodies, &mut vs.contact)?;
             }
         }
         self.staging.unmap();

@@ -81,19 +81,18 @@ impl SoftStep {
         )
     }
 
-    /// After the last iteration, before the integration: the coupled bodies' iterates at
-    /// their certified poses.
+    /// After the last iteration, before the integration: the contact rows as the readback
+    /// takes them, and the coupled bodies' iterates at their certified poses.
     pub(in crate::gpu) fn record_end<'a>(
         &self,
         encoder: &mut wgpu::CommandEncoder,
         writes: impl FnOnce() -> Writes<'a>,
     ) -> u32 {
-        self.record_bodies(
-            encoder,
-            "avbd contact frame end of the bodies",
-            writes,
-            |c, pass| c.record_end(pass),
-        )
+        if !self.contact.on() {
+            return 0;
+        }
+        let mut pass = self.begin_pass(encoder, "avbd contact frame end", writes());
+        self.contact.record_end(&mut pass, self.max_groups)
     }
 
     fn record_bodies<'a>(

@@ -7,9 +7,10 @@
 //! islands, the rows carried from the last frame) and uploads it: the candidates' pairs
 //! (the device derives their points, island, penalty and friction from the surface's
 //! primitives and per-point terms, which are written only when they change); the carried
-//! rows; X; the cages; the islands. Each soft point's and each moving body's row list has
-//! room for every candidate it belongs to (a row's pair is always a candidate, so the lists
-//! cannot overflow): the frame's first kernels count the candidates of each and sum the
+//! rows' candidates and multipliers (the device makes the rows); X; the cages; the
+//! islands. Each soft point's and each moving body's row list has room for every candidate
+//! it belongs to (a row's pair is always a candidate, so the lists cannot overflow): the
+//! frame's first kernels count the candidates of each and sum the
 //! counts into the lists' offsets (a prefix sum, `scan.wgsl`), fill the lists with the
 //! carried rows and give each candidate its row (`contact_lists.wgsl`), so none of it
 //! crosses the bus. Each iteration then runs on the device:
@@ -19,8 +20,8 @@
 //! with an iterate outside its cages advances only as far as they reach: the CPU runs the
 //! broad phase again there), the element-volume floor, the growth of the active set with the earliest-TOI
 //! filter, X moved, every row linearised again at X. At the end the host reads back X, the
-//! rows and the islands' lost motion, and finishes the frame as the CPU does
-//! (`SurfaceContact::end_frame`).
+//! rows (64 B each, `RowOut`: what the candidate does not give) and the islands' lost
+//! motion, and finishes the frame as the CPU does (`SurfaceContact::end_frame`).
 //!
 //! Rigid bodies that move (dynamic or kinematic) take part as on the CPU: each has a
 //! certified pose beside X, which its island's advance moves (`contact_advance`);
@@ -53,7 +54,7 @@ use super::ccd::{CcdMargins, CcdParams};
 use super::pipelines::{compute_pipeline, storage_entry, uniform_entry};
 use crate::config::SolverConfig;
 use crate::deformable::set::DeformableSet;
-use crate::pipeline::surface_contact::frame::{point_friction, point_stiffness};
+use crate::pipeline::surface_contact::frame::{new_row, point_friction, point_stiffness};
 use crate::pipeline::surface_contact::rows::{Pair, PairKind, Row};
 use crate::pipeline::surface_contact::{SurfaceContact, geometry};
 use crate::rigid::BodySet;
@@ -119,6 +120,10 @@ struct Offsets {
     bslot_count: u32,
     triangles: u32,
     edges: u32,
+    /// The carried rows' records (`carried_record`), in the f32 state.
+    carried: u32,
+    /// The rows as the readback takes them (`RowOut`), in the atomics.
+    rows_out: u32,
 }
 
 /// `Row` of surface_contact.wgsl.
@@ -133,6 +138,20 @@ struct DeviceRow {
     lambda_t: [f32; 4],
     info: [u32; 4],
     fr: [f32; 4],
+}
+
+/// A row as the readback takes it (`contact_pack_rows`): its flags, the bits of γ, its
+/// candidate and the advance it was made in (`NONE`: carried into the frame); its friction
+/// force and λ; its normal and distance at X; its weights. Its points, penalty and
+/// friction follow from the candidate; its tangent plane is lagged again at the next
+/// frame's start.
+#[repr(C)]
+#[derive(Clone, Copy, Pod, Zeroable)]
+struct RowOut {
+    info: [u32; 4],
+    lambda_t: [f32; 4],
+    normal: [f32; 4],
+    weights: [f32; 4],
 }
 
 const NONE: u32 = u32::MAX;
@@ -204,6 +223,9 @@ const LISTS: [(&str, Over); 2] = [
     ("contact_list_rows", Over::CarriedRows),
     ("contact_sort_slots", Over::Lists),
 ];
+/// The kernels of the frame's end, before the coupled bodies': the rows as the readback
+/// takes them.
+const END: [(&str, Over); 1] = [("contact_pack_rows", Over::Rows)];
 
 /// The kernels of one advance. Kernels that do not depend on each other share a dispatch,
 /// each over its own items in whole workgroups (the rows' dual update and the bodies'
@@ -265,6 +287,7 @@ pub(super) struct ContactStep {
     pipelines: Vec<(wgpu::ComputePipeline, Over)>,
     count: Vec<(wgpu::ComputePipeline, Over)>,
     lists: Vec<(wgpu::ComputePipeline, Over)>,
+    end: Vec<(wgpu::ComputePipeline, Over)>,
     /// The prefix sum of the lists' room (scan.wgsl over a region of the atomics): the
     /// solver's kernels, and this stage's parameters (length, first), block sums and group.
     scan: super::broad::PrefixSum,
@@ -336,7 +359,12 @@ impl ContactStep {
                 .map(|&(entry, over)| (pipeline(entry), over))
                 .collect::<Vec<_>>()
         };
-        let (pipelines, count, lists) = (kernels(&ADVANCE), kernels(&COUNT), kernels(&LISTS));
+        let (pipelines, count, lists, end) = (
+            kernels(&ADVANCE),
+            kernels(&COUNT),
+            kernels(&LISTS),
+            kernels(&END),
+        );
         let scan_params = device.create_buffer(&wgpu::BufferDescriptor {
             label: Some("surface contact scan params"),
             size: 16,
@@ -354,6 +382,7 @@ impl ContactStep {
         Self {
             count,
             lists,
+            end,
             scan: scan.clone(),
             scan_params,
             scan_sums,
@@ -571,9 +600,12 @@ impl ContactStep {
         self.record_over_bodies(pass, &self.body_terms)
     }
 
-    /// Before the integration: each coupled moving body's iterate at its certified pose.
-    pub(super) fn record_end(&self, pass: &mut wgpu::ComputePass) -> u32 {
-        self.record_over_bodies(pass, &self.end_bodies)
+    /// The frame's end, before the integration (into `pass` with groups 0 and 1 set): the
+    /// rows as the readback takes them, and each coupled moving body's iterate at its
+    /// certified pose. Returns the dispatches.
+    pub(super) fn record_end(&self, pass: &mut wgpu::ComputePass, max_groups: u32) -> u32 {
+        self.record_kernels(pass, &self.end, max_groups)
+            + self.record_over_bodies(pass, &self.end_bodies)
     }
 
     fn record_over_bodies(&self, pass: &mut wgpu::ComputePass, p: &wgpu::ComputePipeline) -> u32 {
@@ -606,23 +638,23 @@ impl ContactStep {
     fn rows<'a>(
         &self,
         data: &'a [u8],
-    ) -> Result<(std::borrow::Cow<'a, [DeviceRow]>, usize, u64), GpuError> {
+    ) -> Result<(std::borrow::Cow<'a, [RowOut]>, usize, u64), GpuError> {
         let s = self.sizes;
         let rows_at = 16 * s.soft_points as usize;
-        let copied = std::mem::size_of::<DeviceRow>() * s.read_rows as usize;
-        let rows: &[DeviceRow] = bytemuck::cast_slice(&data[rows_at..rows_at + copied]);
+        let copied = std::mem::size_of::<RowOut>() * s.read_rows as usize;
+        let rows: &[RowOut] = bytemuck::cast_slice(&data[rows_at..rows_at + copied]);
         let status: [u32; 4] =
             bytemuck::pod_read_unaligned(&data[rows_at + copied..rows_at + copied + 16]);
         let count = (status[0] as usize).min(s.row_capacity as usize);
         if count <= rows.len() {
             return Ok((std::borrow::Cow::Borrowed(&rows[..count]), count, 0));
         }
-        let size = std::mem::size_of::<DeviceRow>() as u64;
+        let size = std::mem::size_of::<RowOut>() as u64;
         let (from, len) = (
-            size * s.read_rows as u64,
+            4 * self.offsets.rows_out as u64 + size * s.read_rows as u64,
             size * (count - rows.len()) as u64,
         );
-        let tail: Vec<DeviceRow> = self.read(ROWS, from, len)?;
+        let tail: Vec<RowOut> = self.read(ATOMICS, from, len)?;
         let mut all = rows.to_vec();
         all.extend(tail);
         Ok((std::borrow::Cow::Owned(all), count, len))
@@ -666,7 +698,7 @@ impl ContactStep {
     /// Where the status words are in this stage's readback.
     pub(super) fn status_offset(&self) -> u64 {
         let s = self.sizes;
-        16 * s.soft_points as u64 + std::mem::size_of::<DeviceRow>() as u64 * s.read_rows as u64
+        16 * s.soft_points as u64 + std::mem::size_of::<RowOut>() as u64 * s.read_rows as u64
     }
 
     /// Copies X, the rows it reads (`Sizes::read_rows`), the status and β into `staging`
@@ -685,9 +717,9 @@ impl ContactStep {
         for (i, from, len) in [
             (STATE, 16 * o.certified as u64, 16 * s.soft_points as u64),
             (
-                ROWS,
-                0,
-                std::mem::size_of::<DeviceRow>() as u64 * s.read_rows as u64,
+                ATOMICS,
+                4 * o.rows_out as u64,
+                std::mem::size_of::<RowOut>() as u64 * s.read_rows as u64,
             ),
             (ATOMICS, 0, 16),
             (STATE, 16 * o.beta as u64, 16 * s.objects as u64),
@@ -706,7 +738,9 @@ impl ContactStep {
     pub(super) fn finish(
         &self,
         data: &[u8],
+        cfg: &SolverConfig,
         set: &DeformableSet,
+        bodies: &BodySet,
         contact: &mut SurfaceContact,
     ) -> Result<u64, GpuError> {
         let s = self.sizes;
@@ -745,7 +779,7 @@ impl ContactStep {
                 .pairs
                 .get(k)
                 .ok_or_else(|| GpuError::Readback(format!("a contact row names candidate {k}")))?;
-            out.push(cpu_row(r, pair));
+            out.push(cpu_row(r, new_row(cfg, set, bodies, contact, pair)));
         }
         contact.rows = out;
         // The host's index of them (the forces on bodies read it).
@@ -757,41 +791,56 @@ impl ContactStep {
     }
 }
 
-fn device_row(r: &Row, candidate: u32) -> DeviceRow {
-    let v4 = |v: glam::Vec3, w: f32| [v.x, v.y, v.z, w];
-    let flags = kind_code(r.pair.kind) | ROW_ALIVE | if r.in_coarse { ROW_COARSE } else { 0 };
-    DeviceRow {
-        points: r.points,
-        weights: r.weights,
-        normal: v4(r.normal, r.dist),
-        lagged_normal: v4(r.lagged_normal, r.mu),
-        lagged_weights: r.lagged_weights,
-        lambda_t: v4(r.lambda_t, r.lambda),
-        info: [flags, r.pair.b, candidate, NONE],
-        fr: [r.gamma, r.friction[0], r.friction[1], 0.0],
-    }
-}
-
-fn cpu_row(r: &DeviceRow, pair: Pair) -> Row {
+/// The host's row of `r`, from `fresh` (its pair's points, penalty and friction, as the
+/// device derived them): its multipliers and its linearisation at X, which is also its
+/// tangent plane until the next frame lags it again (the weights on either side of a row
+/// sum to one, so a body's share of the friction force is the same).
+fn cpu_row(r: &RowOut, fresh: Row) -> Row {
     let v3 = |a: [f32; 4]| glam::Vec3::new(a[0], a[1], a[2]);
     Row {
-        pair,
-        points: r.points,
         weights: r.weights,
         normal: v3(r.normal),
         dist: r.normal[3],
         lambda: r.lambda_t[3],
-        gamma: r.fr[0],
-        mu: r.lagged_normal[3],
-        friction: [r.fr[1], r.fr[2]],
+        gamma: f32::from_bits(r.info[1]),
         lambda_t: v3(r.lambda_t),
-        lagged_normal: v3(r.lagged_normal),
-        lagged_weights: r.lagged_weights,
+        lagged_normal: v3(r.normal),
+        lagged_weights: r.weights,
         in_coarse: r.info[0] & ROW_COARSE != 0,
+        ..fresh
     }
 }
 
+/// A live row as the device holds it: its pair, points, penalty μ and friction.
+pub(crate) type DeviceRowTerms = (Pair, [u32; 4], f32, [f32; 2]);
+
 impl ContactStep {
+    /// The live rows as the device holds them after the last frame (not as the readback
+    /// takes them: their points, penalty and friction are the device's; a blocking read,
+    /// a test hook).
+    pub(super) fn rows_for_tests(&self) -> Result<Vec<DeviceRowTerms>, GpuError> {
+        if !self.on {
+            return Ok(Vec::new());
+        }
+        let status: Vec<u32> = self.read(ATOMICS, 0, 16)?;
+        let count = (status[0] as usize).min(self.sizes.row_capacity as usize);
+        if count == 0 {
+            return Ok(Vec::new());
+        }
+        let rows: Vec<DeviceRow> =
+            self.read(ROWS, 0, (count * std::mem::size_of::<DeviceRow>()) as u64)?;
+        rows.iter()
+            .filter(|r| r.info[0] & ROW_ALIVE != 0)
+            .map(|r| {
+                let k = r.info[2] as usize;
+                let pair = *self.pairs.get(k).ok_or_else(|| {
+                    GpuError::Readback(format!("a contact row names candidate {k}"))
+                })?;
+                Ok((pair, r.points, r.lagged_normal[3], [r.fr[1], r.fr[2]]))
+            })
+            .collect()
+    }
+
     /// The row lists' offsets the last frame's start made on the device (the soft points',
     /// then the moving bodies', then their total; a blocking read), and the same offsets
     /// summed on the host from the candidates it uploaded: a test hook.

@@ -1,7 +1,8 @@
 //! The frame's contact set-up for the device: the candidates (12 B each: the pair and a
 //! lower bound on its distance; the device derives each one's points, island, penalty and
 //! friction, and the room each makes in its points' and bodies' row lists), the carried
-//! rows, X, the cages and the islands, in the buffers and offsets `surface_contact.wgsl`
+//! rows (32 B each: the candidate and the multipliers; the device makes the row, linearised
+//! at X), X, the cages and the islands, in the buffers and offsets `surface_contact.wgsl`
 //! reads. What changes only with the geometry, the bodies or the settings (the surface's
 //! triangles and edges, the points' terms of a row's penalty and friction, the rigid
 //! points and half-spaces) heads the read-only buffers and is written only when it
@@ -28,7 +29,8 @@ pub(super) struct Packing {
     cands: Vec<[u32; 3]>,
     /// The rigid bodies' flags as last written.
     pub(super) flags: Vec<u32>,
-    rows: Vec<DeviceRow>,
+    /// The carried rows' records (`carried_record`).
+    carried: Vec<[f32; 4]>,
     state: Vec<[f32; 4]>,
     fixed: Vec<[f32; 4]>,
     fixed_u: Vec<u32>,
@@ -92,13 +94,20 @@ impl ContactStep {
             pack_candidates(&mut p, contact);
         }
         let n_rows = contact.rows.len();
-        p.rows.clear();
-        // Each carried row names its candidate (`contact_list_rows` gives the candidate its
-        // row and puts the row in its points' lists).
-        p.rows.extend(contact.rows.iter().map(|r| {
-            let k = contact.candidates.binary_search(&r.pair);
-            device_row(r, k.map_or(NONE, |k| k as u32))
-        }));
+        // Each carried row goes up as its candidate and its multipliers:
+        // `contact_list_rows` makes the row from them, linearised and lagged at X, gives
+        // the candidate its row and puts the row in its points' lists.
+        p.carried.clear();
+        for r in &contact.rows {
+            let Ok(k) = contact.candidates.binary_search(&r.pair) else {
+                self.packing = p;
+                return Err(GpuError::Step(format!(
+                    "a carried contact row's pair {:?} is not a candidate",
+                    r.pair
+                )));
+            };
+            p.carried.extend(carried_record(r, k as u32));
+        }
         let moving = g
             .rigid_bodies
             .iter()
@@ -143,6 +152,8 @@ impl ContactStep {
         o.reach = room(objects);
         o.earliest_t = room(n_points);
         o.earliest_k = room(n_points);
+        // The rows as the readback takes them (`RowOut`, 16 words), written at the frame's end.
+        o.rows_out = room(16 * capacity);
         let atomics_bytes = 4 * atomics as usize;
         // The f32 state. The times of impact come first and are not uploaded: the CCD
         // kernel writes every candidate's before anything reads them.
@@ -161,6 +172,7 @@ impl ContactStep {
                     .iter()
                     .flat_map(|pose| [[pose.p.x, pose.p.y, pose.p.z, 0.0], pose.q.to_array()]),
             );
+        o.carried = o.certified + region(state, p.carried.iter().copied());
         if !again {
             // The device reads a soft point's cage reference as its start position: the
             // cages are built at the frame's start (the device builds none mid-frame).
@@ -194,9 +206,10 @@ impl ContactStep {
             });
         }
         let mut grown = false;
-        // The carried rows; the room after them is written whole by `contact_grow` before
-        // any kernel reads it (the rows are read below the row count or from the lists).
-        grown |= self.put_at(ROWS, row_bytes as u64, 0, bytemuck::cast_slice(&p.rows));
+        // The rows are made on the device: the carried ones by `contact_list_rows`, the
+        // room after them by `contact_grow`, each before any kernel reads it (the rows
+        // are read below the row count or from the lists).
+        grown |= self.put_at(ROWS, row_bytes as u64, 0, &[]);
         grown |= self.put_at(ATOMICS, atomics_bytes as u64, 0, &[]);
         grown |= self.put_at(
             STATE,
@@ -325,6 +338,20 @@ fn pack_candidates(p: &mut Packing, contact: &SurfaceContact) {
                 ]
             }),
     );
+}
+
+/// A carried row's record (`contact_list_rows` in contact_lists.wgsl), 32 B against the
+/// row's 128: its candidate `k` (its low and high 16 bits, as floats: a device may flush
+/// the subnormal floats that small integers' bits are), its multiplier and decay factor,
+/// its friction force, and 1.0 where the coarse operators hold it. The rest follows on the
+/// device from the candidate and X (the host's row is linearised and lagged at X already;
+/// the device does the same).
+fn carried_record(r: &Row, k: u32) -> [[f32; 4]; 2] {
+    let coarse = r.in_coarse as u32 as f32;
+    [
+        [(k & 0xffff) as f32, (k >> 16) as f32, r.lambda, r.gamma],
+        [r.lambda_t.x, r.lambda_t.y, r.lambda_t.z, coarse],
+    ]
 }
 
 /// Where a candidate's kind sits in its first word (`cand` in surface_contact.wgsl).
