@@ -9,8 +9,9 @@
 // lists take lives in the atomics buffer (`ca`), so none of it crosses the bus: the status
 // words, each candidate's row, the lists' offsets and contents, and the islands' steps.
 
-// The frame's start: no candidate has a row yet, every list is empty and has no room yet,
-// every island's step and reach is whole, and the status counts the carried rows.
+// The frame's start: X at the start positions, no candidate has a row yet, every list is
+// empty and has no room yet, every island's step and reach is whole, and the status counts
+// the carried rows.
 @compute @workgroup_size(64)
 fn contact_start(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
     let k = lane_index(wid, nwg, lid);
@@ -22,6 +23,7 @@ fn contact_start(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups)
     }
     if (k < cparams.soft_points) {
         atomicStore(&ca[cparams.o_slot_count + k], 0u);
+        cf[cparams.o_certified + k] = vec4<f32>(verts[k].p.xyz, 0.0);
     }
     if (k < cparams.n_bodies) {
         atomicStore(&ca[cparams.o_bslot_count + k], 0u);

@@ -258,6 +258,9 @@ pub(super) struct SoftStep {
     line_search_cut: wgpu::ComputePipeline,
     checked_prolong: wgpu::ComputePipeline,
     pending: Option<Pending>,
+    /// What was last written to each buffer uploaded only when it changes (the attachments'
+    /// lists: `SoftStep::put_if_changed`).
+    written: Vec<Vec<u8>>,
     /// Bytes uploaded and read back by the last step, every run of it.
     pub(super) upload_bytes: u64,
     pub(super) download_bytes: u64,
@@ -363,6 +366,7 @@ impl SoftStep {
             line_search_cut: pipeline("coarse_line_search"),
             checked_prolong: pipeline("coarse_prolong_checked"),
             pending: None,
+            written: vec![Vec::new(); BUFFERS],
             upload_bytes: 0,
             download_bytes: 0,
         }

@@ -18,6 +18,18 @@ impl SoftStep {
         }
     }
 
+    /// Writes `bytes` into buffer `i` as [`Self::put`] does, unless the buffer holds them
+    /// already: lists the host rebuilds every step that seldom change.
+    fn put_if_changed(&mut self, i: usize, bytes: &[u8]) {
+        let need = (bytes.len() as u64).max(16).next_multiple_of(4);
+        if need <= self.buffers[i].size() && self.written[i] == bytes {
+            return;
+        }
+        self.put(i, bytes);
+        self.written[i].clear();
+        self.written[i].extend_from_slice(bytes);
+    }
+
     /// Uploads what changes only with the topology: elements, materials, the incidence
     /// lists, the colouring and the coarse spaces (per vertex, and each node's vertices).
     fn upload_topology(
@@ -153,19 +165,12 @@ impl SoftStep {
         self.put(COARSE_BODIES, bytemuck::cast_slice(&bodies));
         self.put(FACTOR, bytemuck::cast_slice(&factor));
         self.put(ATTACHMENTS, bytemuck::cast_slice(&attachments.records));
-        self.put(
-            ATT_VERTEX_OFFSETS,
-            bytemuck::cast_slice(&attachments.by_vertex.0),
-        );
-        self.put(
-            ATT_VERTEX_ITEMS,
-            bytemuck::cast_slice(&attachments.by_vertex.1),
-        );
-        self.put(
-            ATT_BODY_OFFSETS,
-            bytemuck::cast_slice(&attachments.by_body.0),
-        );
-        self.put(ATT_BODY_ITEMS, bytemuck::cast_slice(&attachments.by_body.1));
+        // The attachments' lists change only when one is added, removed or broken.
+        let (by_vertex, by_body) = (&attachments.by_vertex, &attachments.by_body);
+        self.put_if_changed(ATT_VERTEX_OFFSETS, bytemuck::cast_slice(&by_vertex.0));
+        self.put_if_changed(ATT_VERTEX_ITEMS, bytemuck::cast_slice(&by_vertex.1));
+        self.put_if_changed(ATT_BODY_OFFSETS, bytemuck::cast_slice(&by_body.0));
+        self.put_if_changed(ATT_BODY_ITEMS, bytemuck::cast_slice(&by_body.1));
         let slots = (self.colors.len() as u64).max(1) * SLOT;
         if self.ranges.size() < slots {
             self.ranges = storage_buffer(

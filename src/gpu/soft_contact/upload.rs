@@ -112,7 +112,6 @@ impl ContactStep {
             .rigid_bodies
             .iter()
             .any(|&(b, _)| flags[b as usize] & BODY_MOVES != 0);
-        let v4 = |v: Vec3A, w: f32| [v.x, v.y, v.z, w];
         let n_soft = set.len();
         let objects = contact.island_of.len();
         // Room for the rows: what the last frames needed, never more than the candidates
@@ -155,16 +154,24 @@ impl ContactStep {
         // The rows as the readback takes them (`RowOut`, 16 words), written at the frame's end.
         o.rows_out = room(16 * capacity);
         let atomics_bytes = 4 * atomics as usize;
-        // The f32 state. The times of impact come first and are not uploaded: the CCD
-        // kernel writes every candidate's before anything reads them.
+        // The f32 state. The times of impact and X come first and are not uploaded: the
+        // CCD kernel writes every candidate's time before anything reads it, and X starts
+        // at the vertices' start positions, which `contact_start` copies from the vertex
+        // state (the host's X is that too: checked).
+        if contact.certified != set.positions {
+            self.packing = p;
+            return Err(GpuError::Step(
+                "the deformable contact's X is not the start positions at the frame's start".into(),
+            ));
+        }
         let state = &mut p.state;
         state.clear();
         o.toi = 0;
         o.certified = n_cand as u32;
-        state.extend(contact.certified.iter().map(|&x| v4(x, 0.0)));
-        o.tau = o.certified + region(state, std::iter::repeat_n([0.0; 4], 2 * n_soft));
-        o.beta = o.certified + region(state, contact.beta.iter().map(|&b| [b, 0.0, 0.0, 0.0]));
-        o.body_x = o.certified
+        let uploaded = o.certified + soft_points as u32;
+        o.tau = uploaded + region(state, std::iter::repeat_n([0.0; 4], 2 * n_soft));
+        o.beta = uploaded + region(state, contact.beta.iter().map(|&b| [b, 0.0, 0.0, 0.0]));
+        o.body_x = uploaded
             + region(
                 state,
                 contact
@@ -172,7 +179,7 @@ impl ContactStep {
                     .iter()
                     .flat_map(|pose| [[pose.p.x, pose.p.y, pose.p.z, 0.0], pose.q.to_array()]),
             );
-        o.carried = o.certified + region(state, p.carried.iter().copied());
+        o.carried = uploaded + region(state, p.carried.iter().copied());
         if !again {
             // The device reads a soft point's cage reference as its start position: the
             // cages are built at the frame's start (the device builds none mid-frame).
@@ -186,7 +193,7 @@ impl ContactStep {
         }
         let row_bytes = std::mem::size_of::<DeviceRow>() * capacity;
         let limit = self.device.limits().max_storage_buffer_binding_size as usize;
-        let state_bytes = 16 * (n_cand + p.state.len());
+        let state_bytes = 16 * (n_cand + soft_points + p.state.len());
         let largest = [
             row_bytes,
             atomics_bytes,
@@ -214,7 +221,7 @@ impl ContactStep {
         grown |= self.put_at(
             STATE,
             state_bytes as u64,
-            16 * n_cand as u64,
+            16 * (n_cand + soft_points) as u64,
             bytemuck::cast_slice(&p.state),
         );
         if !again {
