@@ -86,7 +86,8 @@ fn contact_reach(@builtin(global_invocation_id) gid: vec3<u32>) {
             return;
         }
         let x0 = point_then(p);
-        let s = reach_in(sf[cparams.o_cage_abs + 2u * p].xyz, sf[cparams.o_cage_abs + 2u * p + 1u].xyz, x0, point_now(p) - x0);
+        let at = cparams.o_cage_rigid + 2u * (p - cparams.soft_points);
+        let s = reach_in(sf[at].xyz, sf[at + 1u].xyz, x0, point_now(p) - x0);
         if (s < 1.0) {
             atomicMin(&ca[cparams.o_reach + island_of_point(p)], key_of(s * (1.0 - 1e-4)));
             atomicAdd(&ca[ST_ESCAPES], 1u);
@@ -100,15 +101,31 @@ fn contact_reach(@builtin(global_invocation_id) gid: vec3<u32>) {
     let tau_0 = cf[cparams.o_tau + cparams.n_soft_bodies + b].xyz;
     let e0 = x0 - cage_reference(p) - tau_0;
     let de = dx - (tau_x - tau_0);
-    let s = min(
-        reach_in(sf[cparams.o_cage_abs + 2u * p].xyz, sf[cparams.o_cage_abs + 2u * p + 1u].xyz, x0, dx),
-        reach_in(sf[cparams.o_cage_com + 2u * p].xyz, sf[cparams.o_cage_com + 2u * p + 1u].xyz, e0, de),
-    );
+    let c = soft_cages(p);
+    let s = min(reach_in(c.abs_lo, c.abs_hi, x0, dx), reach_in(c.com_lo, c.com_hi, e0, de));
     if (s < 1.0) {
         // Shrunk by a relative margin for the rounding of the quotients.
         atomicMin(&ca[cparams.o_reach + island_of_point(p)], key_of(s * (1.0 - 1e-4)));
         atomicAdd(&ca[ST_ESCAPES], 1u);
     }
+}
+
+// A soft point's cages (pipeline::surface_contact::cages): the absolute box of its
+// positions and the comoving box of its displacements less its body's mean, packed in three
+// vec4s (gpu::soft_contact::upload `pack_fixed`).
+struct SoftCages {
+    abs_lo: vec3<f32>,
+    abs_hi: vec3<f32>,
+    com_lo: vec3<f32>,
+    com_hi: vec3<f32>,
+};
+
+fn soft_cages(p: u32) -> SoftCages {
+    let at = cparams.o_cage_soft + 3u * p;
+    let a = sf[at];
+    let b = sf[at + 1u];
+    let c = sf[at + 2u];
+    return SoftCages(a.xyz, vec3<f32>(a.w, b.xy), vec3<f32>(b.zw, c.x), c.yzw);
 }
 
 // Point p where this advance takes it: X + s (iterate − X), s its island's reach.

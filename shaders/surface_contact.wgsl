@@ -44,8 +44,8 @@ struct ContactParams {
     o_cands: u32,
     o_rigid: u32,
     o_planes: u32,
-    o_cage_abs: u32,
-    o_cage_com: u32,
+    o_cage_soft: u32,  // a soft point's absolute and comoving cages (3 vec4s, `soft_cages`)
+    o_cage_rigid: u32, // a rigid point's absolute cage (2 vec4s)
     o_cage_ref: u32,
     o_slot_offsets: u32,
     o_island: u32,

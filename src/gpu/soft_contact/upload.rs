@@ -410,11 +410,25 @@ fn pack_fixed(
         }),
     );
     p.head.0 = fixed.len();
-    o.cage_abs = region(fixed, boxes(&cages.absolute));
-    o.cage_com = region(fixed, boxes(&cages.comoving));
+    // A soft point's absolute and comoving cages in three vec4s (`soft_cages` in
+    // contact_advance.wgsl), a rigid point's absolute cage in two.
+    let soft = g.soft_points as usize;
+    o.cage_soft = region(
+        fixed,
+        cages.absolute[..soft]
+            .iter()
+            .zip(&cages.comoving)
+            .flat_map(|(&(al, ah), &(cl, ch))| {
+                [
+                    [al.x, al.y, al.z, ah.x],
+                    [ah.y, ah.z, cl.x, cl.y],
+                    [cl.z, ch.x, ch.y, ch.z],
+                ]
+            }),
+    );
+    o.cage_rigid = region(fixed, boxes(&cages.absolute[soft..]));
     // The rigid points' references: a soft point's is its start position, on the device
     // already (checked in `upload`).
-    let soft = g.soft_points as usize;
     o.cage_ref = region(fixed, cages.reference[soft..].iter().map(|&r| v4(r, 0.0)));
     o.body_ref = region(fixed, cages.body_reference.iter().map(|&r| v4(r, 0.0)));
     let fixed_u = &mut p.fixed_u;
