@@ -74,8 +74,8 @@ fn reach_in(lo: vec3<f32>, hi: vec3<f32>, a: vec3<f32>, d: vec3<f32>) -> f32 {
 // reach, straight towards the iterate (the CPU runs the broad phase again instead and
 // advances all the way). Also resets the point's growth filter.
 @compute @workgroup_size(64)
-fn contact_reach(@builtin(global_invocation_id) gid: vec3<u32>) {
-    let p = gid.x;
+fn contact_reach(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+    let p = lane_index(wid, nwg, lid);
     if (cparams.on == 0u || p >= cparams.n_points) {
         return;
     }

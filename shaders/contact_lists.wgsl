@@ -124,11 +124,11 @@ fn join_lists(i: u32, points: vec4<u32>) {
 // (a candidate has one row at most, so the second key only orders rows of no candidate):
 // invocation p < soft_points sorts point p's list, the others body p − soft_points's.
 @compute @workgroup_size(64)
-fn contact_sort_slots(@builtin(global_invocation_id) gid: vec3<u32>) {
+fn contact_sort_slots(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
     if (cparams.on == 0u) {
         return;
     }
-    sort_list(gid.x);
+    sort_list(lane_index(wid, nwg, lid));
 }
 
 fn sort_list(p: u32) {

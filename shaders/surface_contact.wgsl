@@ -420,8 +420,8 @@ fn row_dual(i: u32) {
 // Every live row linearised again at X (Row::linearise); rows made in this advance take
 // their tangent plane here (Row::lag).
 @compute @workgroup_size(64)
-fn contact_linearise(@builtin(global_invocation_id) gid: vec3<u32>) {
-    let i = gid.x;
+fn contact_linearise(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+    let i = lane_index(wid, nwg, lid);
     if (cparams.on == 0u || i >= min(atomicLoad(&ca[ST_ROWS]), cparams.row_capacity)) {
         return;
     }

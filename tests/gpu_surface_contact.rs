@@ -284,6 +284,47 @@ fn rows_past_the_readback_are_read_after_it() {
     assert!(made > 0, "no frame made rows");
 }
 
+/// Past the device's workgroups per dimension the contact stage's kernels run in 2-D grids
+/// and find their item from both coordinates (`lane_index`). With the cap at 2 workgroups,
+/// every contact kernel over more than 128 items runs in a 2-D grid: `cloth_drape`
+/// (self-contact, a static sphere) and `mattress` (a dynamic box on the slab) keep the bits
+/// of an uncapped run at every frame end. A kernel that read its item from x alone would
+/// skip what lies past the first row of the grid.
+#[test]
+fn contact_kernels_in_two_dimensional_grids_keep_the_bits() {
+    for (name, frames) in [("cloth_drape", 30), ("mattress", 20)] {
+        let Some(mut plain) = gpu_scene(name, &[], SolverConfig::default()) else {
+            return;
+        };
+        let mut capped = gpu_scene(name, &[], SolverConfig::default()).unwrap();
+        capped.world.gpu_limit_deformable_contact_for_tests(2);
+        for frame in 0..frames {
+            plain.run(1).expect("scene steps on the GPU");
+            capped.run(1).expect("scene steps on the GPU");
+            let body = |s: &bevy_avbd::scenes::Scene| -> Vec<[f32; 3]> {
+                let w = &s.world;
+                w.body_handles()
+                    .iter()
+                    .map(|&h| w.body(h).unwrap().position.to_array())
+                    .collect()
+            };
+            let (a, b) = (
+                common::all_positions(&plain.world),
+                common::all_positions(&capped.world),
+            );
+            assert_eq!(a.len(), b.len());
+            if let Some(v) = (0..a.len()).find(|&v| a[v] != b[v]) {
+                panic!(
+                    "{name}, frame {frame}: vertex {v} at {:?}, capped {:?}",
+                    a[v], b[v]
+                );
+            }
+            assert_eq!(body(&plain), body(&capped), "{name}, frame {frame}");
+        }
+        assert_eq!(metric(&capped, "intersections"), 0.0, "{name}");
+    }
+}
+
 /// Two runs of the same contact scene on the device give the same bits (the rows a run
 /// makes land in the rows array in whatever order their invocations ran; every sum follows
 /// the candidates' order).

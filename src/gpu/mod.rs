@@ -576,6 +576,13 @@ impl GpuSolver {
         self.soft_step().read_carried_rows_only(on);
     }
 
+    /// Caps the deformable contact stage's dispatches at `max_groups` workgroups per
+    /// dimension (2-D grids past the cap); for testing the grids on small scenes.
+    #[doc(hidden)]
+    pub fn limit_deformable_contact_dispatch(&mut self, max_groups: u32) {
+        self.soft_step().limit_contact_dispatch(max_groups);
+    }
+
     /// The deformable half, made before its first step if need be.
     fn soft_step(&mut self) -> &mut soft::SoftStep {
         self.soft.get_or_insert_with(|| {

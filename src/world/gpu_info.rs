@@ -62,6 +62,15 @@ impl PhysicsWorld {
         }
     }
 
+    /// Test hook: cap the GPU deformable contact stage's dispatches at `max_groups`
+    /// workgroups per dimension (its kernels then run in 2-D grids, as in a huge scene).
+    #[doc(hidden)]
+    pub fn gpu_limit_deformable_contact_for_tests(&mut self, max_groups: u32) {
+        if let Some(g) = self.gpu.as_mut() {
+            g.limit_deformable_contact_dispatch(max_groups);
+        }
+    }
+
     /// Test hook: pin the GPU colouring's rounds recorded per step (`None`: as many as the
     /// last step needed); a step they leave with uncoloured bodies still runs again with
     /// all of them.

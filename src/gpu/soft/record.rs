@@ -92,7 +92,7 @@ impl SoftStep {
             return 0;
         }
         let mut pass = self.begin_pass(encoder, "avbd contact frame end", writes());
-        self.contact.record_end(&mut pass, self.max_groups)
+        self.contact.record_end(&mut pass, self.contact_groups)
     }
 
     fn record_bodies<'a>(
@@ -142,10 +142,10 @@ impl SoftStep {
             return 0;
         }
         let mut pass = self.begin_pass(encoder, "avbd contact lists", writes());
-        let mut dispatches = self.contact.record_start(&mut pass, self.max_groups);
+        let mut dispatches = self.contact.record_start(&mut pass, self.contact_groups);
         dispatches += self.contact.record_list_offsets(&mut pass);
         self.set_groups(&mut pass);
-        dispatches + self.contact.record_lists(&mut pass, self.max_groups)
+        dispatches + self.contact.record_lists(&mut pass, self.contact_groups)
     }
 
     /// The attachments' dual update (after the rigid dual updates), then the contact
@@ -166,7 +166,7 @@ impl SoftStep {
             pass.dispatch_workgroups(self.n_attachments.div_ceil(WG), 1, 1);
             dispatches += 1;
         }
-        dispatches + self.contact.record_advance(&mut pass, self.max_groups)
+        dispatches + self.contact.record_advance(&mut pass, self.contact_groups)
     }
 
     /// Copies the displacements and the attachments into the staging buffer.
