@@ -7,8 +7,8 @@
 // The two-level step, 1: every solved vertex's force at the iterate (coarse.rs `residual`;
 // the block's force without its Hessian).
 @compute @workgroup_size(64)
-fn coarse_residual(@builtin(global_invocation_id) gid: vec3<u32>) {
-    let v = gid.x;
+fn coarse_residual(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+    let v = lane_index(wid, nwg, lid);
     if (v >= params.n_vertices) {
         return;
     }
@@ -37,8 +37,17 @@ var<workgroup> alpha: f32;
 // (coarse.rs `correct`). A step that is not a descent step or not finite is written as
 // zeros (coarse.rs skips it).
 @compute @workgroup_size(64)
-fn coarse_solve(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lane: u32) {
-    let body = coarse_bodies[wid.x];
+fn coarse_solve(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(local_invocation_index) lane: u32,
+) {
+    // One workgroup per body, in a 2-D grid past the workgroups per dimension.
+    let b = wid.y * nwg.x + wid.x;
+    if (b >= params.n_bodies) {
+        return;
+    }
+    let body = coarse_bodies[b];
     let n = body.unknowns;
     let n0 = body.node_start;
     for (var i = lane; i < n / 3u; i += WG) {
@@ -314,8 +323,8 @@ fn restricted(n0: u32, i: u32) -> f32 {
 // bodies whose step is checked (`owner` from the contact stage: the search runs with
 // contact only).
 @compute @workgroup_size(64)
-fn coarse_residual_checked(@builtin(global_invocation_id) gid: vec3<u32>) {
-    let v = gid.x;
+fn coarse_residual_checked(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+    let v = lane_index(wid, nwg, lid);
     if (v >= params.n_vertices || delta[params.search_at + 2u * su[cparams.o_owner + v]] < 0.0) {
         return;
     }
@@ -330,8 +339,17 @@ fn coarse_residual_checked(@builtin(global_invocation_id) gid: vec3<u32>) {
 // step is cut back to the secant estimate of the minimum along it, α = s₀ / (s₀ − s₁): the
 // prolongation's scale α − 1.
 @compute @workgroup_size(64)
-fn coarse_line_search(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lane: u32) {
-    let body = coarse_bodies[wid.x];
+fn coarse_line_search(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(local_invocation_index) lane: u32,
+) {
+    // One workgroup per body, in a 2-D grid past the workgroups per dimension.
+    let b = wid.y * nwg.x + wid.x;
+    if (b >= params.n_bodies) {
+        return;
+    }
+    let body = coarse_bodies[b];
     let at = params.search_at + 2u * body.body;
     let start = delta[at];
     if (start < 0.0) {
@@ -357,8 +375,8 @@ fn coarse_line_search(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invo
 // colours' sweeps, which it also leaves every displacement's snapshot for (`vbd_snapshot`'s
 // work, in the same dispatch: the line search runs only with contact rows, which read it).
 @compute @workgroup_size(64)
-fn coarse_prolong_checked(@builtin(global_invocation_id) gid: vec3<u32>) {
-    let v = gid.x;
+fn coarse_prolong_checked(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+    let v = lane_index(wid, nwg, lid);
     if (v >= params.n_vertices) {
         return;
     }
@@ -376,8 +394,8 @@ fn coarse_prolong_checked(@builtin(global_invocation_id) gid: vec3<u32>) {
 
 // 3: x += P δ for every vertex of a body with a coarse space.
 @compute @workgroup_size(64)
-fn coarse_prolong(@builtin(global_invocation_id) gid: vec3<u32>) {
-    let v = gid.x;
+fn coarse_prolong(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+    let v = lane_index(wid, nwg, lid);
     if (v >= params.n_vertices) {
         return;
     }

@@ -460,12 +460,13 @@ fn add_rows(v: u32, start: Block) -> Block {
 // snapshot `vbd_snapshot` took before the sweeps (`x_in_sweep`): every read of the colour
 // is at the positions before it, as on the CPU, with one dispatch a colour.
 @compute @workgroup_size(64)
-fn vbd_sweep(@builtin(global_invocation_id) gid: vec3<u32>) {
-    if (gid.x >= range.count) {
+fn vbd_sweep(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+    let i = lane_index(wid, nwg, lid);
+    if (i >= range.count) {
         return;
     }
     sweep_color = range.color;
-    let v = color_list[range.start + gid.x];
+    let v = color_list[range.start + i];
     solve_vertex(v, vertex_block(v));
 }
 
@@ -475,11 +476,12 @@ fn vbd_sweep(@builtin(global_invocation_id) gid: vec3<u32>) {
 // A vertex changes only in its colour's sweep, so this holds each vertex as it is before
 // its colour.
 @compute @workgroup_size(64)
-fn vbd_snapshot(@builtin(global_invocation_id) gid: vec3<u32>) {
-    if (gid.x >= params.n_vertices) {
+fn vbd_snapshot(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+    let v = lane_index(wid, nwg, lid);
+    if (v >= params.n_vertices) {
         return;
     }
-    residual[gid.x] = disp[gid.x];
+    residual[v] = disp[v];
 }
 
 // Lanes per vertex of `vbd_sweep_lanes` (SolverConfig::gpu_vertex_lanes; a power of two).
@@ -548,8 +550,8 @@ fn solve_vertex(v: u32, acc: Block) {
 // The attachments' dual update after each iteration (pipeline::attachments::update):
 // λ ← k C̃ + λ, never clamped to a sign (equality rows), and the penalty ramp.
 @compute @workgroup_size(64)
-fn attachment_dual(@builtin(global_invocation_id) gid: vec3<u32>) {
-    let i = gid.x;
+fn attachment_dual(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+    let i = lane_index(wid, nwg, lid);
     if (i >= params.n_attachments) {
         return;
     }

@@ -515,7 +515,7 @@ pub struct GpuSolver {
 
 /// A 2-D grid of `groups` workgroups with at most `max` per dimension (kernels that take
 /// it compute their index as `x + y · width`).
-fn grid(groups: u32, max: u32) -> (u32, u32) {
+pub(super) fn grid(groups: u32, max: u32) -> (u32, u32) {
     let x = groups.clamp(1, max.max(1));
     (x, groups.div_ceil(x))
 }
@@ -576,11 +576,11 @@ impl GpuSolver {
         self.soft_step().read_carried_rows_only(on);
     }
 
-    /// Caps the deformable contact stage's dispatches at `max_groups` workgroups per
-    /// dimension (2-D grids past the cap); for testing the grids on small scenes.
+    /// Caps the deformable half's dispatches at `max_groups` workgroups per dimension (2-D
+    /// grids past the cap); for testing the grids on small scenes.
     #[doc(hidden)]
-    pub fn limit_deformable_contact_dispatch(&mut self, max_groups: u32) {
-        self.soft_step().limit_contact_dispatch(max_groups);
+    pub fn limit_deformable_dispatch(&mut self, max_groups: u32) {
+        self.soft_step().limit_dispatch(max_groups);
     }
 
     /// The deformable half, made before its first step if need be.

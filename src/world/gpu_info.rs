@@ -62,12 +62,12 @@ impl PhysicsWorld {
         }
     }
 
-    /// Test hook: cap the GPU deformable contact stage's dispatches at `max_groups`
-    /// workgroups per dimension (its kernels then run in 2-D grids, as in a huge scene).
+    /// Test hook: cap the GPU deformable half's dispatches at `max_groups` workgroups per
+    /// dimension (its kernels then run in 2-D grids, as in a huge scene).
     #[doc(hidden)]
-    pub fn gpu_limit_deformable_contact_for_tests(&mut self, max_groups: u32) {
+    pub fn gpu_limit_deformable_dispatch_for_tests(&mut self, max_groups: u32) {
         if let Some(g) = self.gpu.as_mut() {
-            g.limit_deformable_contact_dispatch(max_groups);
+            g.limit_deformable_dispatch(max_groups);
         }
     }
 

@@ -224,10 +224,9 @@ pub(super) struct SoftStep {
     attachment_dual: wgpu::ComputePipeline,
     /// The contact stage (`soft_contact`; group 2 of every deformable kernel).
     contact: super::soft_contact::ContactStep,
-    max_groups: u32,
-    /// Workgroups per dimension of the contact stage's dispatches (2-D grids past it): the
+    /// Workgroups per dimension of the deformable dispatches (2-D grids past it): the
     /// device's limit, or less for testing the grids on small scenes.
-    contact_groups: u32,
+    dispatch_groups: u32,
     adapter: String,
     params: wgpu::Buffer,
     ranges: wgpu::Buffer,
@@ -332,8 +331,7 @@ impl SoftStep {
         );
         Self {
             contact,
-            max_groups: device.limits().max_compute_workgroups_per_dimension,
-            contact_groups: device.limits().max_compute_workgroups_per_dimension,
+            dispatch_groups: device.limits().max_compute_workgroups_per_dimension,
             adapter: adapter.to_string(),
             sweep: pipeline("vbd_sweep"),
             lanes_sweep: None,
@@ -484,10 +482,10 @@ impl SoftStep {
         });
     }
 
-    /// Caps the contact stage's dispatches at `max_groups` workgroups per dimension (a
-    /// test hook: its kernels then run in 2-D grids on small scenes).
-    pub(super) fn limit_contact_dispatch(&mut self, max_groups: u32) {
-        self.contact_groups = self.contact_groups.min(max_groups.max(1));
+    /// Caps the deformable dispatches at `max_groups` workgroups per dimension (a test
+    /// hook: the kernels then run in 2-D grids on small scenes).
+    pub(super) fn limit_dispatch(&mut self, max_groups: u32) {
+        self.dispatch_groups = self.dispatch_groups.min(max_groups.max(1));
     }
 
     /// The live contact rows as the device holds them (a test hook: `ContactStep`).

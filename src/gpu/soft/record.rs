@@ -21,7 +21,8 @@ impl SoftStep {
         timestamp_writes: Writes<'_>,
     ) -> u32 {
         let group = self.group.as_ref().expect("bound before recording");
-        let vertex_groups = self.n_vertices.div_ceil(WG);
+        let (vx, vy) = self.grid(self.n_vertices, WG);
+        let (bx, by) = self.grid(self.coarse_bodies, 1);
         let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
             label: Some("avbd vbd sweep"),
             timestamp_writes,
@@ -31,37 +32,39 @@ impl SoftStep {
         pass.set_bind_group(2, self.contact.group(), &[]);
         let mut dispatches = 0;
         if self.coarse_on {
-            pass.set_pipeline(&self.residual);
-            pass.dispatch_workgroups(vertex_groups, 1, 1);
-            pass.set_pipeline(&self.solve);
-            pass.dispatch_workgroups(self.coarse_bodies, 1, 1);
-            pass.set_pipeline(&self.prolong);
-            pass.dispatch_workgroups(vertex_groups, 1, 1);
-            dispatches += 3;
+            let mut passes = vec![(&self.residual, (vx, vy)), (&self.solve, (bx, by))];
+            passes.push((&self.prolong, (vx, vy)));
             if self.line_search {
-                pass.set_pipeline(&self.checked_residual);
-                pass.dispatch_workgroups(vertex_groups, 1, 1);
-                pass.set_pipeline(&self.line_search_cut);
-                pass.dispatch_workgroups(self.coarse_bodies, 1, 1);
-                pass.set_pipeline(&self.checked_prolong);
-                pass.dispatch_workgroups(vertex_groups, 1, 1);
-                dispatches += 3;
+                passes.push((&self.checked_residual, (vx, vy)));
+                passes.push((&self.line_search_cut, (bx, by)));
+                passes.push((&self.checked_prolong, (vx, vy)));
+            }
+            for (pipeline, (x, y)) in passes {
+                pass.set_pipeline(pipeline);
+                pass.dispatch_workgroups(x, y, 1);
+                dispatches += 1;
             }
         }
-        let (sweep, per_group) = match &self.lanes_sweep {
-            Some((lanes, p)) if *lanes == self.vertex_lanes => (p, WG / lanes),
-            _ => (&self.sweep, WG),
-        };
         // (With the line search, its last pass takes the snapshot.)
         if self.contact.on() && !(self.coarse_on && self.line_search) {
             pass.set_pipeline(&self.snapshot);
-            pass.dispatch_workgroups(vertex_groups, 1, 1);
+            pass.dispatch_workgroups(vx, vy, 1);
             dispatches += 1;
         }
         for (c, &(_, count)) in self.colors.iter().enumerate() {
             pass.set_bind_group(1, &self.range_group, &[(c as u64 * SLOT) as u32]);
-            pass.set_pipeline(sweep);
-            pass.dispatch_workgroups(count.div_ceil(per_group).min(self.max_groups), 1, 1);
+            let (x, y) = match &self.lanes_sweep {
+                // Its workgroups stride over the colour: one row of them.
+                Some((lanes, p)) if *lanes == self.vertex_lanes => {
+                    pass.set_pipeline(p);
+                    (count.div_ceil(WG / lanes).clamp(1, self.dispatch_groups), 1)
+                }
+                _ => {
+                    pass.set_pipeline(&self.sweep);
+                    self.grid(count, WG)
+                }
+            };
+            pass.dispatch_workgroups(x, y, 1);
             dispatches += 1;
         }
         dispatches
@@ -92,7 +95,7 @@ impl SoftStep {
             return 0;
         }
         let mut pass = self.begin_pass(encoder, "avbd contact frame end", writes());
-        self.contact.record_end(&mut pass, self.contact_groups)
+        self.contact.record_end(&mut pass, self.dispatch_groups)
     }
 
     fn record_bodies<'a>(
@@ -142,10 +145,10 @@ impl SoftStep {
             return 0;
         }
         let mut pass = self.begin_pass(encoder, "avbd contact lists", writes());
-        let mut dispatches = self.contact.record_start(&mut pass, self.contact_groups);
+        let mut dispatches = self.contact.record_start(&mut pass, self.dispatch_groups);
         dispatches += self.contact.record_list_offsets(&mut pass);
         self.set_groups(&mut pass);
-        dispatches + self.contact.record_lists(&mut pass, self.contact_groups)
+        dispatches + self.contact.record_lists(&mut pass, self.dispatch_groups)
     }
 
     /// The attachments' dual update (after the rigid dual updates), then the contact
@@ -163,10 +166,17 @@ impl SoftStep {
         let mut dispatches = 0;
         if self.n_attachments > 0 {
             pass.set_pipeline(&self.attachment_dual);
-            pass.dispatch_workgroups(self.n_attachments.div_ceil(WG), 1, 1);
+            let (x, y) = self.grid(self.n_attachments, WG);
+            pass.dispatch_workgroups(x, y, 1);
             dispatches += 1;
         }
-        dispatches + self.contact.record_advance(&mut pass, self.contact_groups)
+        dispatches + self.contact.record_advance(&mut pass, self.dispatch_groups)
+    }
+
+    /// The 2-D grid of workgroups of `per_group` items each over `items` (rows of at most
+    /// [`SoftStep::dispatch_groups`] workgroups; the kernels' `lane_index`).
+    fn grid(&self, items: u32, per_group: u32) -> (u32, u32) {
+        crate::gpu::grid(items.div_ceil(per_group).max(1), self.dispatch_groups)
     }
 
     /// Copies the displacements and the attachments into the staging buffer.

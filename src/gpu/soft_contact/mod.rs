@@ -572,12 +572,7 @@ impl ContactStep {
                     .max(s.objects),
                 Over::CarriedRows => s.carried_rows,
             };
-            let groups = n.div_ceil(64).max(1);
-            let (x, y) = if groups > max_groups {
-                (max_groups, groups.div_ceil(max_groups))
-            } else {
-                (groups, 1)
-            };
+            let (x, y) = crate::gpu::grid(n.div_ceil(64).max(1), max_groups);
             pass.set_pipeline(p);
             pass.dispatch_workgroups(x, y, 1);
             dispatches += 1;
@@ -614,6 +609,7 @@ impl ContactStep {
         }
         pass.set_bind_group(2, &self.group, &[]);
         pass.set_pipeline(p);
+        // One row of workgroups: the rigid step refuses more bodies than one covers.
         pass.dispatch_workgroups(self.sizes.bodies.div_ceil(64).max(1), 1, 1);
         1
     }
