@@ -329,6 +329,45 @@ fn gpu_refuses_the_barrier_baseline_with_a_typed_error() {
     assert_ne!(w.deformable(h).unwrap().positions(), &before[..]);
 }
 
+/// `gpu_memory` counts the deformable half's buffers: none before a deformable step, then
+/// at least what its per-vertex buffers take (the vertex records, 32 B, and three 16 B
+/// arrays: displacements, the residual, the readback's copy) and the tets (16 B each), in
+/// `deformable_bytes` and in `total_bytes`; a body 8 times as large allocates more.
+#[test]
+fn gpu_memory_counts_the_deformable_buffers() {
+    let Some(mut w) = common::gpu_world() else {
+        return;
+    };
+    w.add_body(
+        bevy_avbd::BodyDesc::dynamic()
+            .with_collider(bevy_avbd::Collider::ball(0.1).unwrap())
+            .at(Vec3::new(3.0, 0.0, 0.0)),
+    )
+    .unwrap();
+    w.step().unwrap();
+    let rigid = w.gpu_memory().expect("a GPU world");
+    assert_eq!(rigid.deformable_bytes, 0);
+    let mut last = 0;
+    for n in [4, 8] {
+        let mesh = TetMesh::box_grid(Vec3::splat(0.2), [n, n, n], TetPattern::Six);
+        let tets = mesh.tets.len() as u64;
+        let desc = DeformableDesc::solid(mesh, SolidMaterial::default()).at(Vec3::new(
+            0.0,
+            1.0 + n as f32,
+            0.0,
+        ));
+        let h = w.add_deformable(desc).unwrap();
+        w.step().unwrap();
+        let vertices = w.deformable(h).unwrap().vertex_count() as u64;
+        let m = w.gpu_memory().unwrap();
+        println!("{n}³ cells: {vertices} vertices, {tets} tets: {m:?}");
+        assert!(m.deformable_bytes >= vertices * (32 + 3 * 16) + tets * 16);
+        assert!(m.deformable_bytes > last);
+        assert!(m.total_bytes >= m.deformable_bytes + rigid.total_bytes - rigid.deformable_bytes);
+        last = m.deformable_bytes;
+    }
+}
+
 /// The attachments' lists go up only when they change (`SoftStep::put_if_changed`):
 /// removing attachments must reach the device. The heavy box hangs from the soft rod for
 /// 60 frames, then its attachments are removed and it falls freely for 30: on each

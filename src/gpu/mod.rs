@@ -210,8 +210,10 @@ pub type CsrLists = (Vec<u32>, Vec<u32>);
 /// `bytes_per_*` add up the record sizes of every buffer that grows with bodies, contacts or
 /// joints (device buffers, the upload belt for what goes up whole every step, and both
 /// readback staging buffers for what is read back);
+/// `deformable_bytes` is what the deformable half has allocated (vertices, elements,
+/// colouring, coarse factors, attachments, the contact stage and their staging buffer);
 /// `total_bytes` is what is allocated now (capacities, including the doubling slack, the
-/// fixed buffers and the staging buffers).
+/// fixed buffers, the staging buffers and `deformable_bytes`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct GpuMemory {
     pub bytes_per_body: u64,
@@ -224,6 +226,7 @@ pub struct GpuMemory {
     /// Buffers whose size does not depend on the scene (parameters, colour slots, ranges,
     /// dispatch arguments, counters, timestamp queries).
     pub fixed_bytes: u64,
+    pub deformable_bytes: u64,
     pub total_bytes: u64,
 }
 
@@ -699,12 +702,15 @@ impl GpuSolver {
             fixed_bytes += t.resolve.size() + 8 * t.count as u64;
             total_bytes += t.resolve.size() + 8 * t.count as u64;
         }
+        let deformable_bytes = self.soft.as_ref().map_or(0, |s| s.memory_bytes());
+        total_bytes += deformable_bytes;
         GpuMemory {
             bytes_per_body,
             bytes_per_contact,
             bytes_per_joint,
             bytes_per_pair,
             fixed_bytes,
+            deformable_bytes,
             total_bytes,
         }
     }

@@ -131,6 +131,7 @@ pub(crate) fn gpu_report(w: &bevy_avbd::PhysicsWorld) -> serde_json::Value {
             "bytes_per_contact": m.bytes_per_contact,
             "bytes_per_joint": m.bytes_per_joint,
             "fixed_bytes": m.fixed_bytes,
+            "deformable_bytes": m.deformable_bytes,
             "total_bytes": m.total_bytes,
         },
         "timings_ms": if t.supported {
@@ -408,11 +409,13 @@ fn run(cli: Cli, out: &mut impl Write) -> std::io::Result<ExitCode> {
                 if let (Some(m), Some(t)) = (w.gpu_memory(), w.gpu_timings()) {
                     writeln!(
                         out,
-                        "gpu memory   {} B/body, {} B/contact, {} B/joint, {:.2} MiB allocated",
+                        "gpu memory   {} B/body, {} B/contact, {} B/joint, {:.2} MiB allocated \
+                         ({:.2} MiB deformable)",
                         m.bytes_per_body,
                         m.bytes_per_contact,
                         m.bytes_per_joint,
-                        m.total_bytes as f64 / (1024.0 * 1024.0)
+                        m.total_bytes as f64 / (1024.0 * 1024.0),
+                        m.deformable_bytes as f64 / (1024.0 * 1024.0)
                     )?;
                     writeln!(
                         out,

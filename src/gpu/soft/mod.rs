@@ -374,6 +374,17 @@ impl SoftStep {
         }
     }
 
+    /// Bytes allocated for the deformable half on the device: parameters, colour ranges,
+    /// resident buffers, the readback staging buffer and the contact stage's.
+    pub(super) fn memory_bytes(&self) -> u64 {
+        [&self.params, &self.ranges, &self.staging]
+            .iter()
+            .map(|b| b.size())
+            .sum::<u64>()
+            + self.buffers.iter().map(|b| b.size()).sum::<u64>()
+            + self.contact.memory_bytes()
+    }
+
     /// Displacements, then attachments, then the contact stage's state.
     fn readback_bytes(&self) -> u64 {
         (self.contact_offset() + self.contact.readback_bytes()).max(16)

@@ -580,6 +580,19 @@ impl ContactStep {
         dispatches
     }
 
+    /// Bytes allocated for this stage on the device: its parameters, resident buffers and
+    /// prefix-sum scratch.
+    pub(super) fn memory_bytes(&self) -> u64 {
+        let fixed = [
+            &self.params,
+            &self.scan_params,
+            &self.scan_sums,
+            &self.no_terms,
+        ];
+        fixed.iter().map(|b| b.size()).sum::<u64>()
+            + self.buffers.iter().map(|b| b.size()).sum::<u64>()
+    }
+
     /// The terms of the rows on each rigid body's system, for the rigid primal's group 2:
     /// zeros when no rigid body with a surface moves this frame.
     pub(super) fn terms(&self) -> &wgpu::Buffer {
