@@ -86,7 +86,7 @@ fn contact_reach(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups)
             return;
         }
         let x0 = point_then(p);
-        let at = cparams.o_cage_rigid + 2u * (p - cparams.soft_points);
+        let at = cparams.o_cage_rigid + 2u * rigid_cage_slot(p);
         let s = reach_in(sf[at].xyz, sf[at + 1u].xyz, x0, point_now(p) - x0);
         if (s < 1.0) {
             atomicMin(&ca[cparams.o_reach + island_of_point(p)], key_of(s * (1.0 - 1e-4)));
@@ -183,11 +183,21 @@ fn cage_reference(p: u32) -> vec3<f32> {
     if (p < cparams.soft_points) {
         return verts[p].p.xyz;
     }
-    return sf[cparams.o_cage_ref + p - cparams.soft_points].xyz;
+    return sf[cparams.o_cage_ref + rigid_cage_slot(p)].xyz;
 }
 
-// How far a point is from its cage reference at either end of X → iterate.
+// The slot of a moving body's point p in the rigid points' cages and references (only
+// the moving bodies' points have one: the others stay at their reference).
+fn rigid_cage_slot(p: u32) -> u32 {
+    return su[cparams.o_cage_base + rigid_body(p)] + p;
+}
+
+// How far a point is from its cage reference at either end of X → iterate (a point of a
+// body that does not move stays at it).
 fn moved(p: u32) -> f32 {
+    if (p >= cparams.soft_points && !body_moves(rigid_body(p))) {
+        return 0.0;
+    }
     let r = cage_reference(p);
     return max(length(point_then(p) - r), length(point_target(p) - r));
 }

@@ -112,7 +112,7 @@ fn contact_body_terms(@builtin(global_invocation_id) gid: vec3<u32>) {
     let count = atomicLoad(&ca[cparams.o_bslot_count + b]);
     let q = pose_now(b).q;
     for (var s = 0u; s < count; s++) {
-        let r = rows[atomicLoad(&ca[cparams.o_bslot_items + first + s])];
+        let r = rows[atomicLoad(&ca[cparams.o_slot_items + first + s])];
         if ((r.info.x & ROW_ALIVE) == 0u) {
             continue;
         }

@@ -115,7 +115,7 @@ fn join_lists(i: u32, points: vec4<u32>) {
         let b = rigid_body(p);
         if (first_of_moving_body(points, j, b)) {
             let s = atomicAdd(&ca[cparams.o_bslot_count + b], 1u);
-            atomicStore(&ca[cparams.o_bslot_items + body_slot_offset(b) + s], i);
+            atomicStore(&ca[cparams.o_slot_items + body_slot_offset(b) + s], i);
         }
     }
 }
@@ -142,7 +142,7 @@ fn sort_list(p: u32) {
         count = atomicLoad(&ca[cparams.o_slot_count + p]);
     } else {
         let b = p - cparams.soft_points;
-        first = cparams.o_bslot_items + body_slot_offset(b);
+        first = cparams.o_slot_items + body_slot_offset(b);
         count = atomicLoad(&ca[cparams.o_bslot_count + b]);
     }
     for (var i = 1u; i < count; i++) {

@@ -45,7 +45,7 @@ struct ContactParams {
     o_rigid: u32,
     o_planes: u32,
     o_cage_soft: u32,  // a soft point's absolute and comoving cages (3 vec4s, `soft_cages`)
-    o_cage_rigid: u32, // a rigid point's absolute cage (2 vec4s)
+    o_cage_rigid: u32, // a moving rigid point's absolute cage (2 vec4s, `rigid_cage_slot`)
     o_cage_ref: u32,
     o_slot_offsets: u32,
     o_island: u32,
@@ -60,7 +60,7 @@ struct ContactParams {
     o_body_x: u32,
     o_body_flags: u32,
     o_bslot_offsets: u32,
-    o_bslot_items: u32,
+    o_cage_base: u32, // per rigid body: its points' first cage slot less its first point
     o_bslot_count: u32,
     o_triangles: u32,
     o_edges: u32,

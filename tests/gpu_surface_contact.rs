@@ -434,3 +434,89 @@ fn the_lists_room_made_on_the_device_is_the_hosts_count_of_candidates() {
     println!("frames checked: {frames_checked}, largest room of the bodies' lists: {body_room}");
     assert!(frames_checked > 20 && body_room > 0);
 }
+
+/// Only the moving bodies' points have cages on the device (`rigid_cage_slot`): a static
+/// box far from everything, added first, takes no cage slot and shifts the moving boxes'
+/// points, which must still find their own cages. A soft slab on a static box under it,
+/// two dynamic boxes dropped on the slab, with and without a static box 20 m away: the
+/// same bits at every frame end (nothing reaches the far box, and the candidates keep their
+/// order). A moving point that read another point's cage would leave it, advance only as
+/// far as it reaches and run the step again.
+#[test]
+fn moving_bodies_find_their_cages_past_a_static_body() {
+    use bevy_avbd::glam::Vec3;
+    use bevy_avbd::{BodyDesc, Collider, DeformableDesc, SolidMaterial, TetMesh, TetPattern};
+    let build = |far: bool, gpu: bool| -> Option<bevy_avbd::PhysicsWorld> {
+        let mut w = match gpu {
+            true => gpu_world()?,
+            false => bevy_avbd::PhysicsWorld::new(SolverConfig::default()).unwrap(),
+        };
+        let cuboid = |h: f32| Collider::cuboid(Vec3::splat(h)).unwrap();
+        if far {
+            w.add_body(
+                BodyDesc::fixed()
+                    .at(Vec3::new(20.0, 0.5, 0.0))
+                    .with_collider(cuboid(0.5)),
+            )
+            .unwrap();
+        }
+        // The support: a static box whose top face is at y = 0.
+        w.add_body(
+            BodyDesc::fixed()
+                .at(Vec3::new(0.0, -0.5, 0.0))
+                .with_collider(Collider::cuboid(Vec3::new(1.0, 0.5, 1.0)).unwrap()),
+        )
+        .unwrap();
+        let slab = TetMesh::box_grid(Vec3::new(1.0, 0.2, 1.0), [6, 2, 6], TetPattern::Six);
+        let material = SolidMaterial {
+            youngs: 1e5,
+            ..SolidMaterial::default()
+        };
+        w.add_deformable(DeformableDesc::solid(slab, material).at(Vec3::new(0.0, 0.103, 0.0)))
+            .unwrap();
+        for x in [-0.2f32, 0.2] {
+            w.add_body(
+                BodyDesc::dynamic()
+                    .at(Vec3::new(x, 0.4, 0.0))
+                    .with_mass(5.0)
+                    .with_collider(cuboid(0.075)),
+            )
+            .unwrap();
+        }
+        Some(w)
+    };
+    let (Some(mut plain), Some(mut far)) = (build(false, true), build(true, true)) else {
+        return;
+    };
+    let mut cpu = build(true, false).unwrap();
+    let boxes = |w: &bevy_avbd::PhysicsWorld| -> Vec<[f32; 3]> {
+        let h = w.body_handles();
+        h[h.len() - 2..]
+            .iter()
+            .map(|&h| w.body(h).unwrap().position.to_array())
+            .collect()
+    };
+    for frame in 0..40 {
+        plain.step().unwrap();
+        far.step().unwrap();
+        cpu.step().unwrap();
+        assert_eq!(
+            common::all_positions(&plain),
+            common::all_positions(&far),
+            "frame {frame}"
+        );
+        assert_eq!(boxes(&plain), boxes(&far), "frame {frame}");
+    }
+    let rows = plain.stats().surface_contact.rows;
+    println!(
+        "rows at the end: {rows}; boxes at {:?}, on the CPU {:?}",
+        boxes(&plain),
+        boxes(&cpu)
+    );
+    assert!(rows > 0, "the boxes never touched the slab");
+    // Resting on the slab where the CPU backend's boxes rest (measured 4e-6 m apart; a box
+    // held back by cages it does not own stops millimetres short).
+    for (g, c) in boxes(&far).iter().zip(boxes(&cpu)) {
+        assert!((g[1] - c[1]).abs() < 1e-3, "GPU {g:?}, CPU {c:?}");
+    }
+}

@@ -7,8 +7,9 @@
 //! islands, the rows carried from the last frame) and uploads it: the candidates' pairs
 //! (the device derives their points, island, penalty and friction from the surface's
 //! primitives and per-point terms, which are written only when they change); the carried
-//! rows' candidates and multipliers (the device makes the rows); X; the cages; the
-//! islands. Each soft point's and each moving body's row list has room for every candidate
+//! rows' candidates and multipliers (the device makes the rows); X; the cages (of the
+//! soft points and the moving bodies' points: a point of a body that does not move stays
+//! where it is); the islands. Each soft point's and each moving body's row list has room for every candidate
 //! it belongs to (a row's pair is always a candidate, so the lists cannot overflow): the
 //! frame's first kernels count the candidates of each and sum the
 //! counts into the lists' offsets (a prefix sum, `scan.wgsl`), fill the lists with the
@@ -116,7 +117,7 @@ struct Offsets {
     body_x: u32,
     body_flags: u32,
     bslot_offsets: u32,
-    bslot_items: u32,
+    cage_base: u32,
     bslot_count: u32,
     triangles: u32,
     edges: u32,

@@ -142,7 +142,6 @@ impl ContactStep {
         // once). The device counts the room and sums it into offsets (`contact_count_slots`,
         // then scan.wgsl): the soft points' lists first, then the bodies', in one region.
         o.slot_items = room(4 * n_cand);
-        o.bslot_items = o.slot_items;
         o.slot_offsets = room(soft_points + n_bodies + 1);
         o.bslot_offsets = o.slot_offsets + soft_points as u32;
         o.slot_count = room(soft_points);
@@ -379,11 +378,6 @@ fn pack_fixed(
     let g = &contact.geometry;
     let v4 = |v: Vec3A, w: f32| [v.x, v.y, v.z, w];
     let cages = &contact.cages;
-    let boxes = |b: &[(Vec3A, Vec3A)]| -> Vec<[f32; 4]> {
-        b.iter()
-            .flat_map(|&(lo, hi)| [v4(lo, 0.0), v4(hi, 0.0)])
-            .collect()
-    };
     // First the regions that change only with the geometry, the bodies' masses and
     // friction or the settings (each buffer's head, written only when it changed), then
     // the broad phase's.
@@ -426,10 +420,24 @@ fn pack_fixed(
                 ]
             }),
     );
-    o.cage_rigid = region(fixed, boxes(&cages.absolute[soft..]));
-    // The rigid points' references: a soft point's is its start position, on the device
-    // already (checked in `upload`).
-    o.cage_ref = region(fixed, cages.reference[soft..].iter().map(|&r| v4(r, 0.0)));
+    // The cages and references of the moving bodies' points, body after body (a soft
+    // point's reference is its start position, on the device already: checked in
+    // `upload`). A point of a body that does not move stays at its reference, and the
+    // device reads neither (`rigid_cage_slot`).
+    let moving: Vec<usize> = g
+        .rigid_bodies
+        .iter()
+        .filter(|(b, _)| flags[*b as usize] & BODY_MOVES != 0)
+        .flat_map(|(_, range)| range.clone().map(|q| q as usize))
+        .collect();
+    o.cage_rigid = region(
+        fixed,
+        moving.iter().flat_map(|&q| {
+            let (lo, hi) = cages.absolute[q];
+            [v4(lo, 0.0), v4(hi, 0.0)]
+        }),
+    );
+    o.cage_ref = region(fixed, moving.iter().map(|&q| v4(cages.reference[q], 0.0)));
     o.body_ref = region(fixed, cages.body_reference.iter().map(|&r| v4(r, 0.0)));
     let fixed_u = &mut p.fixed_u;
     fixed_u.clear();
@@ -449,4 +457,15 @@ fn pack_fixed(
     o.island = region(fixed_u, contact.island_of.iter().copied());
     o.cands = region(fixed_u, p.cands.iter().flatten().copied());
     o.body_flags = region(fixed_u, flags.iter().copied());
+    // Per body: its points' first cage slot less its first point (a moving rigid point p's
+    // slot is this plus p, wrapping), NONE for a body that does not move.
+    let mut base = vec![NONE; bodies.len()];
+    let mut slot = 0u32;
+    for (b, range) in &g.rigid_bodies {
+        if flags[*b as usize] & BODY_MOVES != 0 {
+            base[*b as usize] = slot.wrapping_sub(range.start);
+            slot += range.len() as u32;
+        }
+    }
+    o.cage_base = region(fixed_u, base);
 }
