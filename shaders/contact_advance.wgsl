@@ -177,8 +177,8 @@ fn toi_of(ccd: CcdOut) -> f32 {
 }
 
 // Where point p was when its cages were built (R): a soft point at the frame's start
-// (the device builds no cage mid-frame), a rigid point at its body's certified pose then
-// (uploaded).
+// (the device builds no cage mid-frame), a moving body's point at its body's certified
+// pose then (uploaded; a point of a body that does not move has none: its callers skip it).
 fn cage_reference(p: u32) -> vec3<f32> {
     if (p < cparams.soft_points) {
         return verts[p].p.xyz;

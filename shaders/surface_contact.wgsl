@@ -119,11 +119,13 @@ const DEAD: u32 = 0x80000000u;
 //   body this advance's translation, per object β, per rigid body its certified pose;
 // `sf` (read only): per point its terms of a row's penalty and friction (`cand_row_terms`),
 //   the rigid points (local), the half-spaces (normal, point; local; w: their body's
-//   friction, static then dynamic), the cages (per point lo and hi, per soft point the co-moving lo
-//   and hi, per point the reference R), per soft body its reference mean;
+//   friction, static then dynamic), the cages (per soft point its absolute and co-moving lo
+//   and hi; per point of a moving body its lo and hi, then its reference R), per soft body
+//   its reference mean;
 // `su` (read only): per object its island, per soft vertex its body, per candidate its
 //   pair (kind, a, b) and the bits of its lower bound, per rigid point and half-space its
-//   body, per soft body its vertex range, per rigid body its flags, the surface's
+//   body, per soft body its vertex range, per rigid body its flags and its points' first
+//   cage slot (`rigid_cage_slot`), the surface's
 //   triangles and edges (their points). (Integers never travel as float bits: a device
 //   may flush the subnormal floats small integers are.)
 @group(2) @binding(1) var<storage, read_write> rows: array<Row>;

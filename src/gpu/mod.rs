@@ -579,8 +579,11 @@ impl GpuSolver {
         self.soft_step().read_carried_rows_only(on);
     }
 
-    /// Caps the deformable half's dispatches at `max_groups` workgroups per dimension (2-D
-    /// grids past the cap); for testing the grids on small scenes.
+    /// Caps the deformable half's dispatches over vertices, attachments, coarse bodies,
+    /// candidates and rows at `max_groups` workgroups per dimension (2-D grids past the
+    /// cap); for testing the grids on small scenes. (The row lists' prefix sum and the
+    /// passes over rigid bodies stay 1-D: the rigid step refuses more bodies than one row
+    /// of workgroups covers.)
     #[doc(hidden)]
     pub fn limit_deformable_dispatch(&mut self, max_groups: u32) {
         self.soft_step().limit_dispatch(max_groups);

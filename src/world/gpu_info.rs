@@ -62,8 +62,9 @@ impl PhysicsWorld {
         }
     }
 
-    /// Test hook: cap the GPU deformable half's dispatches at `max_groups` workgroups per
-    /// dimension (its kernels then run in 2-D grids, as in a huge scene).
+    /// Test hook: cap the GPU deformable half's dispatches over vertices, attachments,
+    /// coarse bodies, candidates and rows at `max_groups` workgroups per dimension (its
+    /// kernels then run in 2-D grids, as in a huge scene).
     #[doc(hidden)]
     pub fn gpu_limit_deformable_dispatch_for_tests(&mut self, max_groups: u32) {
         if let Some(g) = self.gpu.as_mut() {

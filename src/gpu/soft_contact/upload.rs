@@ -405,7 +405,7 @@ fn pack_fixed(
     );
     p.head.0 = fixed.len();
     // A soft point's absolute and comoving cages in three vec4s (`soft_cages` in
-    // contact_advance.wgsl), a rigid point's absolute cage in two.
+    // contact_advance.wgsl), a moving rigid point's absolute cage in two.
     let soft = g.soft_points as usize;
     o.cage_soft = region(
         fixed,
