@@ -294,7 +294,10 @@ impl PhysicsWorld {
     /// Drives pinned vertices along a kinematic path: each listed vertex (pinned if it was
     /// not) ends the next step at its target, with velocity `(target − x)/h`, and stays
     /// there until driven again. No penalty spring is involved: the target is the vertex's
-    /// position in the solve.
+    /// position in the solve. In a step where the vertex's body is in a contact island
+    /// that loses motion (an impact the fixed budget does not resolve:
+    /// [`crate::SurfaceContactStats::lost_motion`] β), the vertex ends at most β of the
+    /// way short and moves on from there (`deformable_edits_mid_run_match_the_cpu`).
     pub fn drive_vertices(
         &mut self,
         h: DeformableHandle,
