@@ -424,20 +424,20 @@ fn pack_fixed(
     // point's reference is its start position, on the device already: checked in
     // `upload`). A point of a body that does not move stays at its reference, and the
     // device reads neither (`rigid_cage_slot`).
-    let moving: Vec<usize> = g
-        .rigid_bodies
-        .iter()
-        .filter(|(b, _)| flags[*b as usize] & BODY_MOVES != 0)
-        .flat_map(|(_, range)| range.clone().map(|q| q as usize))
-        .collect();
+    let moving = || {
+        g.rigid_bodies
+            .iter()
+            .filter(|(b, _)| flags[*b as usize] & BODY_MOVES != 0)
+            .flat_map(|(_, range)| range.clone().map(|q| q as usize))
+    };
     o.cage_rigid = region(
         fixed,
-        moving.iter().flat_map(|&q| {
+        moving().flat_map(|q| {
             let (lo, hi) = cages.absolute[q];
             [v4(lo, 0.0), v4(hi, 0.0)]
         }),
     );
-    o.cage_ref = region(fixed, moving.iter().map(|&q| v4(cages.reference[q], 0.0)));
+    o.cage_ref = region(fixed, moving().map(|q| v4(cages.reference[q], 0.0)));
     o.body_ref = region(fixed, cages.body_reference.iter().map(|&r| v4(r, 0.0)));
     let fixed_u = &mut p.fixed_u;
     fixed_u.clear();
