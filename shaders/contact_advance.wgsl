@@ -224,8 +224,9 @@ fn pair_largest_coord(pts: vec4<u32>) -> f32 {
 }
 
 // SurfaceContact::toi: the times of impact at the gap δ (when a pair outside the set joins
-// it) and at the minimum separation ξ (how far X may go).
-fn pair_toi(c: Candidate, is_row: bool) -> vec2<f32> {
+// it) and at the separation the pair is certified against (how far X may go), and that
+// separation: ξ, or less for a pair that starts closer.
+fn pair_toi(c: Candidate, is_row: bool) -> vec3<f32> {
     let kind = c.info.x;
     let pts = c.points;
     let gap = cparams.gap;
@@ -249,7 +250,7 @@ fn pair_toi(c: Candidate, is_row: bool) -> vec2<f32> {
             max(largest_coord(point_target(pts.x)), largest_coord(at))));
         let xi_here = select(max(0.5 * d0, floor), xi, d0 > xi);
         let clear_at_start = d0 > xi_here && xi_here > 0.0;
-        return vec2<f32>(add, select(0.0, plane_reach(d0, d1, xi_here), clear_at_start));
+        return vec3<f32>(add, select(0.0, plane_reach(d0, d1, xi_here), clear_at_start), xi_here);
     }
     // The motion filter: far enough apart at R, less the points' motion, needs no CCD.
     var a: f32;
@@ -263,7 +264,7 @@ fn pair_toi(c: Candidate, is_row: bool) -> vec2<f32> {
     }
     let clear = c.lower - (a + b) * (1.0 + 1e-5);
     if (clear > select(gap, xi, is_row)) {
-        return vec2<f32>(1.0, 1.0);
+        return vec3<f32>(1.0, 1.0, xi);
     }
     var add = 1.0;
     var inside_gap = false;
@@ -274,7 +275,7 @@ fn pair_toi(c: Candidate, is_row: bool) -> vec2<f32> {
         } else if (r.hit != 0u) {
             add = r.toi;
         } else {
-            return vec2<f32>(1.0, 1.0);
+            return vec3<f32>(1.0, 1.0, xi);
         }
     }
     if (inside_gap) {
@@ -287,10 +288,11 @@ fn pair_toi(c: Candidate, is_row: bool) -> vec2<f32> {
         if (d0 > 0.0) {
             // ccd::close_pair_separation.
             let sep = max(0.5 * d0, min_sep_floor(pair_largest_coord(pts)));
-            return vec2<f32>(add, toi_of(run_ccd(kind, pts, sep)));
+            return vec3<f32>(add, toi_of(run_ccd(kind, pts, sep)), sep);
         }
+        return vec3<f32>(add, toi_of(r), 0.0);
     }
-    return vec2<f32>(add, toi_of(r));
+    return vec3<f32>(add, toi_of(r), xi);
 }
 
 fn plane_reach(d0: f32, d1: f32, sep: f32) -> f32 {
@@ -321,7 +323,16 @@ fn contact_ccd(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) n
     let c = cand(k);
     let row = atomicLoad(&ca[cparams.o_cand_row + k]);
     let t = pair_toi(c, row != NONE && (row & DEAD) == 0u);
-    cf[cparams.o_toi + k] = vec4<f32>(t, 0.0, 0.0);
+    cf[cparams.o_toi + k] = vec4<f32>(t.xy, 0.0, 0.0);
+    // The least separation of each moving body's pairs (`rotation_cut`).
+    if (t.z < cparams.xi) {
+        for (var j = 0u; j < 4u; j++) {
+            let p = c.points[j];
+            if (p != NONE && p >= cparams.soft_points && body_moves(rigid_body(p))) {
+                atomicMin(&ca[cparams.o_separation + rigid_body(p)], bitcast<u32>(t.z));
+            }
+        }
+    }
     if (t.y < 1.0) {
         atomicMin(&ca[cparams.o_alpha + c.info.w], key_of(t.y));
     }
@@ -372,10 +383,60 @@ fn earliest_pair(k: u32) {
 // The active set's growth: a candidate that is the earliest of one of its points becomes a
 // row (λ = 0, γ = 1; linearised and lagged by contact_linearise) and joins its soft points'
 // lists. Each row's pair is a candidate, so the rows never outnumber the candidates.
+// Then, in the same dispatch, the moving bodies' cut of their islands' steps
+// (`rotation_cut`): the growth does not read the steps.
 @compute @workgroup_size(64)
 fn contact_grow(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
     let k = lane_index(wid, nwg, lid);
-    if (cparams.on == 0u || k >= cparams.n_candidates) {
+    if (cparams.on == 0u) {
+        return;
+    }
+    let split = first_part_lanes(cparams.n_candidates);
+    if (k < split) {
+        grow_pair(k);
+    } else {
+        rotation_cut(cparams.soft_points + k - split);
+    }
+}
+
+// Pose::rotation_band and the cut of SurfaceContact::advance_with, per point of a moving
+// body (the band of a body is its farthest point's, and the bands are nested, so the
+// points' cuts in any order leave the island's step where the body's would): a moving
+// body's certified pose goes the fraction t = α·s of the way to the iterate by slerp, off
+// the straight segments CCD certified by up to t(1 − t)θ²ρ/2 at distance ρ from the axis;
+// a step whose t falls where that exceeds half the least separation the body's pairs are
+// certified against is cut to the band's lower edge.
+fn rotation_cut(p: u32) {
+    if (p >= cparams.n_points) {
+        return;
+    }
+    let b = rigid_body(p);
+    if (!body_moves(b)) {
+        return;
+    }
+    let island = island_of_point(p);
+    let a = bitcast<f32>(atomicLoad(&ca[cparams.o_alpha + island]));
+    let s = bitcast<f32>(atomicLoad(&ca[cparams.o_reach + island]));
+    let t = a * s;
+    if (!(t > 0.0 && t < 1.0)) {
+        return;
+    }
+    let d = min(abs(dot(pose_then(b).q, pose_now(b).q)), 1.0);
+    let theta = 2.0 * acos(d);
+    let arc = theta * theta * length(rigid_local(p));
+    let tol = 0.5 * bitcast<f32>(atomicLoad(&ca[cparams.o_separation + b]));
+    let c = 2.0 * tol / arc * (1.0 - 1e-3);
+    if (!(c < 0.25)) {
+        return;
+    }
+    let lo = 0.5 * (1.0 - sqrt(1.0 - 4.0 * c));
+    if (t > lo && t < 1.0 - lo) {
+        atomicMin(&ca[cparams.o_alpha + island], key_of(lo / s));
+    }
+}
+
+fn grow_pair(k: u32) {
+    if (k >= cparams.n_candidates) {
         return;
     }
     let t = cf[cparams.o_toi + k].x;
@@ -473,6 +534,9 @@ fn island_end(i: u32) {
     }
     atomicStore(&ca[cparams.o_alpha + i], ONE);
     atomicStore(&ca[cparams.o_reach + i], ONE);
+    if (i >= cparams.n_soft_bodies) {
+        atomicStore(&ca[cparams.o_separation + i - cparams.n_soft_bodies], bitcast<u32>(cparams.xi));
+    }
 }
 
 // The volume floor of X (surface_contact::inversion, in f32): the largest step along X →

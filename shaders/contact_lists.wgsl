@@ -27,6 +27,7 @@ fn contact_start(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups)
     }
     if (k < cparams.n_bodies) {
         atomicStore(&ca[cparams.o_bslot_count + k], 0u);
+        atomicStore(&ca[cparams.o_separation + k], bitcast<u32>(cparams.xi));
     }
     // The lists' rooms (soft points, then bodies, then their total), counted next.
     if (k <= cparams.soft_points + cparams.n_bodies) {

@@ -66,6 +66,7 @@ struct ContactParams {
     o_edges: u32,
     o_carried: u32, // the carried rows' records (in cf)
     o_rows_out: u32, // the rows as the readback takes them (in ca)
+    o_separation: u32, // per rigid body: the least separation its pairs are certified against (in ca)
     n_bodies: u32,
     carried_rows: u32, // rows uploaded: the rows carried into the frame
 };

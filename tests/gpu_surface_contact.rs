@@ -18,7 +18,7 @@ mod common;
 
 use bevy_avbd::SolverConfig;
 use bevy_avbd::scenes::{CONTACT_SCENES, Scene};
-use common::{crush_one_tet, gpu_scene, gpu_world, metric, run};
+use common::{crush_one_tet, gpu_scene, gpu_world, metric, run, spinning_bar_on_a_slab};
 
 fn run_gpu(name: &str, params: &[(&str, f64)], frames: u32) -> Option<Scene> {
     let mut s = gpu_scene(name, params, SolverConfig::default())?;
@@ -64,6 +64,26 @@ fn every_device_contact_scene_is_intersection_free() {
         println!("lost motion {name}: GPU {lost}, CPU {cpu}");
         assert!(lost <= cpu + 0.01, "{name}: GPU {lost}, CPU {cpu}");
     }
+}
+
+/// The device's cut of an island's step for a spinning body (`contact_grow`'s
+/// `rotation_cut`, the test of `tests/contact.rs`): the bar spinning at 42 rad/s onto the
+/// soft slab ended frames 1 and 2 through it on the device too (6 pairs of intersecting
+/// triangles), before the cut; now no frame of 12 does, and the bar reaches the slab.
+#[test]
+fn a_spinning_bar_landing_on_a_soft_slab_never_crosses_it_on_the_gpu() {
+    let Some(mut w) = gpu_world() else {
+        return;
+    };
+    let frames = spinning_bar_on_a_slab(&mut w, 30.0, 1.0, 12);
+    println!("intersections and rows by frame: {frames:?}");
+    for (f, &(crossing, _)) in frames.iter().enumerate() {
+        assert_eq!(crossing, 0, "frame {f}");
+    }
+    assert!(
+        frames.iter().any(|f| f.1 > 0),
+        "the bar never touched the slab"
+    );
 }
 
 /// The device's inversion filter advance after advance (the test of `tests/contact.rs`): a

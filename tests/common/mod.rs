@@ -222,3 +222,46 @@ pub fn crush_one_tet(world: &mut bevy_avbd::PhysicsWorld, frames: u32) -> Vec<f3
         })
         .collect()
 }
+
+/// A rigid bar (0.3 × 0.08 × 0.08 m, 5 kg) tilted 0.4 rad, spinning at `spin` rad/s about
+/// (0, 1, 1) and falling at `drop` m/s onto a soft slab (1 × 0.2 × 1 m, E = 1e5 Pa) on the
+/// ground, 5 cm below its lowest corner, for `frames` frames in `world`. Per frame: the
+/// surfaces' intersections at its end (exact, `reference::intersect`) and the active
+/// contact rows.
+pub fn spinning_bar_on_a_slab(
+    world: &mut bevy_avbd::PhysicsWorld,
+    spin: f32,
+    drop: f32,
+    frames: u32,
+) -> Vec<(usize, usize)> {
+    use bevy_avbd::glam::{Quat, Vec3};
+    use bevy_avbd::{BodyDesc, Collider, DeformableDesc, SolidMaterial, TetMesh, TetPattern};
+    world
+        .add_body(BodyDesc::fixed().with_collider(Collider::halfspace(Vec3::Y).unwrap()))
+        .expect("the ground");
+    let slab = TetMesh::box_grid(Vec3::new(1.0, 0.2, 1.0), [10, 2, 10], TetPattern::Six);
+    let rubber = SolidMaterial {
+        youngs: 1e5,
+        ..Default::default()
+    };
+    world
+        .add_deformable(DeformableDesc::solid(slab, rubber).at(Vec3::new(0.0, 0.103, 0.0)))
+        .expect("the slab");
+    world
+        .add_body(
+            BodyDesc::dynamic()
+                .at(Vec3::new(0.0, 0.35, 0.0))
+                .rotated(Quat::from_rotation_z(0.4))
+                .with_mass(5.0)
+                .with_velocity(Vec3::new(0.0, -drop, 0.0), Vec3::new(0.0, spin, spin))
+                .with_collider(Collider::cuboid(Vec3::new(0.15, 0.04, 0.04)).unwrap()),
+        )
+        .expect("the bar");
+    (0..frames)
+        .map(|_| {
+            world.step().expect("a step");
+            let report = bevy_avbd::reference::intersect::check(world, 0.01);
+            (report.intersections, world.stats().surface_contact.rows)
+        })
+        .collect()
+}

@@ -125,6 +125,8 @@ struct Offsets {
     carried: u32,
     /// The rows as the readback takes them (`RowOut`), in the atomics.
     rows_out: u32,
+    /// Per rigid body, its pairs' least certified separation (f32 bits), in the atomics.
+    separation: u32,
 }
 
 /// `Row` of surface_contact.wgsl.
@@ -200,8 +202,9 @@ enum Over {
     RowsThenSoftBodies,
     Points,
     Candidates,
-    /// The candidates in whole workgroups, then the tets.
+    /// The candidates in whole workgroups, then the tets (or the rigid bodies' points).
     CandidatesThenTets,
+    CandidatesThenRigidPoints,
     /// The soft points in whole workgroups, then the rigid bodies.
     SoftPointsThenBodies,
     /// The objects in whole workgroups, then the lists.
@@ -224,14 +227,14 @@ const LISTS: [(&str, Over); 2] = [
     ("contact_list_rows", Over::CarriedRows),
     ("contact_sort_slots", Over::Lists),
 ];
-/// The kernels of the frame's end, before the coupled bodies': the rows as the readback
-/// takes them.
+/// The kernels of the frame's end, before the coupled bodies': the rows for the readback.
 const END: [(&str, Over); 1] = [("contact_pack_rows", Over::Rows)];
 
 /// The kernels of one advance. Kernels that do not depend on each other share a dispatch,
 /// each over its own items in whole workgroups (the rows' dual update and the bodies'
-/// translations; the earliest pairs and the volume floor; X's advance and the bodies'; the
-/// islands' β and the lists' order): each dispatch ends with a barrier, which on a GPU
+/// translations; the earliest pairs and the volume floor; the growth and the spinning
+/// bodies' cut of the steps; X's advance and the bodies'; the islands' β and the lists'
+/// order): each dispatch ends with a barrier, which on a GPU
 /// costs more than these kernels' work on a cloth. The CCD shares none: with the volume
 /// floor in its kernel, the floor's lanes seemed to take the CCD's cost (lavapipe,
 /// `mattress`, two alternated runs: the contact passes 20–21 → 33 ms a frame).
@@ -240,7 +243,7 @@ const ADVANCE: [(&str, Over); 8] = [
     ("contact_reach", Over::Points),
     ("contact_ccd", Over::Candidates),
     ("contact_earliest", Over::CandidatesThenTets),
-    ("contact_grow", Over::Candidates),
+    ("contact_grow", Over::CandidatesThenRigidPoints),
     ("contact_advance", Over::SoftPointsThenBodies),
     ("contact_islands", Over::ObjectsThenLists),
     ("contact_linearise", Over::Rows),
@@ -563,6 +566,9 @@ impl ContactStep {
                 Over::Points => s.points,
                 Over::Candidates => s.candidates,
                 Over::CandidatesThenTets => s.candidates.next_multiple_of(64) + s.tets,
+                Over::CandidatesThenRigidPoints => {
+                    s.candidates.next_multiple_of(64) + (s.points - s.soft_points)
+                }
                 Over::SoftPointsThenBodies => s.soft_points.next_multiple_of(64) + s.bodies,
                 Over::ObjectsThenLists => s.objects.next_multiple_of(64) + s.soft_points + s.bodies,
                 Over::Lists => s.soft_points + s.bodies,

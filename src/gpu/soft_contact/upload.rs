@@ -148,6 +148,7 @@ impl ContactStep {
         o.bslot_count = room(n_bodies);
         o.alpha = room(objects);
         o.reach = room(objects);
+        o.separation = room(n_bodies);
         o.earliest_t = room(n_points);
         o.earliest_k = room(n_points);
         // The rows as the readback takes them (`RowOut`, 16 words), written at the frame's end.

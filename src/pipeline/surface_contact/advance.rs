@@ -25,8 +25,9 @@ const CHUNK: usize = 64;
 impl SurfaceContact {
     /// Times of impact of `pair` on the path X → x̂ (1: clear on the whole path): at the
     /// contact gap δ (when a pair outside the active set should join it: rows are made
-    /// before the path goes deeper than the gap) and at the minimum separation ξ (how far
-    /// X may go).
+    /// before the path goes deeper than the gap) and at the separation it is certified
+    /// against (how far X may go), with that separation: ξ, or less for a pair that starts
+    /// closer.
     fn toi(
         &self,
         cfg: &SolverConfig,
@@ -34,7 +35,7 @@ impl SurfaceContact {
         active: bool,
         x: &[Vec3A],
         poses: &[Pose],
-    ) -> (f32, f32) {
+    ) -> (f32, f32, f32) {
         let pts = self.points_of(pair);
         let (gap, xi) = (cfg.contact_gap, cfg.contact_min_separation);
         if pair.kind == PairKind::PointPlane {
@@ -70,7 +71,7 @@ impl SurfaceContact {
                 false => close_pair_separation(d0, &ends),
             };
             let clear_at_start = d0 > xi && xi > 0.0; // false for NaN too
-            return (add, if clear_at_start { reach(xi) } else { 0.0 });
+            return (add, if clear_at_start { reach(xi) } else { 0.0 }, xi);
         }
         let start = pts.map(|p| Vec3::from(self.certified_at(p)));
         let end = pts.map(|p| Vec3::from(self.iterate_at(p, x, poses)));
@@ -93,7 +94,7 @@ impl SurfaceContact {
                 (AccdStop::StartInside, _) => inside_gap = true,
                 (_, Some(t)) => add = t,
                 // Never within δ of each other, so never within ξ < δ either.
-                (_, None) => return (1.0, 1.0),
+                (_, None) => return (1.0, 1.0, xi),
             }
         }
         let d0 = || match pair.kind {
@@ -120,10 +121,11 @@ impl SurfaceContact {
             let d0 = d0();
             if d0 > 0.0 {
                 let sep = close_pair_separation(d0, start.iter().chain(&end));
-                return (add, run(sep).toi.unwrap_or(1.0));
+                return (add, run(sep).toi.unwrap_or(1.0), sep);
             }
+            return (add, r.toi.unwrap_or(1.0), 0.0);
         }
-        (add, r.toi.unwrap_or(1.0))
+        (add, r.toi.unwrap_or(1.0), xi)
     }
 
     /// One advance (the broad phase runs again first if an iterate left its cage).
@@ -162,7 +164,7 @@ impl SurfaceContact {
                 is_row[k] = true;
             }
         }
-        let tois: Vec<(f32, f32)> = self
+        let tois: Vec<(f32, f32, f32)> = self
             .candidates
             .par_iter()
             .zip(&self.candidate_lower)
@@ -194,7 +196,7 @@ impl SurfaceContact {
                         cfg.contact_gap
                     };
                     if clear > needed {
-                        return (1.0, 1.0);
+                        return (1.0, 1.0, cfg.contact_min_separation);
                     }
                 }
                 self.toi(cfg, pair, active, x, poses)
@@ -210,7 +212,7 @@ impl SurfaceContact {
             let p = *soft.unwrap_or(&pts[0]);
             self.island_of[self.object_of_point(set, p)] as usize
         };
-        for (pair, &(_, t)) in self.candidates.iter().zip(&tois) {
+        for (pair, &(_, t, _)) in self.candidates.iter().zip(&tois) {
             if t < 1.0 {
                 let i = island_of_pair(pair);
                 alpha[i] = alpha[i].min(t);
@@ -224,13 +226,41 @@ impl SurfaceContact {
             let i = self.island_of[b] as usize;
             alpha[i] = alpha[i].min(t);
         }
+        // A moving body's pose goes part of the way by slerp, off the straight segments CCD
+        // certified: it stops where its points stay within half the least separation its
+        // pairs were certified against (`Pose::rotation_band`), so that they keep at least
+        // the other half. Its island's step leaves the band it falls in.
+        let mut separation = vec![cfg.contact_min_separation; bodies.len()];
+        for (pair, &(_, _, sep)) in self.candidates.iter().zip(&tois) {
+            for &p in self.points_of(pair).iter() {
+                if p != NO_POINT && p >= g.soft_points {
+                    let b = g.rigid_points[(p - g.soft_points) as usize].0 as usize;
+                    separation[b] = separation[b].min(sep);
+                }
+            }
+        }
+        let mut band = vec![0.5f32; objects];
+        for (b, _) in &g.rigid_bodies {
+            let b = *b as usize;
+            if geometry::moves(bodies, b) {
+                let i = self.island_of[object(set, geometry::Owner::Rigid(b as u32))] as usize;
+                let (from, radius) = (&self.certified_pose[b], g.rigid_radius[b]);
+                let edge = from.rotation_band(&poses[b], radius, 0.5 * separation[b]);
+                band[i] = band[i].min(edge);
+            }
+        }
+        for (a, b) in alpha.iter_mut().zip(&band) {
+            if *a > *b && *a < 1.0 - *b {
+                *a = *b;
+            }
+        }
         // Growth: new pairs that come within δ, the earliest of one of their points. Ties
         // (pairs that reach δ at the same time, e.g. every pair of a point already at the
         // gap: t = 0) go to the first candidate, so each point brings at most one new row
         // per advance: a point driven hard into a surface fans out over its neighbours one
         // row at a time instead of taking every pair of its cage at once.
         let mut earliest = vec![(1.0f32, u32::MAX); g.point_count()];
-        for (k, (pair, &(t, _))) in self.candidates.iter().zip(&tois).enumerate() {
+        for (k, (pair, &(t, _, _))) in self.candidates.iter().zip(&tois).enumerate() {
             if t < 1.0 {
                 for &p in self.points_of(pair).iter().filter(|&&p| p != NO_POINT) {
                     let e = &mut earliest[p as usize];
@@ -244,7 +274,7 @@ impl SurfaceContact {
         let first_new = self.rows.len();
         // The barrier baseline has no rows: its pairs act through the barrier.
         let grow = cfg.contact_model == ContactModel::AugmentedLagrangian;
-        for (k, (pair, &(t, _))) in self.candidates.iter().zip(&tois).enumerate() {
+        for (k, (pair, &(t, _, _))) in self.candidates.iter().zip(&tois).enumerate() {
             if grow
                 && t < 1.0
                 && self
