@@ -303,6 +303,52 @@ fn contact_runs_are_bit_identical_across_threads_and_repeats() {
     }
 }
 
+/// A dynamic or kinematic half-space beside deformables is refused with a typed error,
+/// whichever comes first, and nothing is added: the contact stage certifies a half-space's
+/// pairs with the plane holding still, and a kinematic floor rising at 0.5 m/s under a soft
+/// cube went through it in its first frame of contact (2026-11-29). A static half-space and
+/// a kinematic box are fine.
+#[test]
+fn a_moving_half_space_beside_deformables_is_refused() {
+    use bevy_avbd::glam::Vec3;
+    use bevy_avbd::{
+        BodyDesc, Collider, DeformableDesc, PhysicsError, PhysicsWorld, SolidMaterial, TetMesh,
+        TetPattern,
+    };
+    let cube = || {
+        let mesh = TetMesh::box_grid(Vec3::splat(0.2), [2, 2, 2], TetPattern::Six);
+        DeformableDesc::solid(mesh, SolidMaterial::default()).at(Vec3::new(0.0, 0.5, 0.0))
+    };
+    let floor = |kinematic: bool| {
+        let c = Collider::halfspace(Vec3::Y).unwrap();
+        match kinematic {
+            true => BodyDesc::kinematic().with_velocity(Vec3::Y * 0.5, Vec3::ZERO),
+            false => BodyDesc::fixed(),
+        }
+        .with_collider(c)
+    };
+    let unsupported = |r: Result<_, PhysicsError>| match r {
+        Err(PhysicsError::Unsupported(why)) => assert!(why.contains("half-space"), "{why}"),
+        r => panic!("expected Unsupported, got {r:?}"),
+    };
+    // The deformable first, then the moving half-space.
+    let mut w = PhysicsWorld::new(SolverConfig::default()).unwrap();
+    w.add_deformable(cube()).unwrap();
+    unsupported(w.add_body(floor(true)).map(|_| ()));
+    assert_eq!(w.body_count(), 0);
+    w.add_body(floor(false)).unwrap();
+    let lid = Collider::cuboid(Vec3::new(1.0, 0.05, 1.0)).unwrap();
+    w.add_body(BodyDesc::kinematic().at(Vec3::Y * 2.0).with_collider(lid))
+        .unwrap();
+    w.step().unwrap();
+    // The moving half-space first, then the deformable.
+    let mut w = PhysicsWorld::new(SolverConfig::default()).unwrap();
+    w.add_body(floor(true)).unwrap();
+    unsupported(w.add_deformable(cube()).map(|_| ()));
+    assert_eq!(w.deformable_count(), 0);
+    w.step().unwrap();
+}
+
 /// Bodies that would start crossing, touching or inside one another are refused with a
 /// typed error naming both, and the world is left as it was: penetration-free contact
 /// cannot separate surfaces that already cross. One millimetre apart is fine.

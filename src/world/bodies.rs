@@ -7,10 +7,17 @@ use crate::error::{BodyHandle, JointHandle, PhysicsError};
 use crate::rigid::body::{BodyDesc, PoseRecord, VelocityRecord};
 
 impl PhysicsWorld {
-    /// Adds a body; the description is validated first and nothing changes on error.
+    /// Adds a body; the description is validated first and nothing changes on error. A
+    /// dynamic or kinematic half-space beside deformable bodies is refused
+    /// ([`PhysicsError::Unsupported`]).
     pub fn add_body(&mut self, desc: BodyDesc) -> Result<BodyHandle, PhysicsError> {
         self.idle()?;
         let mut mass = desc.validate()?;
+        let moving_halfspace = desc.kind != crate::rigid::BodyKind::Static
+            && desc.collider.as_ref().is_some_and(|c| c.is_unbounded());
+        if moving_halfspace && !self.deformables.is_empty() {
+            return Err(moving_halfspace_error());
+        }
         if let Some(c) = &desc.collider {
             mass.friction = [c.friction, c.dynamic_friction];
         }
@@ -243,4 +250,16 @@ impl PhysicsWorld {
         self.bodies.touch(i);
         Ok(())
     }
+}
+
+/// A dynamic or kinematic half-space beside deformable bodies: their contact certifies a
+/// half-space's pairs with the plane holding still, so a moving one would pass through
+/// them (a kinematic floor rising at 0.5 m/s went through a soft cube in its first frame
+/// of contact).
+pub(super) fn moving_halfspace_error() -> PhysicsError {
+    PhysicsError::Unsupported(
+        "a dynamic or kinematic half-space beside deformable bodies (their contact takes \
+         half-spaces to hold still): make it static, or use a large box"
+            .into(),
+    )
 }

@@ -140,13 +140,21 @@ impl<'a> DeformableView<'a> {
 impl PhysicsWorld {
     /// Adds a deformable body (a tet solid or a cloth). The mesh, material, placement and
     /// pinned vertices are validated first and nothing changes on error. On the GPU
-    /// backend, the log-barrier contact model is refused ([`PhysicsError::Unsupported`]).
+    /// backend, the log-barrier contact model is refused ([`PhysicsError::Unsupported`]), and
+    /// so is a deformable beside a dynamic or kinematic half-space, on both.
     pub fn add_deformable(
         &mut self,
         desc: DeformableDesc,
     ) -> Result<DeformableHandle, PhysicsError> {
         self.idle()?;
         self.gpu_runs_deformables(&self.config)?;
+        let b = &self.bodies;
+        if (0..b.len()).any(|i| {
+            b.kinds[i] != crate::rigid::BodyKind::Static
+                && b.colliders[i].as_ref().is_some_and(|c| c.is_unbounded())
+        }) {
+            return Err(super::bodies::moving_halfspace_error());
+        }
         let h = self.deformables.add(&desc)?;
         let i = self.deformables.index(h).expect("just added");
         if let Err(e) = self.refuse_intersecting(Side::Deformable(i)) {
