@@ -231,11 +231,14 @@ impl SurfaceContact {
         // pairs were certified against (`Pose::rotation_band`), so that they keep at least
         // the other half. Its island's step leaves the band it falls in.
         let mut separation = vec![cfg.contact_min_separation; bodies.len()];
-        for (pair, &(_, _, sep)) in self.candidates.iter().zip(&tois) {
-            for &p in self.points_of(pair).iter() {
-                if p != NO_POINT && p >= g.soft_points {
-                    let b = g.rigid_points[(p - g.soft_points) as usize].0 as usize;
-                    separation[b] = separation[b].min(sep);
+        let moving = |b: u32| geometry::moves(bodies, b as usize);
+        if g.rigid_bodies.iter().any(|&(b, _)| moving(b)) {
+            for (pair, &(_, _, sep)) in self.candidates.iter().zip(&tois) {
+                for &p in self.points_of(pair).iter() {
+                    if p != NO_POINT && p >= g.soft_points {
+                        let b = g.rigid_points[(p - g.soft_points) as usize].0 as usize;
+                        separation[b] = separation[b].min(sep);
+                    }
                 }
             }
         }
