@@ -81,8 +81,7 @@ pub struct SolverConfig {
     /// Contact of deformable surfaces with each other, themselves and rigid bodies
     /// (`pipeline::surface_contact`). Off, deformable bodies pass through everything, which
     /// saves the contact stage where nothing can meet (a hanging flag, a soft rod on its
-    /// own); the GPU backend runs deformable bodies only with it off in this version.
-    /// Default true.
+    /// own). Both backends run it. Default true.
     pub deformable_contact: bool,
     /// Contact gap δ of deformable surfaces (m): contact rows hold surfaces at least this
     /// far apart (the paper's surface separation; 1e-3 m in most of its scenes). Default
@@ -93,8 +92,9 @@ pub struct SolverConfig {
     /// exceed a few ulps of the coordinates (`ccd::min_sep_floor`: 4e-6 m at 10 m from the
     /// origin) and stay below δ. Default 1e-4 (δ/10).
     pub contact_min_separation: f32,
-    /// Penalty of a contact row as a multiple of the largest `m/h²` of its deformable
-    /// vertices (the paper's and libuipc's mass-scaled stiffness). Default 1.
+    /// Penalty of a contact row as a multiple of the largest `m/h²` of its points' masses:
+    /// a deformable vertex's, or a dynamic rigid body's scaled by `new_row_mass_ratio`
+    /// (the paper's and libuipc's mass-scaled stiffness). Default 1.
     pub contact_stiffness: f32,
     /// Decay Γ of an inactive contact row's weight per iteration. Default 0.9 (paper).
     pub contact_decay: f32,

@@ -28,7 +28,7 @@ pub struct Cli {
     /// Scene to open (any name of `avbd list`; `--list` shows the demo's order).
     #[arg(long, default_value = "pile")]
     pub scene: String,
-    /// Scene parameter override, `name=value` (repeatable), as `avbd run --param`.
+    /// Scene parameter override, `name=value` (repeatable), as `avbd run --set`.
     #[arg(long = "param", value_parser = parse_param)]
     pub params: Vec<(String, f64)>,
     /// Check mode: physics frames to step (one per rendered frame) before the screenshot.
