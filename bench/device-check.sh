@@ -30,19 +30,9 @@ run() {
 }
 
 # #20: the paper's pile at 4 iterations (goal: <= 3.5 ms of GPU solve, <= 9.8 ms a frame with
-# collision): gpu.csv, per-stage GPU and host times, bytes, dispatches, colours. With BASE,
-# the two binaries alternate, twice (the adjacency by pair since 2026-11-29 is to be
-# measured against the one by point: adjacency, colouring and primal columns).
+# collision): gpu.csv, per-stage GPU and host times, bytes, dispatches, colours.
 run "$avbd" bench --backend gpu --scene pile --pile-counts $pile4 --gpu-iterations 4 \
     --gpu-settle $settle --gpu-frames 10 --out "$out/pile-4it" > "$out/pile-4it.md"
-if [ -n "${BASE:-}" ]; then
-    for k in 1 2; do
-        run "$BASE" bench --backend gpu --scene pile --pile-counts $pile4 --gpu-iterations 4 \
-            --gpu-settle $settle --gpu-frames 10 --out "$out/base-pile-4it-$k" > "$out/base-pile-4it-$k.md"
-        run "$avbd" bench --backend gpu --scene pile --pile-counts $pile4 --gpu-iterations 4 \
-            --gpu-settle $settle --gpu-frames 10 --out "$out/pile-4it-$k" > "$out/pile-4it-$k.md"
-    done
-fi
 
 # #22: cloth_drape at 2,500 vertices (goal: <= 2 ms a frame) and squishy_balls at 140 balls,
 # 200,620 tets (<= 16 ms a frame), both with 0 intersections.

@@ -20,24 +20,17 @@ const BROKEN: u32 = 1u;
 
 var<workgroup> scan: array<u32, SCAN_WG>;
 
-// The contact ends: one per record, or where the device finds the contacts one per pair
-// (a pair's points share its bodies: a quarter of the items to place and sort, and of the
-// colouring's neighbours to visit).
-fn contact_ends() -> u32 {
-    return select(params.n_contacts, params.n_pairs, pair_items());
-}
-
 fn ends() -> u32 {
-    return contact_ends() + params.n_joints;
+    return params.n_contacts + params.n_joints;
 }
 
-// The bodies of constraint end e (contacts first, then joints); a broken joint, and a
-// pair with no point (its first record empty), act on nothing.
+// The bodies of constraint end e (contacts first, then joints); a broken joint acts on
+// nothing.
 fn end_bodies(e: u32) -> vec2<u32> {
-    if (e < contact_ends()) {
-        return contact_bodies(item_record(e));
+    if (e < params.n_contacts) {
+        return contact_bodies(e);
     }
-    let j = joints[e - contact_ends()];
+    let j = joints[e - params.n_contacts];
     if ((j.flags & BROKEN) != 0u) {
         return vec2<u32>(WORLD, WORLD);
     }
@@ -45,10 +38,10 @@ fn end_bodies(e: u32) -> vec2<u32> {
 }
 
 fn end_item(e: u32) -> u32 {
-    if (e < contact_ends()) {
+    if (e < params.n_contacts) {
         return e << 1u;
     }
-    return ((e - contact_ends()) << 1u) | 1u;
+    return ((e - params.n_contacts) << 1u) | 1u;
 }
 
 // Items sort as the CPU lists them: every contact (by index) before every joint.

@@ -433,34 +433,9 @@ fn begin_body(i: u32) {
     Fa = -(iw * it.dtheta.xyz - y.hl.xyz) * inv_h2;
 }
 
-// Adds the adjacency items first, first + stride, … of body i. Where the items are pairs
-// (the device found the contacts), the stride runs over their point slots instead, four a
-// pair, empty ones skipped: the lanes share a body's points about as evenly as when each
-// point was an item, and the list to build and sort is a quarter as long.
+// Adds the adjacency items first, first + stride, … of body i.
 fn add_items(i: u32, first: u32, stride: u32) {
-    let start = adj_offsets[i];
-    let end = adj_offsets[i + 1u];
-    if (params.n_pairs > 0u) {
-        for (var s = first; s < 4u * (end - start); s += stride) {
-            let item = adj_items[start + s / 4u];
-            let idx = item >> 1u;
-            if ((item & 1u) != 0u) {
-                // A joint: once, at its first slot.
-                if (JOINTS && s % 4u == 0u) {
-                    add_joint(i, idx);
-                }
-                continue;
-            }
-            // Slots rotated by the item's place, so that no lane always takes the first
-            // slot (always full) or the last (often empty).
-            let c = load_contact(4u * idx + (s + s / 4u) % 4u);
-            if (c.body_a != WORLD) {
-                add_contact(i, c);
-            }
-        }
-        return;
-    }
-    for (var a = start + first; a < end; a += stride) {
+    for (var a = adj_offsets[i] + first; a < adj_offsets[i + 1u]; a += stride) {
         let item = adj_items[a];
         let idx = item >> 1u;
         if ((item & 1u) != 0u) {

@@ -122,7 +122,7 @@ fn other_body(item: u32, me: u32) -> u32 {
         a = joints[idx].body_a;
         b = joints[idx].body_b;
     } else {
-        let ab = contact_bodies(item_record(idx));
+        let ab = contact_bodies(idx);
         a = ab.x;
         b = ab.y;
     }

@@ -23,9 +23,7 @@ struct JointHead {
 @group(0) @binding(0) var<uniform> params: Params;
 @group(0) @binding(1) var<storage, read> contacts: array<ContactHead>;
 @group(0) @binding(2) var<storage, read> joints: array<JointHead>;
-// adj_offsets[i]..adj_offsets[i + 1]: the items of body i, `(index << 1) | is_joint`; a
-// contact item's index is a contact record's, or where the device finds the contacts
-// (params.n_pairs > 0), a pair's, whose points are records 4·pair onward (`pair_record`).
+// adj_offsets[i]..adj_offsets[i + 1]: the items of body i, `(index << 1) | is_joint`.
 @group(0) @binding(3) var<storage, read_write> adj_offsets: array<u32>;
 @group(0) @binding(4) var<storage, read_write> adj_items: array<u32>;
 @group(0) @binding(5) var<storage, read> body_flags: array<u32>;
@@ -50,17 +48,6 @@ fn contact_bodies(i: u32) -> vec2<u32> {
         case 6u: { return vec2<u32>(contacts6[j].body_a, contacts6[j].body_b); }
         default: { return vec2<u32>(contacts7[j].body_a, contacts7[j].body_b); }
     }
-}
-
-// Contact items are pairs: the device's narrow phase wrote each pair's points into records
-// 4i..4i + 4, the empty slots last.
-fn pair_items() -> bool {
-    return params.n_pairs > 0u;
-}
-
-// The first contact record of contact item index `i`.
-fn item_record(i: u32) -> u32 {
-    return select(i, 4u * i, pair_items());
 }
 
 // Whether body b is solved this step (dynamic, not frozen): `body_flags` bit 0.

@@ -215,12 +215,7 @@ impl GpuSolver {
             });
             pass.set_bind_group(0, coloring_group, &[]);
             // The adjacency of this step's contacts and joints, then the colouring over it.
-            // One end per pair where the device found the contacts (`adjacency.wgsl`).
-            let contact_ends = match device_narrow {
-                true => n_pairs,
-                false => n_contacts,
-            };
-            let (ex, ey) = grid(groups(contact_ends + n_joints).max(1), self.max_groups);
+            let (ex, ey) = grid(groups(n_contacts + n_joints).max(1), self.max_groups);
             let blocks = (n as u32).div_ceil(ADJ_SCAN_BLOCK).max(1);
             for (pipeline, (x, y)) in [
                 (&p.adj_clear, (all, 1)),

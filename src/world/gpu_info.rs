@@ -233,9 +233,7 @@ impl PhysicsWorld {
     }
 
     /// The adjacency the CPU backend builds (`(offsets, items)`, every body) from the last
-    /// step's contacts and the joints unbroken now, e.g. to check the GPU's. Where the
-    /// device found the contacts, its contact items are pairs (pair `i`'s points are
-    /// records `4i..4i + 4`): each body's run of one pair's points is one item.
+    /// step's contacts and the joints unbroken now, e.g. to check the GPU's.
     pub fn cpu_adjacency(&self) -> crate::gpu::CsrLists {
         let mut adj = crate::pipeline::coloring::Adjacency::default();
         crate::pipeline::coloring::build_adjacency(
@@ -245,26 +243,7 @@ impl PhysicsWorld {
             &mut adj,
             &mut Vec::new(),
         );
-        let by_pair = self.gpu.is_some() && self.collision.device.active();
-        if !by_pair {
-            return (adj.offsets, adj.items);
-        }
-        let mut offsets = vec![0u32];
-        let mut items = Vec::with_capacity(adj.items.len() / 4);
-        for list in adj.offsets.windows(2) {
-            let start = items.len();
-            for &item in &adj.items[list[0] as usize..list[1] as usize] {
-                let item = match item & 1 {
-                    0 => (item >> 3) << 1,
-                    _ => item,
-                };
-                if items.len() == start || items.last() != Some(&item) {
-                    items.push(item);
-                }
-            }
-            offsets.push(items.len() as u32);
-        }
-        (offsets, items)
+        (adj.offsets, adj.items)
     }
 
     /// Solver indices of the two bodies of every contact of the last step and every
