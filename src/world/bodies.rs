@@ -13,9 +13,7 @@ impl PhysicsWorld {
     pub fn add_body(&mut self, desc: BodyDesc) -> Result<BodyHandle, PhysicsError> {
         self.idle()?;
         let mut mass = desc.validate()?;
-        let moving_halfspace = desc.kind != crate::rigid::BodyKind::Static
-            && desc.collider.as_ref().is_some_and(|c| c.is_unbounded());
-        if moving_halfspace && !self.deformables.is_empty() {
+        if moving_halfspace(desc.kind, desc.collider.as_ref()) && !self.deformables.is_empty() {
             return Err(moving_halfspace_error());
         }
         if let Some(c) = &desc.collider {
@@ -250,6 +248,14 @@ impl PhysicsWorld {
         self.bodies.touch(i);
         Ok(())
     }
+}
+
+/// Whether a body of `kind` with `collider` is a dynamic or kinematic half-space.
+pub(super) fn moving_halfspace(
+    kind: crate::rigid::BodyKind,
+    collider: Option<&crate::rigid::collider::Collider>,
+) -> bool {
+    kind != crate::rigid::BodyKind::Static && collider.is_some_and(|c| c.is_unbounded())
 }
 
 /// A dynamic or kinematic half-space beside deformable bodies: their contact certifies a

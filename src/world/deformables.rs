@@ -149,10 +149,9 @@ impl PhysicsWorld {
         self.idle()?;
         self.gpu_runs_deformables(&self.config)?;
         let b = &self.bodies;
-        if (0..b.len()).any(|i| {
-            b.kinds[i] != crate::rigid::BodyKind::Static
-                && b.colliders[i].as_ref().is_some_and(|c| c.is_unbounded())
-        }) {
+        if (0..b.len())
+            .any(|i| super::bodies::moving_halfspace(b.kinds[i], b.colliders[i].as_ref()))
+        {
             return Err(super::bodies::moving_halfspace_error());
         }
         let h = self.deformables.add(&desc)?;
