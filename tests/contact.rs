@@ -289,7 +289,7 @@ fn final_bits(name: &str, frames: u32, threads: usize) -> Vec<u32> {
     })
 }
 
-/// Same input, same bits: repeated runs and 1 or 2 threads, with self-contact (cloth),
+/// Same input, same bits: repeated runs and 1, 2 or 8 threads, with self-contact (cloth),
 /// soft–soft stacks and two-way rigid coupling.
 #[test]
 fn contact_runs_are_bit_identical_across_threads_and_repeats() {
@@ -297,9 +297,13 @@ fn contact_runs_are_bit_identical_across_threads_and_repeats() {
         let one = final_bits(scene, frames, 1);
         let two = final_bits(scene, frames, 2);
         let again = final_bits(scene, frames, 2);
+        // More threads than cores: rayon splits the parallel loops into more and other
+        // chunks (and `build_adjacency` fills its lists in ranges from 4 threads on).
+        let eight = final_bits(scene, frames, 8);
         assert!(!one.is_empty());
         assert_eq!(one, two, "{scene}: 1 vs 2 threads");
         assert_eq!(two, again, "{scene}: repeated run");
+        assert_eq!(one, eight, "{scene}: 1 vs 8 threads");
     }
 }
 

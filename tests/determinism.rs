@@ -31,14 +31,18 @@ fn final_state(name: &str, frames: u32, threads: usize) -> Vec<u32> {
 }
 
 /// Pyramid (many colours, parallel primal and dual) and the pile smashed by a sphere
-/// (contacts appearing and vanishing): bit-identical with 1 and 2 threads and when rerun.
+/// (contacts appearing and vanishing): bit-identical with 1, 2 and 8 threads and when rerun.
 #[test]
 fn runs_are_bit_identical_across_threads_and_repeats() {
     for (scene, frames) in [("pyramid", 120), ("pile", 90), ("breakable_wall", 60)] {
         let one = final_state(scene, frames, 1);
         let two = final_state(scene, frames, 2);
         let again = final_state(scene, frames, 2);
+        // More threads than cores: rayon splits the parallel loops into more and other
+        // chunks (and `build_adjacency` fills its lists in ranges from 4 threads on).
+        let eight = final_state(scene, frames, 8);
         assert_eq!(one, two, "{scene}: 1 vs 2 threads");
         assert_eq!(two, again, "{scene}: repeated run");
+        assert_eq!(one, eight, "{scene}: 1 vs 8 threads");
     }
 }
