@@ -139,6 +139,7 @@ pub mod broad;
 mod buffers;
 pub mod ccd;
 mod device;
+mod finish;
 pub mod narrow;
 mod pipelines;
 mod readback;

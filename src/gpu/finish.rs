@@ -1,0 +1,361 @@
+//! The end of a step on the device: waiting for its readback, deciding whether it runs
+//! again (colours, rows or pairs past what was recorded; a deformable frame whose iterate
+//! left its cages), and unpacking the results into the CPU's records.
+
+use super::buffers::*;
+use super::step::{InFlight, Stage};
+use super::*;
+use crate::rigid::joint::flags;
+
+impl GpuSolver {
+    /// Whether a step was submitted and not yet finished.
+    pub fn in_flight(&self) -> bool {
+        self.pending.is_some()
+    }
+
+    /// Waits for the step begun by [`Self::submit`] and reads the poses, velocities and
+    /// joint states back into `bodies` and `joints` (and, when the device found the
+    /// contacts, each pair's point count and the narrow phase's status into `pairs`, and
+    /// the constraint ends of the islands into `s.adjacency`); bodies whose result was not
+    /// finite are frozen and listed in `report`; with deformable bodies (`soft`), their
+    /// displacements into `s.vertices` and their attachments' multipliers. `cfg`, `bodies`,
+    /// `joints`, `s`, `pairs` and `soft` must be those the step was submitted with: a step
+    /// whose colouring needs more dispatches than were recorded is submitted again from
+    /// them.
+    #[allow(clippy::too_many_arguments)]
+    pub fn finish(
+        &mut self,
+        cfg: &SolverConfig,
+        bodies: &mut BodySet,
+        joints: &mut JointSet,
+        s: &mut SolverData,
+        pairs: &mut DevicePairs,
+        report: &mut StepReport,
+        mut soft: Option<(
+            &crate::deformable::DeformableSet,
+            &mut crate::deformable::AttachmentSet,
+        )>,
+    ) -> Result<(), GpuError> {
+        loop {
+            let Some(flight) = self.pending.take() else {
+                return Err(GpuError::Step("no step in flight".into()));
+            };
+            let InFlight {
+                shape,
+                staging: k,
+                read_bytes,
+                ts_bytes,
+                stages,
+                mapped,
+                mut host,
+            } = flight;
+            let [body_out_len, status_len, broken_len, total_len, narrow_len] = shape.lens;
+            let t_wait = std::time::Instant::now();
+            let staging = self.staging[k].buffer.clone();
+            let slice = staging.slice(0..read_bytes);
+            self.device
+                .poll(wgpu::PollType::wait_indefinitely())
+                .map_err(|e| GpuError::Readback(e.to_string()))?;
+            // The wait runs the map callback.
+            mapped
+                .get()
+                .ok_or_else(|| GpuError::Readback("the readback map did not complete".into()))?
+                .clone()
+                .map_err(|e| GpuError::Readback(e.to_string()))?;
+            host.wait_ms += elapsed_ms(t_wait);
+            let t_unpack = std::time::Instant::now();
+            let mut resize = false;
+            // The deformables' contact stage asks for a run again, once a frame, when an
+            // iterate left its cages (the CPU runs the broad phase again mid-step; here the
+            // run again's cages hold the first run's final iterate too) or its rows ran out
+            // of room; the rows the first run made then start the run again in the active
+            // set and the coarse operators. Rows made during a run need none: as on the
+            // CPU, they shorten the coarse steps by their stiffness (coarse.wgsl `coarse_solve`).
+            let outcome = match (self.soft_active, self.soft.as_mut()) {
+                (true, Some(step)) => step.contact_outcome()?,
+                _ => Default::default(),
+            };
+            let made = outcome.made;
+            // At most two runs again; the second only for a run again that left its cages.
+            let contact = &s.vertices.contact;
+            let seed = match (contact.seeded, contact.cross_cages) {
+                (false, _) => outcome.escaped || outcome.overflow,
+                (true, false) => outcome.escaped,
+                (true, true) => false,
+            };
+            if outcome.overflow {
+                self.soft.as_mut().expect("uploaded").grow_rows();
+            }
+            let rerun = {
+                let data = slice
+                    .get_mapped_range()
+                    .map_err(|e| GpuError::Readback(format!("{e:?}")))?;
+                let (body_out, rest) = data.split_at(body_out_len);
+                let (status, rest) = rest.split_at(status_len);
+                let (broken, rest) = rest.split_at(broken_len);
+                let (total, rest) = rest.split_at(total_len);
+                let (narrow, rest) = rest.split_at(narrow_len);
+                let (r, rest) = rest.split_at(RANGES_BYTES as usize);
+                let r: Vec<u32> = bytemuck::pod_collect_to_vec(r);
+                let colors = r[2 * SLOTS as usize];
+                let (out_of_rounds, rounds_used) =
+                    (r[2 * SLOTS as usize + 1], r[2 * SLOTS as usize + 2]);
+                // Colours before the re-greedy pass, which skipped if it had too few classes.
+                let top = r[2 * SLOTS as usize + 4];
+                let serial = r[2 * SERIAL_SLOT as usize + 1];
+                let found = match shape.device_narrow {
+                    true => bytemuck::pod_read_unaligned::<u32>(total) as usize,
+                    false => 0,
+                };
+                if found > shape.n_pairs {
+                    // The broad phase found more pairs than the list holds: grow it.
+                    self.pair_capacity = (found + found / 4 + 64) as u32;
+                    resize = true;
+                    true
+                } else if seed || outcome.overflow {
+                    true
+                } else if out_of_rounds > 0 && self.rounds < JPL_ROUNDS {
+                    // Fewer rounds than a step may use left bodies uncoloured: run again
+                    // with all of them, so the colouring is the one they give.
+                    self.rounds = JPL_ROUNDS;
+                    true
+                } else if self.regreedy && top > self.class_capacity {
+                    self.class_capacity = top;
+                    true
+                } else if colors > self.color_capacity || serial > self.serial_capacity {
+                    self.color_capacity = self.color_capacity.max(colors);
+                    // (0 stays 0: `next_power_of_two` of 0 is 1, a serial dispatch per sweep.)
+                    let serial = if serial == 0 {
+                        0
+                    } else {
+                        serial.next_power_of_two()
+                    };
+                    self.serial_capacity = self.serial_capacity.max(serial);
+                    true
+                } else {
+                    // The narrow phase's status: deepest penetration, points, touching
+                    // pairs, islands anchored nowhere (whose momentum the device restored,
+                    // `momentum.wgsl`, into the velocities read back).
+                    let narrow_status: [u32; 4] = match shape.device_narrow {
+                        true => bytemuck::pod_read_unaligned(narrow),
+                        false => [0; 4],
+                    };
+                    // The CPU's copy is the device's again (what the CPU writes from here
+                    // on is recorded in `bodies.edits`). The previous velocities are not
+                    // read back: `end_bodies` moved each solved body's velocity at the
+                    // step's start, which the CPU's copy holds (no edit while a step is in
+                    // flight), into them, and zeroed both for a body whose result was not
+                    // finite (below).
+                    let frozen = self.frozen_bodies(status, shape.n)?;
+                    end_previous_velocities(bodies, &self.flags);
+                    unpack_bodies(body_out, &mut bodies.poses, &mut bodies.velocities);
+                    for i in frozen {
+                        bodies.prev_velocities[i] = Default::default();
+                        bodies.frozen[i] = true;
+                        bodies.relayout();
+                        report.frozen.push(bodies.handles[i]);
+                    }
+                    // The device tested the joints at the step's final poses and
+                    // multipliers (`dual::fracture` on the CPU).
+                    let broken: &[u32] = bytemuck::cast_slice(broken);
+                    for (i, _) in broken.iter().enumerate().filter(|(_, b)| **b != 0) {
+                        joints.records[i].flags |= flags::BROKEN;
+                        report.broken.push(joints.handles[i]);
+                        joints.breaks += 1;
+                    }
+                    if shape.device_narrow {
+                        let [deepest, points, touching, isolated] = narrow_status;
+                        pairs.candidates = found as u32;
+                        pairs.max_penetration = f32::from_bits(deepest);
+                        pairs.points = points;
+                        pairs.touching = touching;
+                        pairs.isolated = isolated;
+                    }
+                    self.last_serial = serial;
+                    self.last_colors = colors;
+                    self.last_rounds = self.rounds;
+                    self.color_peak = self.color_peak.max(colors);
+                    self.color_window += 1;
+                    if self.color_window == COLOR_WINDOW {
+                        self.color_capacity = self.color_peak.max(1);
+                        (self.color_peak, self.color_window) = (0, 0);
+                    }
+                    self.regreedy = rounds_used > 0;
+                    self.rounds = self
+                        .pinned_rounds
+                        .unwrap_or((2 * rounds_used).clamp(MIN_ROUNDS, JPL_ROUNDS));
+                    self.last_palette = shape.palette;
+                    self.last_timings = match (&self.timestamps, shape.timed) {
+                        (Some(t), true) => {
+                            Self::timings_from(&rest[..ts_bytes as usize], t.period_ns, &stages)
+                        }
+                        // Not timed: no adapter support, or more passes than one query set.
+                        _ => GpuTimings::default(),
+                    };
+                    false
+                }
+            };
+            staging.unmap();
+            host.unpack_ms += elapsed_ms(t_unpack);
+            if !rerun {
+                self.counts = (shape.n, shape.n_contacts, shape.n_joints);
+                // The next step warm-starts its joints from this one's row states.
+                self.joint_carry = shape.n_joints > 0;
+                self.last_pairs = match shape.device_narrow {
+                    true => pairs.candidates,
+                    false => 0,
+                };
+                // What this step's contacts carry is now the state the next step reads.
+                self.carried_side = 1 - self.carried_side;
+                self.last_timings.host = host;
+                if let (true, Some((set, attachments))) = (self.soft_active, soft.as_mut()) {
+                    let step = self.soft.as_mut().expect("uploaded");
+                    step.finish(cfg, set, bodies, &mut s.vertices, attachments)?;
+                    s.vertices.contact.seeded = false;
+                    s.vertices.contact.cross_cages = false;
+                }
+                return Ok(());
+            }
+            if seed && let Some((set, attachments)) = soft.as_ref() {
+                // The frame's contact set-up again, with the rows made in.
+                let contact = &mut s.vertices.contact;
+                contact.cross_cages = contact.seeded;
+                contact.seeded = true;
+                contact.seed_rows(cfg, set, bodies, &made);
+                contact.reached = outcome
+                    .reached
+                    .iter()
+                    .zip(&set.positions)
+                    .map(|(d, x)| *x + *d)
+                    .collect();
+                crate::pipeline::vbd::begin_contact_and_coarse(
+                    cfg,
+                    set,
+                    attachments,
+                    bodies,
+                    &s.iterate,
+                    &mut s.vertices,
+                );
+            }
+            if self.soft_active {
+                self.soft.as_mut().expect("uploaded").discard();
+            }
+            let soft_in = soft
+                .as_ref()
+                .map(|(set, attachments)| DeformableStep { set, attachments });
+            // The end-of-step kernel overwrote the start state: upload it again.
+            self.state_stale = true;
+            if self.slot_count < SLOTS + self.serial_capacity as u64 {
+                let count = SLOTS + self.serial_capacity as u64;
+                (self.slots, self.slot_group) =
+                    Self::make_slots(&self.device, &self.queue, &self.slot_layout, count);
+                self.slot_count = count;
+                self.reallocations += 1;
+            }
+            if resize {
+                let t = std::time::Instant::now();
+                self.size_and_launch(cfg, bodies, joints, s, pairs, soft_in, host, t)?;
+            } else {
+                self.launch(cfg, bodies, joints, s, pairs, soft_in, shape, host)?;
+            }
+        }
+    }
+
+    /// The stage times of a step from its timestamps (a begin and an end tick per pass,
+    /// the passes' stages in `stages`).
+    pub(super) fn timings_from(bytes: &[u8], period_ns: f32, stages: &[Stage]) -> GpuTimings {
+        let ticks: Vec<u64> = bytemuck::pod_collect_to_vec(bytes);
+        let ms = |a: u64, b: u64| b.saturating_sub(a) as f64 * period_ns as f64 * 1e-6;
+        let mut timings = GpuTimings {
+            supported: true,
+            span_ms: ms(ticks[0], ticks[ticks.len() - 1]),
+            ..Default::default()
+        };
+        for (stage, t) in stages.iter().zip(ticks.chunks_exact(2)) {
+            *match stage {
+                Stage::BroadPhase => &mut timings.broad_phase_ms,
+                Stage::Integration => &mut timings.integration_ms,
+                Stage::WarmStart => &mut timings.warm_start_ms,
+                Stage::Adjacency => &mut timings.adjacency_ms,
+                Stage::Coloring => &mut timings.coloring_ms,
+                Stage::Primal => &mut timings.primal_ms,
+                Stage::Dual => &mut timings.dual_ms,
+                Stage::Deformable => &mut timings.deformable_ms,
+                Stage::DeformableContact => &mut timings.deformable_contact_ms,
+            } += ms(t[0], t[1]);
+        }
+        timings
+    }
+}
+
+/// Unpacks `end_bodies`' results (`BODY_OUT`) into the CPU's records, whose padding the
+/// device's records hold zero too.
+fn unpack_bodies(packed: &[u8], poses: &mut [PoseRecord], velocities: &mut [VelocityRecord]) {
+    use rayon::prelude::*;
+    poses
+        .par_iter_mut()
+        .zip(velocities.par_iter_mut())
+        .zip(packed.par_chunks_exact(BODY_OUT_WORDS * 4))
+        .with_min_len(4096)
+        .for_each(|((pose, vel), bytes)| {
+            let w: [f32; BODY_OUT_WORDS] = bytemuck::pod_read_unaligned(bytes);
+            pose.position = [w[0], w[1], w[2], 0.0];
+            pose.rotation = [w[3], w[4], w[5], w[6]];
+            vel.linear = [w[7], w[8], w[9], 0.0];
+            vel.angular = [w[10], w[11], w[12], 0.0];
+        });
+}
+
+impl GpuSolver {
+    /// The bodies whose result the last step found not finite, in index order: the list
+    /// `end_bodies` made (`list`: the count, then the bodies), or where more froze than it
+    /// holds, the per-body flags that follow it (a blocking read).
+    fn frozen_bodies(&mut self, list: &[u8], n: usize) -> Result<Vec<usize>, GpuError> {
+        let words: Vec<u32> = bytemuck::pod_collect_to_vec(list);
+        let count = words[0] as usize;
+        let mut frozen: Vec<usize> = if count <= FROZEN_ROOM {
+            words[1..=count].iter().map(|&i| i as usize).collect()
+        } else {
+            let flags = self.read(STATUS, FROZEN_LIST_BYTES as u64, 4 * n as u64)?;
+            self.last_traffic.download_bytes += 4 * n as u64;
+            bytemuck::pod_collect_to_vec::<u8, u32>(&flags)
+                .iter()
+                .enumerate()
+                .filter(|(_, f)| **f != 0)
+                .map(|(i, _)| i)
+                .collect()
+        };
+        frozen.sort_unstable();
+        Ok(frozen)
+    }
+}
+
+/// What `end_bodies` (integration.wgsl) does to the previous velocities of the bodies it
+/// ends with a finite result, on the CPU's copy: each solved body's velocity at the step's
+/// start becomes its previous one (before the device's new velocities are copied in);
+/// kinematic, static and frozen bodies keep theirs. Bit for bit the device's, so the
+/// previous velocities need not come back.
+fn end_previous_velocities(bodies: &mut crate::rigid::BodySet, flags: &[u32]) {
+    use rayon::prelude::*;
+    bodies
+        .prev_velocities
+        .par_iter_mut()
+        .zip(bodies.velocities.par_iter())
+        .zip(flags.par_iter())
+        .with_min_len(4096)
+        .filter(|(_, f)| **f & FLAG_SOLVED != 0)
+        .for_each(|((prev, v), _)| *prev = *v);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The readback's layout is written twice, in `integration.wgsl` and here.
+    #[test]
+    fn the_shader_packs_the_readback_as_the_host_unpacks_it() {
+        let shader = super::super::pipelines::INTEGRATION_SHADER;
+        assert!(shader.contains(&format!("const FROZEN_ROOM: u32 = {FROZEN_ROOM}u;")));
+        assert!(shader.contains(&format!("const BODY_OUT_WORDS: u32 = {BODY_OUT_WORDS}u;")));
+    }
+}
