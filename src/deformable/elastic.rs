@@ -206,8 +206,30 @@ impl TriRecord {
         inv_h: f32,
     ) -> [Vec3; 3] {
         // The membrane's force is not of the stress form (J's gradient is per vertex):
-        // its blocks' forces, which are exact.
-        [0, 1, 2].map(|a| self.vertex_block(mat, a, x, start, inv_h).f)
+        // each vertex's is its block's force (`vertex_block`, the same operations in the
+        // same order, so the same bits), with what the three share computed once and no
+        // Hessian.
+        let f = self.deformation(x);
+        let xv = x.map(Vec3::from);
+        let n = (xv[1] - xv[0]).cross(xv[2] - xv[0]);
+        let len = n.length();
+        let edot = (mat.viscosity > 0.0).then(|| viscous_rate(&f, &self.deformation(start), inv_h));
+        [0, 1, 2].map(|a| {
+            let m = self.grad(a);
+            let mut force = -(mat.mu * (f * m));
+            if len > 0.0 {
+                let nh = n / len;
+                let j = len / (2.0 * self.area);
+                let d = xv[(a + 2) % 3] - xv[(a + 1) % 3];
+                let gj = nh.cross(d) / (2.0 * self.area);
+                force -= mat.lambda * (j - mat.alpha) * gj;
+            }
+            force *= self.area;
+            if let Some(edot) = edot {
+                force += viscous_force(&f, &edot, m, self.area * mat.viscosity);
+            }
+            force
+        })
     }
 }
 
@@ -229,13 +251,25 @@ impl HingeRecord {
 /// Generic over the 3×3 (tet) and the 3×2 (membrane, third column zero) cases.
 #[inline]
 fn viscous(f: &Mat3, ft: &Mat3, m: Vec3, c: f32, inv_h: f32) -> (Vec3, Mat3) {
-    let ft_f = f.transpose() * *f;
-    let ct = ft.transpose() * *ft;
-    let edot = (ft_f - ct) * (0.5 * inv_h);
+    let edot = viscous_rate(f, ft, inv_h);
     let fm = *f * m;
-    let force = -2.0 * c * (*f * (edot * m));
+    let force = viscous_force(f, &edot, m, c);
     let h = (*f * f.transpose() * m.length_squared() + outer(fm, fm)) * (c * inv_h);
     (force, h)
+}
+
+/// `Ė = (FᵀF − FₜᵀFₜ)/(2h)` of [`viscous`].
+#[inline]
+fn viscous_rate(f: &Mat3, ft: &Mat3, inv_h: f32) -> Mat3 {
+    let ft_f = f.transpose() * *f;
+    let ct = ft.transpose() * *ft;
+    (ft_f - ct) * (0.5 * inv_h)
+}
+
+/// The force `−2c F Ė m` of [`viscous`].
+#[inline]
+fn viscous_force(f: &Mat3, edot: &Mat3, m: Vec3, c: f32) -> Vec3 {
+    -2.0 * c * (*f * (*edot * m))
 }
 
 impl TriRecord {
@@ -336,25 +370,91 @@ impl TriRecord {
 /// is degenerate.
 #[inline]
 pub fn dihedral(x: &[Vec3; 4]) -> Option<(f32, [Vec3; 4])> {
-    let e = x[1] - x[0];
-    let na = e.cross(x[2] - x[0]);
-    let nb = (x[3] - x[0]).cross(e);
-    let (la2, lb2, le2) = (na.length_squared(), nb.length_squared(), e.length_squared());
-    if la2 <= 0.0 || lb2 <= 0.0 || le2 <= 0.0 {
-        return None;
-    }
-    let le = le2.sqrt();
-    let theta = crate::math::atan2(na.cross(nb).dot(e) / le, na.dot(nb));
-    // The opposite vertices move θ along their triangle's normal over their height.
-    let g2 = na * (-le / la2);
-    let g3 = nb * (-le / lb2);
-    // Edge vertices: by translation and rotation invariance, from where the opposite
-    // vertices project onto the edge (s = 0 at x₀, 1 at x₁).
-    let sa = (x[2] - x[0]).dot(e) / le2;
-    let sb = (x[3] - x[0]).dot(e) / le2;
+    let h = Hinge::new(x)?;
+    let (g2, g3) = (h.opposite_a(), h.opposite_b());
+    let (sa, sb) = h.projections(x);
     let g0 = g2 * (sa - 1.0) + g3 * (sb - 1.0);
     let g1 = g2 * (-sa) + g3 * (-sb);
-    Some((theta, [g0, g1, g2, g3]))
+    Some((h.theta, [g0, g1, g2, g3]))
+}
+
+/// [`dihedral`]'s angle and the gradient at vertex `a` alone (the same bits; a vertex
+/// solve needs one of the four).
+#[inline]
+pub fn dihedral_at(x: &[Vec3; 4], a: usize) -> Option<(f32, Vec3)> {
+    let h = Hinge::new(x)?;
+    let g = match a {
+        2 => h.opposite_a(),
+        3 => h.opposite_b(),
+        _ => {
+            let (g2, g3) = (h.opposite_a(), h.opposite_b());
+            let (sa, sb) = h.projections(x);
+            match a {
+                0 => g2 * (sa - 1.0) + g3 * (sb - 1.0),
+                _ => g2 * (-sa) + g3 * (-sb),
+            }
+        }
+    };
+    Some((h.theta, g))
+}
+
+/// What [`dihedral`] and [`dihedral_at`] share: the edge, the two triangles' normals (not
+/// unit) and the angle.
+struct Hinge {
+    e: Vec3,
+    na: Vec3,
+    nb: Vec3,
+    la2: f32,
+    lb2: f32,
+    le2: f32,
+    le: f32,
+    theta: f32,
+}
+
+impl Hinge {
+    #[inline]
+    fn new(x: &[Vec3; 4]) -> Option<Hinge> {
+        let e = x[1] - x[0];
+        let na = e.cross(x[2] - x[0]);
+        let nb = (x[3] - x[0]).cross(e);
+        let (la2, lb2, le2) = (na.length_squared(), nb.length_squared(), e.length_squared());
+        if la2 <= 0.0 || lb2 <= 0.0 || le2 <= 0.0 {
+            return None;
+        }
+        let le = le2.sqrt();
+        let theta = crate::math::atan2(na.cross(nb).dot(e) / le, na.dot(nb));
+        Some(Hinge {
+            e,
+            na,
+            nb,
+            la2,
+            lb2,
+            le2,
+            le,
+            theta,
+        })
+    }
+
+    /// The opposite vertices move θ along their triangle's normal over their height.
+    #[inline]
+    fn opposite_a(&self) -> Vec3 {
+        self.na * (-self.le / self.la2)
+    }
+
+    #[inline]
+    fn opposite_b(&self) -> Vec3 {
+        self.nb * (-self.le / self.lb2)
+    }
+
+    /// Edge vertices: by translation and rotation invariance, from where the opposite
+    /// vertices project onto the edge (s = 0 at x₀, 1 at x₁).
+    #[inline]
+    fn projections(&self, x: &[Vec3; 4]) -> (f32, f32) {
+        (
+            (x[2] - x[0]).dot(self.e) / self.le2,
+            (x[3] - x[0]).dot(self.e) / self.le2,
+        )
+    }
 }
 
 impl HingeRecord {
@@ -383,11 +483,10 @@ impl HingeRecord {
 
     #[inline]
     pub fn vertex_block(&self, mat: &MaterialRecord, a: usize, x: &[Vec3A; 4]) -> Block {
-        let Some((theta, grad)) = dihedral(&x.map(Vec3::from)) else {
+        let Some((theta, g)) = dihedral_at(&x.map(Vec3::from), a) else {
             return Block::default();
         };
         let k = mat.bending * self.weight;
-        let g = grad[a];
         Block {
             f: g * (-k * wrap(theta - self.rest_angle)),
             h: outer(g, g * k),
@@ -415,6 +514,43 @@ mod tests {
 
     fn rnd(r: &mut Lcg) -> Vec3 {
         Vec3::new(r.signed(), r.signed(), r.signed())
+    }
+
+    /// The shortcuts give the bits of the full computations: one vertex's hinge gradient
+    /// (`dihedral_at`) and the membrane's three forces at once (`TriRecord::forces`, with
+    /// and without viscosity), against `dihedral` and `vertex_block` on random elements.
+    #[test]
+    fn shortcuts_match_the_full_computations_bit_for_bit() {
+        let mut r = Lcg(11);
+        for _ in 0..2000 {
+            let x = [rnd(&mut r), rnd(&mut r), rnd(&mut r), rnd(&mut r)];
+            let full = dihedral(&x);
+            for a in 0..4 {
+                let one = dihedral_at(&x, a);
+                assert_eq!(one, full.map(|(t, g)| (t, g[a])));
+            }
+            let rest = [rnd(&mut r), rnd(&mut r), rnd(&mut r)];
+            let tri = TriRecord::new([0, 1, 2], rest, 0);
+            let at = [x[0], x[1], x[2]].map(Vec3A::from);
+            let start = [x[1], x[2], x[3]].map(Vec3A::from);
+            for viscosity in [0.0, 0.3] {
+                let mat = MaterialRecord {
+                    mu: 2.0,
+                    lambda: 5.0,
+                    alpha: 1.2,
+                    viscosity,
+                    ..Default::default()
+                };
+                let forces = tri.forces(&mat, &at, &start, 60.0);
+                for a in 0..3 {
+                    let block = tri.vertex_block(&mat, a, &at, &start, 60.0);
+                    assert_eq!(
+                        forces[a].to_array().map(f32::to_bits),
+                        block.f.to_array().map(f32::to_bits)
+                    );
+                }
+            }
+        }
     }
 
     /// The membrane and hinge blocks against central differences of their energies, in
