@@ -38,8 +38,9 @@ fn runs_are_bit_identical_across_threads_and_repeats() {
         let one = final_state(scene, frames, 1);
         let two = final_state(scene, frames, 2);
         let again = final_state(scene, frames, 2);
-        // More threads than cores: rayon splits the parallel loops into more and other
-        // chunks (and `build_adjacency` fills its lists in ranges from 4 threads on).
+        // 8 threads (more than the 2-core CI machine has): rayon splits the parallel
+        // loops into other chunks, and `build_adjacency` fills its lists in ranges from 4
+        // threads on.
         let eight = final_state(scene, frames, 8);
         assert_eq!(one, two, "{scene}: 1 vs 2 threads");
         assert_eq!(two, again, "{scene}: repeated run");

@@ -163,7 +163,8 @@ fn gpu_deformables_are_deterministic() {
         let Some(a) = positions(name) else {
             return;
         };
-        // The second run on one host thread (the host's packing runs on rayon).
+        // The second run on one host thread: the host's share (the coarse operators'
+        // assembly in fixed chunks, the upload's packing) runs on rayon.
         let one = rayon::ThreadPoolBuilder::new()
             .num_threads(1)
             .build()

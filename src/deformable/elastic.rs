@@ -378,15 +378,15 @@ pub fn dihedral(x: &[Vec3; 4]) -> Option<(f32, [Vec3; 4])> {
     Some((h.theta, [g0, g1, g2, g3]))
 }
 
-/// [`dihedral`]'s angle and the gradient at vertex `a` alone (the same bits; a vertex
-/// solve needs one of the four).
+/// [`dihedral`]'s angle and the gradient at vertex `a` (0–3) alone (the same bits; a
+/// vertex solve needs one of the four).
 #[inline]
-pub fn dihedral_at(x: &[Vec3; 4], a: usize) -> Option<(f32, Vec3)> {
+pub(crate) fn dihedral_at(x: &[Vec3; 4], a: usize) -> Option<(f32, Vec3)> {
     let h = Hinge::new(x)?;
     let g = match a {
         2 => h.opposite_a(),
         3 => h.opposite_b(),
-        _ => {
+        0 | 1 => {
             let (g2, g3) = (h.opposite_a(), h.opposite_b());
             let (sa, sb) = h.projections(x);
             match a {
@@ -394,6 +394,7 @@ pub fn dihedral_at(x: &[Vec3; 4], a: usize) -> Option<(f32, Vec3)> {
                 _ => g2 * (-sa) + g3 * (-sb),
             }
         }
+        _ => unreachable!("a hinge has four vertices"),
     };
     Some((h.theta, g))
 }
@@ -516,18 +517,59 @@ mod tests {
         Vec3::new(r.signed(), r.signed(), r.signed())
     }
 
-    /// The shortcuts give the bits of the full computations: one vertex's hinge gradient
-    /// (`dihedral_at`) and the membrane's three forces at once (`TriRecord::forces`, with
-    /// and without viscosity), against `dihedral` and `vertex_block` on random elements.
+    /// The dihedral angle and gradient as computed before `Hinge` was shared by
+    /// `dihedral` and `dihedral_at` (a frozen copy: the reference of the test below).
+    fn dihedral_reference(x: &[Vec3; 4]) -> Option<(f32, [Vec3; 4])> {
+        let e = x[1] - x[0];
+        let na = e.cross(x[2] - x[0]);
+        let nb = (x[3] - x[0]).cross(e);
+        let (la2, lb2, le2) = (na.length_squared(), nb.length_squared(), e.length_squared());
+        if la2 <= 0.0 || lb2 <= 0.0 || le2 <= 0.0 {
+            return None;
+        }
+        let le = le2.sqrt();
+        let theta = crate::math::atan2(na.cross(nb).dot(e) / le, na.dot(nb));
+        let g2 = na * (-le / la2);
+        let g3 = nb * (-le / lb2);
+        let sa = (x[2] - x[0]).dot(e) / le2;
+        let sb = (x[3] - x[0]).dot(e) / le2;
+        let g0 = g2 * (sa - 1.0) + g3 * (sb - 1.0);
+        let g1 = g2 * (-sa) + g3 * (-sb);
+        Some((theta, [g0, g1, g2, g3]))
+    }
+
+    /// The viscous force as computed before it was split into `viscous_rate` and
+    /// `viscous_force` (a frozen copy).
+    fn viscous_force_reference(f: &Mat3, ft: &Mat3, m: Vec3, c: f32, inv_h: f32) -> Vec3 {
+        let ft_f = f.transpose() * *f;
+        let ct = ft.transpose() * *ft;
+        let edot = (ft_f - ct) * (0.5 * inv_h);
+        -2.0 * c * (*f * (edot * m))
+    }
+
+    fn bits(v: Vec3) -> [u32; 3] {
+        v.to_array().map(f32::to_bits)
+    }
+
+    /// The shortcuts give the bits of the computations they replace: one vertex's hinge
+    /// gradient (`dihedral_at`) and `dihedral` against a frozen copy of the earlier
+    /// `dihedral`, and the membrane's three forces at once (`TriRecord::forces`) against its
+    /// vertex blocks' forces, with the viscous part from a frozen copy of the earlier
+    /// `viscous`; random elements.
     #[test]
     fn shortcuts_match_the_full_computations_bit_for_bit() {
         let mut r = Lcg(11);
         for _ in 0..2000 {
             let x = [rnd(&mut r), rnd(&mut r), rnd(&mut r), rnd(&mut r)];
+            let reference = dihedral_reference(&x);
             let full = dihedral(&x);
+            assert_eq!(
+                full.map(|(t, g)| (t.to_bits(), g.map(bits))),
+                reference.map(|(t, g)| (t.to_bits(), g.map(bits)))
+            );
             for a in 0..4 {
-                let one = dihedral_at(&x, a);
-                assert_eq!(one, full.map(|(t, g)| (t, g[a])));
+                let one = dihedral_at(&x, a).map(|(t, g)| (t.to_bits(), bits(g)));
+                assert_eq!(one, reference.map(|(t, g)| (t.to_bits(), bits(g[a]))));
             }
             let rest = [rnd(&mut r), rnd(&mut r), rnd(&mut r)];
             let tri = TriRecord::new([0, 1, 2], rest, 0);
@@ -542,12 +584,20 @@ mod tests {
                     ..Default::default()
                 };
                 let forces = tri.forces(&mat, &at, &start, 60.0);
+                let elastic = MaterialRecord {
+                    viscosity: 0.0,
+                    ..mat
+                };
                 for a in 0..3 {
+                    let mut f = tri.vertex_block(&elastic, a, &at, &start, 60.0).f;
+                    if viscosity > 0.0 {
+                        let (fx, ft) = (tri.deformation(&at), tri.deformation(&start));
+                        let c = tri.area * mat.viscosity;
+                        f += viscous_force_reference(&fx, &ft, tri.grad(a), c, 60.0);
+                    }
+                    assert_eq!(bits(forces[a]), bits(f));
                     let block = tri.vertex_block(&mat, a, &at, &start, 60.0);
-                    assert_eq!(
-                        forces[a].to_array().map(f32::to_bits),
-                        block.f.to_array().map(f32::to_bits)
-                    );
+                    assert_eq!(bits(forces[a]), bits(block.f));
                 }
             }
         }

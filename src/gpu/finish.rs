@@ -263,7 +263,7 @@ impl GpuSolver {
 
     /// The stage times of a step from its timestamps (a begin and an end tick per pass,
     /// the passes' stages in `stages`).
-    pub(super) fn timings_from(bytes: &[u8], period_ns: f32, stages: &[Stage]) -> GpuTimings {
+    fn timings_from(bytes: &[u8], period_ns: f32, stages: &[Stage]) -> GpuTimings {
         let ticks: Vec<u64> = bytemuck::pod_collect_to_vec(bytes);
         let ms = |a: u64, b: u64| b.saturating_sub(a) as f64 * period_ns as f64 * 1e-6;
         let mut timings = GpuTimings {

@@ -22,8 +22,6 @@ mod assembly;
 mod dense;
 mod space;
 
-#[cfg(test)]
-use assembly::add_couplings;
 use assembly::assemble;
 use dense::Dense;
 pub use space::{CoarseSpace, NONE};

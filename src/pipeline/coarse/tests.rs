@@ -1,5 +1,6 @@
 //! The coarse level's tests: its spaces, and the stiffness of new rows along a step.
 
+use super::assembly::add_couplings;
 use super::*;
 
 /// The stiffness the rows made since the assembly put along a coarse step
