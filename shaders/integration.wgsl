@@ -2,8 +2,9 @@
 // one invocation per body: `begin_bodies` writes the inertial targets and the adaptive
 // initial guess, `end_bodies` the velocities and poses. Poses, velocities and the last
 // step's velocities stay resident on the device between steps; the CPU reads back once
-// per step the poses and velocities packed in `body_out` (52 bytes a body, not 64) and
-// the bodies listed in `status`, and uploads only the bodies it changed.
+// per step the poses packed in `body_out` (28 bytes a body, not 32), the velocities
+// after them unless they stay on the device (24 bytes, not 32), and the bodies listed in
+// `status`, and uploads only the bodies it changed.
 //
 // The formulas are those of src/pipeline/integration.rs, `begin_step` and the velocity
 // update of `end_step`, on the same records.
@@ -25,12 +26,15 @@ const KINEMATIC: u32 = 2u;
 @group(0) @binding(7) var<storage, read_write> status: array<atomic<u32>>;
 @group(0) @binding(8) var<storage, read_write> iterate: array<Iterate>;
 @group(0) @binding(9) var<storage, read_write> inertial: array<Inertial>;
-// Per body, what the CPU reads back: position (3 words), rotation (4), linear and angular
-// velocity (3 each), as `end_bodies` leaves them (every body, solved or not).
+// What the CPU reads back, as `end_bodies` leaves it (every body, solved or not): per
+// body its position (3 words) and rotation (4), then, after every body's pose, per body
+// its linear and angular velocity (3 words each), which the CPU reads only when they do
+// not stay on the device (`SolverConfig::gpu_velocity_readback`).
 @group(0) @binding(10) var<storage, read_write> body_out: array<u32>;
 
 const FROZEN_ROOM: u32 = 63u;
-const BODY_OUT_WORDS: u32 = 13u;
+const POSE_OUT_WORDS: u32 = 7u;
+const VELOCITY_OUT_WORDS: u32 = 6u;
 
 fn write_body_out(i: u32) {
     // Moved as bits: no float operation between the records and the copy.
@@ -38,11 +42,14 @@ fn write_body_out(i: u32) {
     let q = bitcast<vec4<u32>>(poses[i].q);
     let v = bitcast<vec4<u32>>(velocities[i].v);
     let w = bitcast<vec4<u32>>(velocities[i].w);
-    let words = array<u32, BODY_OUT_WORDS>(
-        p.x, p.y, p.z, q.x, q.y, q.z, q.w, v.x, v.y, v.z, w.x, w.y, w.z,
-    );
-    for (var k = 0u; k < BODY_OUT_WORDS; k++) {
-        body_out[i * BODY_OUT_WORDS + k] = words[k];
+    let pose = array<u32, POSE_OUT_WORDS>(p.x, p.y, p.z, q.x, q.y, q.z, q.w);
+    for (var k = 0u; k < POSE_OUT_WORDS; k++) {
+        body_out[i * POSE_OUT_WORDS + k] = pose[k];
+    }
+    let vel = array<u32, VELOCITY_OUT_WORDS>(v.x, v.y, v.z, w.x, w.y, w.z);
+    let at = params.n_bodies * POSE_OUT_WORDS + i * VELOCITY_OUT_WORDS;
+    for (var k = 0u; k < VELOCITY_OUT_WORDS; k++) {
+        body_out[at + k] = vel[k];
     }
 }
 

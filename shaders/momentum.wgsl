@@ -34,8 +34,8 @@ struct Target {
 @group(0) @binding(6) var<storage, read> islands: array<u32>;
 // Per body: its union–find parent; a root's has bit 31 set if its island is anchored.
 @group(0) @binding(7) var<storage, read_write> parent: array<atomic<u32>>;
-// What the CPU reads back per body (integration.wgsl `write_body_out`): the corrected
-// velocities go to words 7..13.
+// What the CPU reads back (integration.wgsl `write_body_out`): the corrected velocities
+// go to the velocity block, after every body's pose.
 @group(0) @binding(8) var<storage, read_write> body_out: array<u32>;
 @group(0) @binding(9) var<storage, read_write> targets: array<Target>;
 // Per island root, SUM_WORDS words: the sums (VALUES values, each as low and high word of
@@ -44,7 +44,8 @@ struct Target {
 
 const NONE: u32 = 0xffffffffu;
 const ANCHORED: u32 = 0x80000000u;
-const BODY_OUT_WORDS: u32 = 13u;
+const POSE_OUT_WORDS: u32 = 7u;
+const VELOCITY_OUT_WORDS: u32 = 6u;
 const SOLVED: u32 = 1u;
 
 // The quantities: mass (1 value), first moment about the reference (3), momentum error
@@ -333,11 +334,12 @@ fn momentum_apply(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_wo
         w *= params.max_angular_speed / ws;
     }
     velocities[i] = Velocity(vec4<f32>(v, 0.0), vec4<f32>(w, 0.0));
-    let words = array<u32, 6>(
+    let words = array<u32, VELOCITY_OUT_WORDS>(
         bitcast<u32>(v.x), bitcast<u32>(v.y), bitcast<u32>(v.z),
         bitcast<u32>(w.x), bitcast<u32>(w.y), bitcast<u32>(w.z),
     );
-    for (var k = 0u; k < 6u; k++) {
-        body_out[i * BODY_OUT_WORDS + 7u + k] = words[k];
+    let at = params.n_bodies * POSE_OUT_WORDS + i * VELOCITY_OUT_WORDS;
+    for (var k = 0u; k < VELOCITY_OUT_WORDS; k++) {
+        body_out[at + k] = words[k];
     }
 }

@@ -78,6 +78,15 @@ pub struct SolverConfig {
     /// the VBD reference code does, shorten each vertex's chain of element evaluations.
     /// With 1 the sums are those of the CPU, in its order. Default 1.
     pub gpu_vertex_lanes: u32,
+    /// GPU backend: read every body's velocity back with its pose at the end of each step.
+    /// Off, only the poses come back (28 bytes a body instead of 52) and the velocities stay
+    /// on the device: [`crate::PhysicsWorld::body`] and the momentum sums read them on
+    /// demand (blocking, once per step), edits of a pose or a force upload that field only,
+    /// and adding or removing a body reads them back first. Steps whose host work needs the
+    /// velocities (deformable bodies, contacts found on the CPU with the momentum
+    /// projection on) read them back whatever this says. The CPU backend ignores it.
+    /// Default true.
+    pub gpu_velocity_readback: bool,
     /// Contact of deformable surfaces with each other, themselves and rigid bodies
     /// (`pipeline::surface_contact`). Off, deformable bodies pass through everything, which
     /// saves the contact stage where nothing can meet (a hanging flag, a soft rod on its
@@ -162,6 +171,7 @@ impl Default for SolverConfig {
             conserve_momentum: true,
             coarse_nodes: 64,
             gpu_vertex_lanes: 1,
+            gpu_velocity_readback: true,
             deformable_contact: true,
             contact_gap: 1e-3,
             contact_min_separation: 1e-4,
@@ -198,6 +208,7 @@ impl SolverConfig {
         "conserve_momentum",
         "coarse_nodes",
         "gpu_vertex_lanes",
+        "gpu_velocity_readback",
         "deformable_contact",
         "contact_gap",
         "contact_min_separation",
@@ -304,6 +315,15 @@ impl SolverConfig {
                     });
                 }
                 self.deformable_contact = value == 1.0
+            }
+            "gpu_velocity_readback" => {
+                if value != 0.0 && value != 1.0 {
+                    return Err(crate::PhysicsError::InvalidConfig {
+                        field: "gpu_velocity_readback",
+                        value: v,
+                    });
+                }
+                self.gpu_velocity_readback = value == 1.0
             }
             "conserve_momentum" => {
                 if value != 0.0 && value != 1.0 {

@@ -1140,6 +1140,135 @@ fn gpu_uploads_only_edited_bodies() {
     assert!((t.position.x - 180.0).abs() < 0.5, "{t:?}");
 }
 
+/// Velocities that stay on the device (`gpu_velocity_readback` off: only the poses come
+/// back) give the same bits as velocities read back every step: a pile of 60 boxes run
+/// twice, with edits of a pose, a velocity and a force on frames of their own, a body added
+/// and one removed, ten frames reading the velocities back in between, and steps run
+/// again (from the velocities' copy on the device) after the velocities stayed. Every frame the poses, the
+/// velocities as `body` gives them, the momentum, the colouring and the rounds are the
+/// same; 24 bytes a body fewer come back; an edit of a pose or a force uploads that field
+/// (and the force, 32 + 32 bytes), not the velocities.
+#[test]
+fn gpu_velocities_that_stay_on_the_device_give_the_same_bits() {
+    use bevy_avbd::glam::{Quat, Vec3};
+    use bevy_avbd::{BodyDesc, Collider};
+    let run = |readback: bool| {
+        let cfg = SolverConfig {
+            gpu_velocity_readback: readback,
+            ..Default::default()
+        };
+        let mut s = gpu_scene("pile", &[("count", 60.0)], cfg)?;
+        let handles = s.world.body_handles().to_vec();
+        let mut frames = Vec::new();
+        for f in 0..90 {
+            let w = &mut s.world;
+            match f {
+                30 => w
+                    .set_pose(
+                        handles[7],
+                        Vec3::new(0.3, 4.0, 0.2),
+                        Quat::from_rotation_x(0.4),
+                    )
+                    .unwrap(),
+                31 => w
+                    .set_velocity(
+                        handles[5],
+                        Vec3::new(1.0, 3.0, 0.0),
+                        Vec3::new(0.0, 0.0, 4.0),
+                    )
+                    .unwrap(),
+                32 => w
+                    .set_external_force(handles[9], Vec3::new(0.0, 30.0, 0.0), Vec3::ZERO)
+                    .unwrap(),
+                45 => {
+                    w.add_body(
+                        BodyDesc::dynamic()
+                            .at(Vec3::new(0.0, 6.0, 0.0))
+                            .with_velocity(Vec3::new(0.0, -2.0, 0.0), Vec3::X)
+                            .with_collider(Collider::cuboid(Vec3::splat(0.2)).unwrap()),
+                    )
+                    .unwrap();
+                }
+                60 => {
+                    w.remove_body(handles[3]).unwrap();
+                }
+                // A velocity written, then a step that reads the velocities back: the CPU's
+                // copy is brought up to date first, keeping what it wrote.
+                65 => {
+                    w.set_velocity(handles[11], Vec3::new(0.0, 2.0, 1.0), Vec3::Y)
+                        .unwrap();
+                    w.config.gpu_velocity_readback = true;
+                }
+                75 => w.config.gpu_velocity_readback = readback,
+                _ => {}
+            }
+            if f % 7 == 3 {
+                w.gpu_run_again_once_for_tests();
+            }
+            s.step().unwrap();
+            let w = &s.world;
+            let state: Vec<u32> = w
+                .body_handles()
+                .iter()
+                .flat_map(|&h| {
+                    let b = w.body(h).unwrap();
+                    let p = b
+                        .position
+                        .to_array()
+                        .into_iter()
+                        .chain(b.rotation.to_array());
+                    p.chain(b.linear_velocity.to_array())
+                        .chain(b.angular_velocity.to_array())
+                })
+                .chain(w.linear_momentum().unwrap().to_array())
+                .chain(w.angular_momentum().unwrap().to_array())
+                .map(f32::to_bits)
+                .collect();
+            let col = w.gpu_coloring().unwrap().unwrap();
+            frames.push((state, col, w.gpu_traffic().unwrap(), w.body_count()));
+        }
+        Some(frames)
+    };
+    let (Some(read), Some(stay)) = (run(true), run(false)) else {
+        return;
+    };
+    let mut reran = 0;
+    for (f, (a, b)) in read.iter().zip(&stay).enumerate() {
+        let first = a.0.iter().zip(&b.0).position(|(x, y)| x != y);
+        assert!(
+            a.0 == b.0,
+            "frame {f}: poses, velocities or momentum differ, first at word {first:?}"
+        );
+        assert_eq!(a.1.color_of, b.1.color_of, "frame {f}");
+        assert_eq!(a.1.rounds, b.1.rounds, "frame {f}");
+        assert_eq!(a.2.submissions, b.2.submissions, "frame {f}");
+        if f > 0 && b.2.submissions > 1 {
+            reran += 1;
+        }
+        let n = a.3 as u64;
+        let saved = match f {
+            65..75 => 0,
+            _ => 24 * n,
+        };
+        assert_eq!(
+            a.2.download_bytes - b.2.download_bytes,
+            saved,
+            "frame {f}: the velocities came back, or not"
+        );
+        let (up_read, up_stay) = (a.2.body_upload_bytes, b.2.body_upload_bytes);
+        match f {
+            _ if b.2.submissions > 1 => {}
+            // A pose or a force: pose and force (32 bytes each) instead of the whole state.
+            30 | 32 => assert_eq!((up_read, up_stay), (128, 64), "frame {f}"),
+            // A velocity: the whole state of that body.
+            31 => assert_eq!((up_read, up_stay), (128, 128), "frame {f}"),
+            _ => {}
+        }
+    }
+    eprintln!("{reran} of 90 frames ran again after the velocities stayed on the device");
+    assert!(reran >= 12, "{reran}");
+}
+
 /// `begin_step` / `finish_step` (the GPU's step in flight while the caller works) give the
 /// same bits as `step`, on both backends: two copies of a breakable wall hit by balls (so
 /// joints break and their reports pass through the split) advance side by side, one with

@@ -110,11 +110,13 @@ pub(super) const JOINT_CARRIED: usize = SHAPES + 23;
 pub(super) const JOINT_HEAVIEST: usize = SHAPES + 24;
 pub(super) const JOINT_BROKEN: usize = SHAPES + 25;
 /// What the CPU reads back of each body every step, written by `end_bodies`
-/// (`integration.wgsl`): position, rotation, linear and angular velocity, packed in
-/// [`BODY_OUT_WORDS`] words (the records' padding left out).
+/// (`integration.wgsl`), the records' padding left out: every body's position and
+/// rotation ([`POSE_OUT_WORDS`] words), then every body's linear and angular velocity
+/// ([`VELOCITY_OUT_WORDS`]), read only where they do not stay on the device.
 pub(super) const BODY_OUT: usize = SHAPES + 26;
-/// Words per body of `BODY_OUT`.
-pub(super) const BODY_OUT_WORDS: usize = 13;
+/// Words per body of `BODY_OUT`'s poses and velocities.
+pub(super) const POSE_OUT_WORDS: usize = 7;
+pub(super) const VELOCITY_OUT_WORDS: usize = 6;
 /// `STATUS` lists at most this many bodies whose result was not finite, after their
 /// count (`integration.wgsl`'s `FROZEN_ROOM`); beyond it the CPU reads the per-body flags
 /// that follow.
@@ -123,13 +125,17 @@ pub(super) const FROZEN_ROOM: usize = 63;
 /// momenta and position, and each island root's fixed-point sums.
 pub(super) const MOMENTUM_TARGETS: usize = SHAPES + 27;
 pub(super) const MOMENTUM_SUMS: usize = SHAPES + 28;
+/// Where the velocities stay on the device, `VELOCITIES` and `PREV_VELOCITIES` as a step
+/// began (copied there first), so that a step run again starts from them: the CPU's copy
+/// is stale.
+pub(super) const VELOCITY_START: usize = SHAPES + 29;
 /// Bytes per body of `MOMENTUM_TARGETS` and `MOMENTUM_SUMS` (`Target` and `SUM_WORDS`
 /// in momentum.wgsl).
 pub(super) const MOMENTUM_TARGET_BYTES: usize = 48;
 pub(super) const MOMENTUM_SUM_BYTES: usize = 160;
 /// Bytes of `STATUS` read back every step: the count and the list.
 pub(super) const FROZEN_LIST_BYTES: usize = 4 * (1 + FROZEN_ROOM);
-pub(super) const NAMES: [&str; 69] = [
+pub(super) const NAMES: [&str; 70] = [
     "poses",
     "masses",
     "iterate",
@@ -199,6 +205,7 @@ pub(super) const NAMES: [&str; 69] = [
     "body_out",
     "momentum_targets",
     "momentum_sums",
+    "velocity_start",
 ];
 
 /// Buffers uploaded by difference: only the chunks whose bytes differ from what the device
@@ -331,6 +338,13 @@ impl GpuSolver {
         }
         let size = need.max(buf.capacity * 2).min(self.max_binding.max(need));
         self.buffers[slot] = Self::make_buffer(&self.device, NAMES[slot], size, usage_of(slot));
+        // Where the device alone holds the velocities, the bodies were not added to
+        // (`PhysicsWorld::add_body` reads them back first): their buffers keep their size.
+        debug_assert!(
+            !(self.velocities_newer
+                && [VELOCITIES, PREV_VELOCITIES, VELOCITY_START].contains(&slot)),
+            "a velocity buffer grew while the device alone held the velocities"
+        );
         self.shadow[slot].clear();
         self.layout_uploaded[slot] = None;
         self.state_stale |= RESIDENT_STATE.contains(&slot);
@@ -395,53 +409,67 @@ impl GpuSolver {
 
     /// Uploads the body state the CPU wrote since the last step: all of it when its
     /// buffers are new, the step ran again or the CPU wrote every body (`BodyEdits::all`),
-    /// else the touched bodies' records, one write per run of consecutive bodies.
+    /// else the touched bodies' records, one write per run of consecutive bodies. Where
+    /// the device alone holds the velocities, of those only the ones the CPU wrote.
     pub(super) fn upload_body_state(&mut self, bodies: &BodySet) {
         use std::mem::size_of;
         let velocity = size_of::<VelocityRecord>();
-        let parts: [(usize, &[u8], usize); 4] = [
+        // (slot, the CPU's copy, record size, a velocity)
+        let parts: [(usize, &[u8], usize, bool); 4] = [
             (
                 POSES,
                 bytemuck::cast_slice(&bodies.poses),
                 size_of::<PoseRecord>(),
+                false,
             ),
             (
                 VELOCITIES,
                 bytemuck::cast_slice(&bodies.velocities),
                 velocity,
+                true,
             ),
             (
                 PREV_VELOCITIES,
                 bytemuck::cast_slice(&bodies.prev_velocities),
                 velocity,
+                true,
             ),
             (
                 FORCES,
                 bytemuck::cast_slice(&bodies.forces),
                 size_of::<[f32; 8]>(),
+                false,
             ),
         ];
         let mut runs = std::mem::take(&mut self.touched_runs);
-        runs.clear();
-        if self.state_stale || bodies.edits.all {
-            runs.push((0, bodies.len()));
-        } else {
-            let mut touched = std::mem::take(&mut self.touched);
-            touched.clear();
-            touched.extend_from_slice(&bodies.edits.touched);
-            touched.sort_unstable();
-            touched.dedup();
-            for &i in &touched {
-                match runs.last_mut() {
-                    Some((_, end)) if *end == i as usize => *end += 1,
-                    _ => runs.push((i as usize, i as usize + 1)),
-                }
-            }
-            self.touched = touched;
+        let mut touched = std::mem::take(&mut self.touched);
+        let whole = self.state_stale || bodies.edits.all;
+        Self::runs_of(
+            whole,
+            bodies.len(),
+            &bodies.edits.touched,
+            &mut touched,
+            &mut runs,
+        );
+        // Where the device alone holds the velocities, only those the CPU wrote go up (a
+        // step run again restores the others from their copy: `record_and_submit`).
+        let mut velocity_runs = Vec::new();
+        if self.velocities_newer {
+            Self::runs_of(
+                false,
+                0,
+                &bodies.edits.velocities,
+                &mut touched,
+                &mut velocity_runs,
+            );
         }
-        for &(slot, data, size) in &parts {
+        for &(slot, data, size, is_velocity) in &parts {
             debug_assert_eq!(data.len(), size * bodies.len());
-            for &(first, end) in &runs {
+            let runs = match is_velocity && self.velocities_newer {
+                true => &velocity_runs,
+                false => &runs,
+            };
+            for &(first, end) in runs {
                 let bytes = &data[first * size..end * size];
                 if bytes.is_empty() {
                     continue;
@@ -452,8 +480,35 @@ impl GpuSolver {
                 self.last_traffic.body_upload_bytes += bytes.len() as u64;
             }
         }
+        self.touched = touched;
         self.touched_runs = runs;
         self.state_stale = false;
+    }
+
+    /// The runs of consecutive bodies in `list` (sorted and deduplicated into `scratch`),
+    /// or one run of all `n` where `whole`.
+    fn runs_of(
+        whole: bool,
+        n: usize,
+        list: &[u32],
+        scratch: &mut Vec<u32>,
+        runs: &mut Vec<(usize, usize)>,
+    ) {
+        runs.clear();
+        if whole {
+            runs.push((0, n));
+            return;
+        }
+        scratch.clear();
+        scratch.extend_from_slice(list);
+        scratch.sort_unstable();
+        scratch.dedup();
+        for &i in scratch.iter() {
+            match runs.last_mut() {
+                Some((_, end)) if *end == i as usize => *end += 1,
+                _ => runs.push((i as usize, i as usize + 1)),
+            }
+        }
     }
 
     /// Stages buffers that go up whole every step in the upload belt (copied into place

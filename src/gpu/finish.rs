@@ -112,7 +112,7 @@ impl GpuSolver {
                     self.pair_capacity = (found + found / 4 + 64) as u32;
                     resize = true;
                     true
-                } else if seed || outcome.overflow {
+                } else if seed || outcome.overflow || std::mem::take(&mut self.run_again_once) {
                     true
                 } else if out_of_rounds > 0 && self.rounds < JPL_ROUNDS {
                     // Fewer rounds than a step may use left bodies uncoloured: run again
@@ -147,8 +147,14 @@ impl GpuSolver {
                     // flight), into them, and zeroed both for a body whose result was not
                     // finite (below).
                     let frozen = self.frozen_bodies(status, shape.n)?;
-                    end_previous_velocities(bodies, &self.flags);
-                    unpack_bodies(body_out, &mut bodies.poses, &mut bodies.velocities);
+                    let (poses, velocities) = body_out.split_at(shape.n * POSE_OUT_WORDS * 4);
+                    unpack_poses(poses, &mut bodies.poses);
+                    if !self.velocities_stay {
+                        end_previous_velocities(bodies, &self.flags);
+                        unpack_velocities(velocities, &mut bodies.velocities);
+                    }
+                    // Where they stay, the device's velocities are newer than the CPU's.
+                    self.velocities_newer = self.velocities_stay;
                     for i in frozen {
                         bodies.prev_velocities[i] = Default::default();
                         bodies.frozen[i] = true;
@@ -243,8 +249,10 @@ impl GpuSolver {
             let soft_in = soft
                 .as_ref()
                 .map(|(set, attachments)| DeformableStep { set, attachments });
-            // The end-of-step kernel overwrote the start state: upload it again.
+            // The end-of-step kernel overwrote the start state: upload it again (where
+            // the velocities stay on the device, they come from their copy).
             self.state_stale = true;
+            self.restore_velocities = self.velocities_newer;
             if self.slot_count < SLOTS + self.serial_capacity as u64 {
                 let count = SLOTS + self.serial_capacity as u64;
                 (self.slots, self.slot_group) =
@@ -288,21 +296,32 @@ impl GpuSolver {
     }
 }
 
-/// Unpacks `end_bodies`' results (`BODY_OUT`) into the CPU's records, whose padding the
-/// device's records hold zero too.
-fn unpack_bodies(packed: &[u8], poses: &mut [PoseRecord], velocities: &mut [VelocityRecord]) {
+/// Unpacks the poses of `end_bodies`' results (`BODY_OUT`) into the CPU's records, whose
+/// padding the device's records hold zero too.
+fn unpack_poses(packed: &[u8], poses: &mut [PoseRecord]) {
     use rayon::prelude::*;
     poses
         .par_iter_mut()
-        .zip(velocities.par_iter_mut())
-        .zip(packed.par_chunks_exact(BODY_OUT_WORDS * 4))
+        .zip(packed.par_chunks_exact(POSE_OUT_WORDS * 4))
         .with_min_len(4096)
-        .for_each(|((pose, vel), bytes)| {
-            let w: [f32; BODY_OUT_WORDS] = bytemuck::pod_read_unaligned(bytes);
+        .for_each(|(pose, bytes)| {
+            let w: [f32; POSE_OUT_WORDS] = bytemuck::pod_read_unaligned(bytes);
             pose.position = [w[0], w[1], w[2], 0.0];
             pose.rotation = [w[3], w[4], w[5], w[6]];
-            vel.linear = [w[7], w[8], w[9], 0.0];
-            vel.angular = [w[10], w[11], w[12], 0.0];
+        });
+}
+
+/// Unpacks the velocities of `end_bodies`' results (`BODY_OUT`, after the poses).
+fn unpack_velocities(packed: &[u8], velocities: &mut [VelocityRecord]) {
+    use rayon::prelude::*;
+    velocities
+        .par_iter_mut()
+        .zip(packed.par_chunks_exact(VELOCITY_OUT_WORDS * 4))
+        .with_min_len(4096)
+        .for_each(|(vel, bytes)| {
+            let w: [f32; VELOCITY_OUT_WORDS] = bytemuck::pod_read_unaligned(bytes);
+            vel.linear = [w[0], w[1], w[2], 0.0];
+            vel.angular = [w[3], w[4], w[5], 0.0];
         });
 }
 
@@ -356,6 +375,11 @@ mod tests {
     fn the_shader_packs_the_readback_as_the_host_unpacks_it() {
         let shader = super::super::pipelines::INTEGRATION_SHADER;
         assert!(shader.contains(&format!("const FROZEN_ROOM: u32 = {FROZEN_ROOM}u;")));
-        assert!(shader.contains(&format!("const BODY_OUT_WORDS: u32 = {BODY_OUT_WORDS}u;")));
+        for shader in [shader, super::super::pipelines::MOMENTUM_SHADER] {
+            assert!(shader.contains(&format!("const POSE_OUT_WORDS: u32 = {POSE_OUT_WORDS}u;")));
+            assert!(shader.contains(&format!(
+                "const VELOCITY_OUT_WORDS: u32 = {VELOCITY_OUT_WORDS}u;"
+            )));
+        }
     }
 }

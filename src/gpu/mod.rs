@@ -287,6 +287,10 @@ pub struct GpuTraffic {
     /// Compute dispatches, indirect ones included.
     pub dispatches: u32,
     pub indirect_dispatches: u32,
+    /// Submissions the step took: 1, more where it ran again (colours, rows or pairs past
+    /// what was recorded, a deformable iterate out of its cages). Bytes and dispatches
+    /// above are the last submission's, uploads all of them'.
+    pub submissions: u32,
 }
 
 impl GpuTimings {
@@ -429,6 +433,21 @@ pub struct GpuSolver {
     /// The device's row states, read back whole at the first [`Self::joint_state`] after a
     /// submission (`frame`), so that asking for many joints' forces reads once.
     joint_cache: std::sync::Mutex<(u64, Vec<JointRowState>)>,
+    /// The step in flight keeps the bodies' velocities on the device (the readback holds
+    /// the poses only; [`Self::keeps_velocities`]).
+    velocities_stay: bool,
+    /// The device's velocities and previous velocities are newer than the CPU's copy,
+    /// except for the bodies the CPU wrote since (`BodyEdits::velocities`); brought up to
+    /// date by [`Self::pull_velocities`].
+    velocities_newer: bool,
+    /// A step run again where the velocities stay: it starts from their copy in
+    /// `VELOCITY_START` (the first run overwrote them).
+    restore_velocities: bool,
+    /// Test hook: the next step runs again once ([`Self::run_again_once`]).
+    run_again_once: bool,
+    /// The device's velocities, read back whole at the first [`Self::velocity`] after a
+    /// submission (`frame`).
+    velocity_cache: std::sync::Mutex<(u64, Vec<VelocityRecord>)>,
     /// The broad phase's parameters (`BroadParams`) and its group for each side.
     broad_params: wgpu::Buffer,
     broad_layout: wgpu::BindGroupLayout,
@@ -565,6 +584,13 @@ impl GpuSolver {
         self.rounds = self.pinned_rounds.unwrap_or(JPL_ROUNDS);
     }
 
+    /// Test hook: the next step runs again once, as one whose colours outgrew what was
+    /// recorded does, for testing that a run again starts from the step's start state.
+    #[doc(hidden)]
+    pub fn run_again_once(&mut self) {
+        self.run_again_once = true;
+    }
+
     /// Test hook: room for at most `room` deformable contact rows (or the rows carried
     /// into the frame, if more) in the next step's first run, so that a step making rows
     /// runs out of it and runs again with more.
@@ -666,8 +692,9 @@ impl GpuSolver {
             // the momentum projection's start momenta and island sums (device contacts)
             + (MOMENTUM_TARGET_BYTES + MOMENTUM_SUM_BYTES) as u64
             + 4 // frozen flag
-            + 4 * BODY_OUT_WORDS as u64 // packed for the readback
-            + 2 * 4 * BODY_OUT_WORDS as u64; // two readback staging buffers
+            + 4 * (POSE_OUT_WORDS + VELOCITY_OUT_WORDS) as u64 // packed for the readback
+            + 2 * 4 * (POSE_OUT_WORDS + VELOCITY_OUT_WORDS) as u64 // two staging buffers
+            + self.velocities_stay as u64 * 2 * velocity; // their start copy, if they stay
         // The record (written on the device), the point (on the device and in the upload
         // belt), two adjacency items and the two buffers of carried state.
         let point = sz(std::mem::size_of::<ContactPoint>());

@@ -117,6 +117,75 @@ impl GpuSolver {
         Ok(())
     }
 
+    /// Whether the device's velocities are newer than the CPU's copy (they stay on the
+    /// device: `SolverConfig::gpu_velocity_readback` off), except for the bodies the CPU
+    /// wrote since (`BodyEdits::velocities`).
+    pub fn velocities_newer(&self) -> bool {
+        self.velocities_newer
+    }
+
+    /// Body `i`'s velocity as the last step left it where the device's copy is newer than
+    /// the CPU's (`None`: the CPU's is current). The first call after a step reads every
+    /// body's back (blocking); the others read that copy. While a step is in flight, the
+    /// velocities it started from (its copy of them: the CPU's poses are those too).
+    pub fn velocity(&self, i: usize) -> Result<Option<VelocityRecord>, GpuError> {
+        if !self.velocities_newer {
+            return Ok(None);
+        }
+        let mut cache = self
+            .velocity_cache
+            .lock()
+            .map_err(|_| GpuError::Readback("the velocity cache was poisoned".into()))?;
+        let key = 2 * self.frame + self.pending.is_some() as u64;
+        if cache.0 != key || cache.1.len() != self.counts.0 {
+            let size = (self.counts.0 * std::mem::size_of::<VelocityRecord>()) as u64;
+            let slot = match self.pending.is_some() {
+                true => VELOCITY_START,
+                false => VELOCITIES,
+            };
+            *cache = (
+                key,
+                bytemuck::pod_collect_to_vec(&self.read(slot, 0, size)?),
+            );
+        }
+        Ok(cache.1.get(i).copied())
+    }
+
+    /// Brings the CPU's copy of the velocities and previous velocities up to date where
+    /// the device's are newer, keeping those the CPU wrote since (before a step that
+    /// reads them back, and before bodies are added or removed). Blocking.
+    pub fn pull_velocities(&mut self, bodies: &mut BodySet) -> Result<(), GpuError> {
+        if !self.velocities_newer {
+            return Ok(());
+        }
+        let n = self.counts.0;
+        if n != bodies.len() {
+            return Err(GpuError::Readback(format!(
+                "the device holds {n} bodies' velocities, the CPU {}",
+                bodies.len()
+            )));
+        }
+        let size = (n * std::mem::size_of::<VelocityRecord>()) as u64;
+        let mut written = vec![false; n];
+        for &i in &bodies.edits.velocities {
+            written[i as usize] = true;
+        }
+        for (slot, host) in [
+            (VELOCITIES, &mut bodies.velocities),
+            (PREV_VELOCITIES, &mut bodies.prev_velocities),
+        ] {
+            let device: Vec<VelocityRecord> =
+                bytemuck::pod_collect_to_vec(&self.read(slot, 0, size)?);
+            for ((h, d), w) in host.iter_mut().zip(device).zip(&written) {
+                if !w {
+                    *h = d;
+                }
+            }
+        }
+        self.velocities_newer = false;
+        Ok(())
+    }
+
     /// The body → constraint adjacency the last step built on the device: `(offsets,
     /// items)`, with lists for solved bodies only (read back on demand, for tests).
     pub fn adjacency(&self) -> Result<CsrLists, GpuError> {

@@ -65,6 +65,20 @@ impl GpuSolver {
             let (from, to) = (&self.buffers[JOINT_STATES], &self.buffers[JOINT_CARRIED]);
             encoder.copy_buffer_to_buffer(&from.buffer, 0, &to.buffer, 0, bytes);
         }
+        if self.velocities_newer && n > 0 {
+            // Where the velocities stay on the device, a step keeps a copy of them as it
+            // begins, and a run again of it starts from that copy (the CPU's is stale).
+            let bytes = (n * std::mem::size_of::<VelocityRecord>()) as u64;
+            let restore = std::mem::take(&mut self.restore_velocities);
+            let start = &self.buffers[VELOCITY_START].buffer;
+            for (j, slot) in [VELOCITIES, PREV_VELOCITIES].into_iter().enumerate() {
+                let live = &self.buffers[slot].buffer;
+                match restore {
+                    true => encoder.copy_buffer_to_buffer(start, j as u64 * bytes, live, 0, bytes),
+                    false => encoder.copy_buffer_to_buffer(live, 0, start, j as u64 * bytes, bytes),
+                }
+            }
+        }
         let groups = |n: usize| (n as u32).div_ceil(WORKGROUP);
         let (mut dispatches, mut indirect_dispatches) = (0u32, 0u32);
         // Each timed pass's stage, in the order of its timestamps.
@@ -468,6 +482,7 @@ impl GpuSolver {
             download_bytes: read_bytes,
             dispatches: dispatches + indirect_dispatches,
             indirect_dispatches,
+            submissions: self.last_traffic.submissions + 1,
             ..self.last_traffic
         };
         (k, read_bytes, stages)

@@ -118,12 +118,28 @@ impl GpuSolver {
             }));
             self.flags_layout = Some(layout);
         }
+        self.velocities_stay = Self::keeps_velocities(cfg, pairs.active(), soft.is_some());
+        if self.velocities_newer && !self.velocities_stay {
+            return Err(GpuError::Step(
+                "the step reads the velocities back, but the CPU's copy is stale \
+                 (`pull_velocities` first)"
+                    .into(),
+            ));
+        }
         self.last_traffic = GpuTraffic::default();
         if let Some(step) = self.soft.as_mut() {
             step.begin_step();
         }
 
         self.size_and_launch(cfg, bodies, joints, s, pairs, soft, host, t_start)
+    }
+
+    /// Whether a step keeps the bodies' velocities on the device, reading back the poses
+    /// only: where `cfg` asks it and the host's part of the step needs no velocity (the
+    /// device finds the contacts and so projects the islands' momentum; no deformable
+    /// bodies, whose contact set-up starts from the bodies' initial guess).
+    pub fn keeps_velocities(cfg: &SolverConfig, device_contacts: bool, deformables: bool) -> bool {
+        !cfg.gpu_velocity_readback && device_contacts && !deformables
     }
 
     /// Sizes the buffers for the step (growing what must grow), then launches it.
@@ -164,8 +180,10 @@ impl GpuSolver {
         let counts_len = n_pairs.div_ceil(4) * 4;
         let list_len = n_pairs * std::mem::size_of::<crate::pipeline::collision::StepPair>();
         let n_joints = joints.records.len();
+        // The readback holds the poses, and the velocities unless they stay.
+        let out_words = POSE_OUT_WORDS + (!self.velocities_stay as usize) * VELOCITY_OUT_WORDS;
         let (body_out_len, vel_len, js_len) = (
-            n * BODY_OUT_WORDS * 4,
+            n * out_words * 4,
             std::mem::size_of_val(bodies.velocities.as_slice()),
             std::mem::size_of_val(joints.states.as_slice()),
         );
@@ -199,8 +217,11 @@ impl GpuSolver {
             (PREV_VELOCITIES, vel_len),
             (FORCES, std::mem::size_of_val(bodies.forces.as_slice())),
             (STATUS, FROZEN_LIST_BYTES + n * 4),
-            (BODY_OUT, body_out_len),
+            (BODY_OUT, n * (POSE_OUT_WORDS + VELOCITY_OUT_WORDS) * 4),
         ];
+        if self.velocities_stay {
+            sizes.push((VELOCITY_START, 2 * vel_len));
+        }
         let records_len = n_contacts * std::mem::size_of::<ContactRecord>();
         for j in 0..CONTACT_CHUNKS {
             let bytes = records_len.saturating_sub(j * chunk_bytes).min(chunk_bytes);

@@ -360,7 +360,7 @@ impl IslandMomentum {
                 w *= max_angular_speed / ws;
             }
             bodies.velocities[i] = VelocityRecord::new(v.as_vec3(), w);
-            bodies.touch(i);
+            bodies.touch_velocity(i);
         }
     }
 }

@@ -277,6 +277,10 @@ pub struct BodySet {
 pub(crate) struct BodyEdits {
     /// Bodies whose pose, velocity or force the CPU wrote (any order, repeats allowed).
     pub(crate) touched: Vec<u32>,
+    /// Of those, the bodies whose velocity the CPU wrote. Where the device alone holds the
+    /// velocities (`SolverConfig::gpu_velocity_readback` off), only these bodies' go up:
+    /// the CPU's copy of the others is stale.
+    pub(crate) velocities: Vec<u32>,
     /// Every body's state goes up (bodies added or removed, the CPU integrated them, or
     /// more were touched than a list is worth).
     pub(crate) all: bool,
@@ -290,6 +294,7 @@ impl BodyEdits {
     /// The state is uploaded and nothing is pending.
     pub(crate) fn clear_state(&mut self) {
         self.touched.clear();
+        self.velocities.clear();
         self.all = false;
     }
 }
@@ -323,6 +328,11 @@ impl BodySet {
         } else {
             e.touched.push(i as u32);
         }
+    }
+    /// Records that the CPU wrote body `i`'s velocity (and its previous velocity).
+    pub(crate) fn touch_velocity(&mut self, i: usize) {
+        self.edits.velocities.push(i as u32);
+        self.touch(i);
     }
     /// Records that the CPU wrote every body's state.
     pub(crate) fn touch_all(&mut self) {

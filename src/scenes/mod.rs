@@ -518,7 +518,7 @@ impl Scene {
         } else {
             build::build(&mut scene)?;
         }
-        scene.start_tracking();
+        scene.start_tracking()?;
         Ok(scene)
     }
 
@@ -526,10 +526,11 @@ impl Scene {
         self.params[name]
     }
 
-    fn start_tracking(&mut self) {
+    fn start_tracking(&mut self) -> Result<(), PhysicsError> {
         let w = &self.world;
-        let (p, l, m) = (w.linear_momentum(), w.angular_momentum(), total_mass(w));
+        let (p, l, m) = (w.linear_momentum()?, w.angular_momentum()?, total_mass(w));
         self.tracker.momentum0 = Some((p, l, m));
+        Ok(())
     }
 
     /// Steps one frame and updates the metrics.
@@ -556,7 +557,7 @@ impl Scene {
     pub fn finish_frame(&mut self) -> Result<StepReport, PhysicsError> {
         let report = self.world.finish_step()?;
         self.frame += 1;
-        self.track(&report);
+        self.track(&report)?;
         Ok(report)
     }
 
@@ -570,7 +571,7 @@ impl Scene {
         Ok(times)
     }
 
-    fn track(&mut self, report: &StepReport) {
+    fn track(&mut self, report: &StepReport) -> Result<(), PhysicsError> {
         if DEFORMABLE_SCENES.contains(&self.name) {
             soft::track(self);
         }
@@ -651,8 +652,8 @@ impl Scene {
                 .push((time, (b.position - p0).dot(dir), v.dot(dir)));
         }
         if let Some((p0, l0, m)) = t.momentum0 {
-            let p = w.linear_momentum();
-            let l = w.angular_momentum();
+            let p = w.linear_momentum()?;
+            let l = w.angular_momentum()?;
             let scale = p0.length().max(1e-12);
             let _ = m;
             t.max_momentum_error = t.max_momentum_error.max((p - p0).length() / scale);
@@ -666,6 +667,7 @@ impl Scene {
                 t.finite = false;
             }
         }
+        Ok(())
     }
 
     /// Where the frames' time went, mean ms per frame: `total`, `collision` (rigid

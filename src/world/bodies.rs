@@ -12,6 +12,7 @@ impl PhysicsWorld {
     /// ([`PhysicsError::Unsupported`]).
     pub fn add_body(&mut self, desc: BodyDesc) -> Result<BodyHandle, PhysicsError> {
         self.idle()?;
+        self.pull_velocities()?;
         let mut mass = desc.validate()?;
         if moving_halfspace(desc.kind, desc.collider.as_ref()) && !self.deformables.is_empty() {
             return Err(moving_halfspace_error());
@@ -59,6 +60,7 @@ impl PhysicsWorld {
     /// deformable vertices to it.
     pub fn remove_body(&mut self, h: BodyHandle) -> Result<Vec<JointHandle>, PhysicsError> {
         self.idle()?;
+        self.pull_velocities()?;
         let i = self.bodies.index(h).ok_or(PhysicsError::MissingBody(h))?;
         let attached: Vec<JointHandle> = self
             .joints
@@ -144,15 +146,28 @@ impl PhysicsWorld {
         &self.bodies.handles
     }
 
+    /// Brings the CPU's copy of the velocities up to date where the device keeps them
+    /// (`SolverConfig::gpu_velocity_readback` off), before bodies are added or removed:
+    /// the whole body state then goes up again.
+    fn pull_velocities(&mut self) -> Result<(), PhysicsError> {
+        match self.gpu.as_mut() {
+            Some(gpu) => gpu
+                .pull_velocities(&mut self.bodies)
+                .map_err(|e| PhysicsError::Gpu(e.to_string())),
+            None => Ok(()),
+        }
+    }
+
     pub fn body(&self, h: BodyHandle) -> Result<BodyState, PhysicsError> {
         let i = self.bodies.index(h).ok_or(PhysicsError::MissingBody(h))?;
         let b = &self.bodies;
+        let velocity = self.velocity_of(i)?;
         Ok(BodyState {
             kind: b.kinds[i],
             position: b.poses[i].p(),
             rotation: b.poses[i].q(),
-            linear_velocity: b.velocities[i].v(),
-            angular_velocity: b.velocities[i].w(),
+            linear_velocity: velocity.v(),
+            angular_velocity: velocity.w(),
             mass: b.masses[i].mass,
             frozen: b.frozen[i],
         })
@@ -217,7 +232,7 @@ impl PhysicsWorld {
         let v = VelocityRecord::new(linear, angular);
         self.bodies.velocities[i] = v;
         self.bodies.prev_velocities[i] = v;
-        self.bodies.touch(i);
+        self.bodies.touch_velocity(i);
         Ok(())
     }
 

@@ -101,6 +101,15 @@ impl PhysicsWorld {
         }
     }
 
+    /// Test hook: on the GPU backend, the next step runs again once (as one whose colours
+    /// outgrew what was recorded does).
+    #[doc(hidden)]
+    pub fn gpu_run_again_once_for_tests(&mut self) {
+        if let Some(g) = self.gpu.as_mut() {
+            g.run_again_once();
+        }
+    }
+
     /// Test hook: on the GPU backend, find the contact points on the CPU (and upload them)
     /// even where the device could find them, to compare the two paths.
     #[doc(hidden)]

@@ -12,7 +12,7 @@ use crate::pipeline::{
     SolverData, attachments, collision, coloring, dual, integration, vbd, warm_start,
 };
 use crate::report::{StepReport, StepStats};
-use crate::rigid::body::BodyKind;
+use crate::rigid::body::{BodyKind, VelocityRecord};
 use crate::rigid::{BodySet, JointSet};
 
 mod bodies;
@@ -234,6 +234,15 @@ impl PhysicsWorld {
         //    iteration budget (each iteration: body colours, vertex colours, dual update),
         //    velocities and poses (bodies that became non-finite are frozen)
         let mut report = StepReport::default();
+        if let Some(gpu) = self.gpu.as_mut() {
+            // A step whose host part needs the velocities reads them back with the poses:
+            // the CPU's copy must be current as it begins.
+            let deformables = !self.deformables.is_empty();
+            if !crate::gpu::GpuSolver::keeps_velocities(cfg, on_device, deformables) {
+                gpu.pull_velocities(&mut self.bodies)
+                    .map_err(|e| PhysicsError::Gpu(e.to_string()))?;
+            }
+        }
         let s = &mut self.solver;
         if cfg.conserve_momentum && !on_device {
             // From the start state, before the backend overwrites it (where the device
@@ -450,26 +459,41 @@ impl PhysicsWorld {
         }
     }
 
+    /// Body `i`'s velocity: the CPU's copy, or where the GPU backend keeps the velocities
+    /// on the device (`SolverConfig::gpu_velocity_readback` off), the device's (the first
+    /// read after a step brings them all back, blocking), unless the CPU wrote it since.
+    pub(crate) fn velocity_of(&self, i: usize) -> Result<VelocityRecord, PhysicsError> {
+        let device = match &self.gpu {
+            Some(gpu)
+                if gpu.velocities_newer()
+                    && !self.bodies.edits.velocities.contains(&(i as u32)) =>
+            {
+                gpu.velocity(i)
+                    .map_err(|e| PhysicsError::Gpu(e.to_string()))?
+            }
+            _ => None,
+        };
+        Ok(device.unwrap_or(self.bodies.velocities[i]))
+    }
+
     /// Total linear momentum of the dynamic bodies (kg·m/s).
-    pub fn linear_momentum(&self) -> Vec3 {
+    pub fn linear_momentum(&self) -> Result<Vec3, PhysicsError> {
         let b = &self.bodies;
-        (0..b.len())
-            .filter(|&i| b.is_solved(i))
-            .map(|i| b.velocities[i].v() * b.masses[i].mass)
-            .sum()
+        let mut p = Vec3::ZERO;
+        for i in (0..b.len()).filter(|&i| b.is_solved(i)) {
+            p += self.velocity_of(i)?.v() * b.masses[i].mass;
+        }
+        Ok(p)
     }
 
     /// Total angular momentum of the dynamic bodies about the origin (kg·m²/s).
-    pub fn angular_momentum(&self) -> Vec3 {
+    pub fn angular_momentum(&self) -> Result<Vec3, PhysicsError> {
         let b = &self.bodies;
-        (0..b.len())
-            .filter(|&i| b.is_solved(i))
-            .map(|i| {
-                let m = &b.masses[i];
-                let q = b.poses[i].q();
-                m.world_inertia(q) * b.velocities[i].w()
-                    + b.poses[i].p().cross(b.velocities[i].v() * m.mass)
-            })
-            .sum()
+        let mut l = Vec3::ZERO;
+        for i in (0..b.len()).filter(|&i| b.is_solved(i)) {
+            let (m, v) = (&b.masses[i], self.velocity_of(i)?);
+            l += m.world_inertia(b.poses[i].q()) * v.w() + b.poses[i].p().cross(v.v() * m.mass);
+        }
+        Ok(l)
     }
 }

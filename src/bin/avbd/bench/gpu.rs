@@ -35,6 +35,8 @@ struct GpuRow {
     memory: Option<bevy_avbd::gpu::GpuMemory>,
     /// Bytes up and down and dispatches of the last timed frame.
     traffic: bevy_avbd::gpu::GpuTraffic,
+    /// Timed frames whose step ran again (more than one submission).
+    runs_again: usize,
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -83,6 +85,7 @@ pub(super) fn gpu_series(args: &BenchArgs, out: &mut impl Write) -> Result<(), S
         .map_err(|e| format!("cannot create {}: {e}", out_dir.display()))?;
     let config = SolverConfig {
         iterations: args.gpu_iterations,
+        gpu_velocity_readback: args.gpu_velocity_readback,
         ..SolverConfig::default()
     };
     let mut rows = Vec::new();
@@ -106,6 +109,7 @@ pub(super) fn gpu_series(args: &BenchArgs, out: &mut impl Write) -> Result<(), S
             let mut kern: [Vec<f64>; 7] = Default::default();
             let mut span = Vec::new();
             let mut host: [Vec<f64>; 4] = Default::default();
+            let mut runs_again = 0;
             for _ in 0..args.gpu_frames {
                 sc.begin_frame().map_err(|e| e.to_string())?;
                 if args.gpu_overlap_ms > 0.0 {
@@ -114,6 +118,7 @@ pub(super) fn gpu_series(args: &BenchArgs, out: &mut impl Write) -> Result<(), S
                     ));
                 }
                 sc.finish_frame().map_err(|e| e.to_string())?;
+                runs_again += sc.world.gpu_traffic().is_some_and(|t| t.submissions > 1) as usize;
                 let st = sc.world.stats();
                 col.push(st.collision_ms);
                 sol.push(st.solver_ms);
@@ -154,6 +159,7 @@ pub(super) fn gpu_series(args: &BenchArgs, out: &mut impl Write) -> Result<(), S
                 host: host.map(median),
                 memory: w.gpu_memory(),
                 traffic: w.gpu_traffic().unwrap_or_default(),
+                runs_again,
             })
         };
         match run(&mut adapter) {
@@ -177,10 +183,14 @@ pub(super) fn gpu_series(args: &BenchArgs, out: &mut impl Write) -> Result<(), S
     let mut md = String::new();
     let _ = writeln!(
         md,
-        "\nGPU series on {adapter}, {} iterations, median of {} frames after {} untimed{}\n",
+        "\nGPU series on {adapter}, {} iterations, median of {} frames after {} untimed, {}{}\n",
         args.gpu_iterations,
         args.gpu_frames,
         args.gpu_settle,
+        match args.gpu_velocity_readback {
+            true => "poses and velocities read back",
+            false => "poses read back (velocities stay on the device)",
+        },
         if args.gpu_overlap_ms > 0.0 {
             format!(
                 "; {} ms of caller work between begin_step and finish_step (not in the times)",
@@ -196,7 +206,7 @@ pub(super) fn gpu_series(args: &BenchArgs, out: &mut impl Write) -> Result<(), S
     );
     let _ = writeln!(md, "|---|---|---|---|---|---|---|---|---|---|---|---|");
     let mut csv = String::from(
-        "scene,param,adapter,iterations,bodies,contacts,colors,serial,build_s,collision_ms,solver_ms,total_ms,gpu_broad_phase_ms,gpu_integration_ms,gpu_warm_start_ms,gpu_adjacency_ms,gpu_coloring_ms,gpu_primal_ms,gpu_dual_ms,bytes_per_body,bytes_per_contact,bytes_per_joint,gpu_total_bytes,gpu_span_ms,host_prepare_ms,host_upload_ms,host_wait_ms,host_unpack_ms,manifolds,upload_bytes,body_upload_bytes,download_bytes,dispatches,indirect_dispatches\n",
+        "scene,param,adapter,iterations,bodies,contacts,colors,serial,build_s,collision_ms,solver_ms,total_ms,gpu_broad_phase_ms,gpu_integration_ms,gpu_warm_start_ms,gpu_adjacency_ms,gpu_coloring_ms,gpu_primal_ms,gpu_dual_ms,bytes_per_body,bytes_per_contact,bytes_per_joint,gpu_total_bytes,gpu_span_ms,host_prepare_ms,host_upload_ms,host_wait_ms,host_unpack_ms,manifolds,upload_bytes,body_upload_bytes,download_bytes,dispatches,indirect_dispatches,frames_run_again\n",
     );
     for r in &rows {
         let k = r
@@ -230,7 +240,7 @@ pub(super) fn gpu_series(args: &BenchArgs, out: &mut impl Write) -> Result<(), S
             .unwrap_or_else(|| ",,,,,,".into());
         let _ = writeln!(
             csv,
-            "{},{},\"{}\",{},{},{},{},{},{:.3},{:.3},{:.3},{:.3},{kc},{},{},{},{},{},{:.3},{:.3},{:.3},{:.3},{},{},{},{},{},{}",
+            "{},{},\"{}\",{},{},{},{},{},{:.3},{:.3},{:.3},{:.3},{kc},{},{},{},{},{},{:.3},{:.3},{:.3},{:.3},{},{},{},{},{},{},{}",
             r.scene,
             r.param,
             adapter,
@@ -258,6 +268,7 @@ pub(super) fn gpu_series(args: &BenchArgs, out: &mut impl Write) -> Result<(), S
             r.traffic.download_bytes,
             r.traffic.dispatches,
             r.traffic.indirect_dispatches,
+            r.runs_again,
         );
     }
     // Where the solver's time goes: the GPU solve's host phases, the rest of the step on
@@ -289,15 +300,15 @@ pub(super) fn gpu_series(args: &BenchArgs, out: &mut impl Write) -> Result<(), S
     // and the contact structure the solver sees per body.
     let _ = writeln!(
         md,
-        "\n| scene | size | up KiB/step | of which bodies KiB | down KiB/step | dispatches (indirect) | manifolds/body | points/body | colours |"
+        "\n| scene | size | up KiB/step | of which bodies KiB | down KiB/step | dispatches (indirect) | manifolds/body | points/body | colours | frames run again |"
     );
-    let _ = writeln!(md, "|---|---|---|---|---|---|---|---|---|");
+    let _ = writeln!(md, "|---|---|---|---|---|---|---|---|---|---|");
     for r in &rows {
         let t = r.traffic;
         let per_body = |x: usize| x as f64 / r.bodies.max(1) as f64;
         let _ = writeln!(
             md,
-            "| {} | {} | {:.1} | {:.1} | {:.1} | {} ({}) | {:.2} | {:.2} | {} |",
+            "| {} | {} | {:.1} | {:.1} | {:.1} | {} ({}) | {:.2} | {:.2} | {} | {} of {} |",
             r.scene,
             r.param,
             t.upload_bytes as f64 / 1024.0,
@@ -308,6 +319,8 @@ pub(super) fn gpu_series(args: &BenchArgs, out: &mut impl Write) -> Result<(), S
             per_body(r.manifolds),
             per_body(r.contacts),
             r.colors,
+            r.runs_again,
+            args.gpu_frames,
         );
     }
     for f in &failed {

@@ -127,6 +127,11 @@ pub struct BenchArgs {
     /// `finish_step` of each timed frame, overlapping the step in flight on the device.
     #[arg(long, default_value_t = 0.0)]
     pub gpu_overlap_ms: f64,
+    /// GPU series: read every body's velocity back with its pose each step (as the Bevy
+    /// plugin does, `SolverConfig::gpu_velocity_readback`). Without it only the poses come
+    /// back and the velocities stay on the device.
+    #[arg(long)]
+    pub gpu_velocity_readback: bool,
 }
 
 /// Runs the benchmark; the report goes to `out`, progress to stderr.
