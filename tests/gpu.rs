@@ -1144,14 +1144,30 @@ fn gpu_uploads_only_edited_bodies() {
 /// back) give the same bits as velocities read back every step: a pile of 60 boxes run
 /// twice, with edits of a pose, a velocity and a force on frames of their own, a body added
 /// and one removed, ten frames reading the velocities back in between, and steps run
-/// again (from the velocities' copy on the device) after the velocities stayed. Every frame the poses, the
-/// velocities as `body` gives them, the momentum, the colouring and the rounds are the
-/// same; 24 bytes a body fewer come back; an edit of a pose or a force uploads that field
-/// (and the force, 32 + 32 bytes), not the velocities.
+/// again (from the velocities' copy on the device) after the velocities stayed. Every
+/// frame the poses, the velocities as `body` gives them (after the step, and while it is
+/// in flight), the momentum, the colouring and the rounds are the same; 24 bytes a body
+/// fewer come back; an edit of a pose or a force uploads that field and the force (32 + 32
+/// bytes), not the velocities.
 #[test]
 fn gpu_velocities_that_stay_on_the_device_give_the_same_bits() {
     use bevy_avbd::glam::{Quat, Vec3};
     use bevy_avbd::{BodyDesc, Collider};
+    let state_of = |w: &bevy_avbd::PhysicsWorld| -> Vec<u32> {
+        w.body_handles()
+            .iter()
+            .flat_map(|&h| {
+                let b = w.body(h).unwrap();
+                let p = b.position.to_array().into_iter();
+                p.chain(b.rotation.to_array())
+                    .chain(b.linear_velocity.to_array())
+                    .chain(b.angular_velocity.to_array())
+            })
+            .chain(w.linear_momentum().unwrap().to_array())
+            .chain(w.angular_momentum().unwrap().to_array())
+            .map(f32::to_bits)
+            .collect()
+    };
     let run = |readback: bool| {
         let cfg = SolverConfig {
             gpu_velocity_readback: readback,
@@ -1205,25 +1221,13 @@ fn gpu_velocities_that_stay_on_the_device_give_the_same_bits() {
             if f % 7 == 3 {
                 w.gpu_run_again_once_for_tests();
             }
-            s.step().unwrap();
+            // Read while the step is in flight too (the world reads as before it: the
+            // velocities it started from, which the device copied).
+            s.begin_frame().unwrap();
+            let during = state_of(&s.world);
+            s.finish_frame().unwrap();
             let w = &s.world;
-            let state: Vec<u32> = w
-                .body_handles()
-                .iter()
-                .flat_map(|&h| {
-                    let b = w.body(h).unwrap();
-                    let p = b
-                        .position
-                        .to_array()
-                        .into_iter()
-                        .chain(b.rotation.to_array());
-                    p.chain(b.linear_velocity.to_array())
-                        .chain(b.angular_velocity.to_array())
-                })
-                .chain(w.linear_momentum().unwrap().to_array())
-                .chain(w.angular_momentum().unwrap().to_array())
-                .map(f32::to_bits)
-                .collect();
+            let state = [state_of(w), during].concat();
             let col = w.gpu_coloring().unwrap().unwrap();
             frames.push((state, col, w.gpu_traffic().unwrap(), w.body_count()));
         }
