@@ -127,7 +127,8 @@ impl GpuSolver {
     /// Body `i`'s velocity as the last step left it where the device's copy is newer than
     /// the CPU's (`None`: the CPU's is current). The first call after a step reads every
     /// body's back (blocking); the others read that copy. While a step is in flight, the
-    /// velocities it started from (its copy of them: the CPU's poses are those too).
+    /// velocities it started from (its copy of them: the CPU's poses are those too), read
+    /// after it, so the call waits for the step.
     pub fn velocity(&self, i: usize) -> Result<Option<VelocityRecord>, GpuError> {
         if !self.velocities_newer {
             return Ok(None);
