@@ -82,7 +82,7 @@ pub struct SolverConfig {
     /// Off, only the poses come back (28 bytes a body instead of 52) and the velocities stay
     /// on the device: [`crate::PhysicsWorld::body`] and the momentum sums read them on
     /// demand (blocking, once per step), edits of a pose or a force upload that field only,
-    /// and adding or removing a body reads them back first. Steps whose host work needs the
+    /// and a removed body's place is taken on the device. Steps whose host work needs the
     /// velocities (deformable bodies, contacts found on the CPU with the momentum
     /// projection on) read them back whatever this says. The CPU backend ignores it.
     /// Default true.

@@ -1142,8 +1142,9 @@ fn gpu_uploads_only_edited_bodies() {
 
 /// Velocities that stay on the device (`gpu_velocity_readback` off: only the poses come
 /// back) give the same bits as velocities read back every step: a pile of 60 boxes run
-/// twice, with edits of a pose, a velocity and a force on frames of their own, a body added
-/// and one removed, ten frames reading the velocities back in between, and steps run
+/// twice, with edits of a pose, a velocity and a force on frames of their own, bodies
+/// added (the velocity buffers grow) and removed (an edited one; one whose place a body
+/// added since takes), ten frames reading the velocities back in between, and steps run
 /// again (from the velocities' copy on the device) after the velocities stayed. Every
 /// frame the poses, the velocities as `body` gives them (after the step, and while it is
 /// in flight), the momentum, the colouring and the rounds are the same; 24 bytes a body
@@ -1204,6 +1205,33 @@ fn gpu_velocities_that_stay_on_the_device_give_the_same_bits() {
                             .with_collider(Collider::cuboid(Vec3::splat(0.2)).unwrap()),
                     )
                     .unwrap();
+                }
+                // 80 bodies at once: the velocity buffers grow (the device's move along).
+                50 => {
+                    for k in 0..80 {
+                        let at = Vec3::new((k % 10) as f32 - 4.5, 8.0 + (k / 10) as f32, 3.0);
+                        w.add_body(
+                            BodyDesc::dynamic()
+                                .at(at)
+                                .with_collider(Collider::ball(0.2).unwrap()),
+                        )
+                        .unwrap();
+                    }
+                }
+                // A body whose velocity was written is removed, and one added since takes
+                // the place of another removed (the last body moves on the device, or in
+                // the list of written velocities).
+                55 => {
+                    w.set_velocity(handles[20], Vec3::X, Vec3::ZERO).unwrap();
+                    w.remove_body(handles[20]).unwrap();
+                    w.add_body(
+                        BodyDesc::dynamic()
+                            .at(Vec3::new(2.0, 7.0, -2.0))
+                            .with_velocity(Vec3::Z, Vec3::Y)
+                            .with_collider(Collider::cuboid(Vec3::splat(0.1)).unwrap()),
+                    )
+                    .unwrap();
+                    w.remove_body(handles[30]).unwrap();
                 }
                 60 => {
                     w.remove_body(handles[3]).unwrap();

@@ -337,14 +337,21 @@ impl GpuSolver {
             return false;
         }
         let size = need.max(buf.capacity * 2).min(self.max_binding.max(need));
-        self.buffers[slot] = Self::make_buffer(&self.device, NAMES[slot], size, usage_of(slot));
-        // Where the device alone holds the velocities, the bodies were not added to
-        // (`PhysicsWorld::add_body` reads them back first): their buffers keep their size.
-        debug_assert!(
-            !(self.velocities_newer
-                && [VELOCITIES, PREV_VELOCITIES, VELOCITY_START].contains(&slot)),
-            "a velocity buffer grew while the device alone held the velocities"
+        let old = std::mem::replace(
+            &mut self.buffers[slot],
+            Self::make_buffer(&self.device, NAMES[slot], size, usage_of(slot)),
         );
+        if self.velocities_newer && [VELOCITIES, PREV_VELOCITIES].contains(&slot) {
+            // The device alone holds them (bodies were added since): they move along.
+            let mut encoder = self
+                .device
+                .create_command_encoder(&wgpu::CommandEncoderDescriptor {
+                    label: Some("velocities into a grown buffer"),
+                });
+            let new = &self.buffers[slot].buffer;
+            encoder.copy_buffer_to_buffer(&old.buffer, 0, new, 0, old.capacity);
+            self.queue.submit([encoder.finish()]);
+        }
         self.shadow[slot].clear();
         self.layout_uploaded[slot] = None;
         self.state_stale |= RESIDENT_STATE.contains(&slot);

@@ -60,13 +60,16 @@
 //!    next step, into the other of two alternating carried-state buffers: it never leaves
 //!    the device); then a copy of the results into a staging buffer. The
 //!    number of colour and serial dispatches recorded per sweep is a capacity: a step
-//!    whose colouring needs more is run again from the CPU's copy of its start state with
-//!    more (the results are identical to a run with enough capacity, so determinism
+//!    whose colouring needs more is run again from the CPU's copy of its start state (and
+//!    the device's copy of the velocities, where they stay on the device) with more (the
+//!    results are identical to a run with enough capacity, so determinism
 //!    holds); the colours' comes down every [`COLOR_WINDOW`] steps to the most a step of
 //!    the window used. Colours beyond the ones used are empty indirect dispatches.
 //! 4. Readback: [`GpuSolver::submit`] requests the map of one of two `MAP_READ` staging
 //!    buffers, used alternately, and returns; [`GpuSolver::finish`] waits for it and copies
-//!    out the poses, velocities, non-finite flags, each joint's fracture flag (where a joint
+//!    out the poses, the velocities (unless they stay on the device:
+//!    `SolverConfig::gpu_velocity_readback` off, then read on demand), the non-finite
+//!    flags, each joint's fracture flag (where a joint
 //!    is breakable; the CPU marks those broken), the colouring summary and, when the
 //!    device found the contacts, a status block (pairs, touching pairs, points, deepest
 //!    penetration, islands anchored nowhere). Nothing per contact or pair: the records and

@@ -154,20 +154,15 @@ impl GpuSolver {
 
     /// Brings the CPU's copy of the velocities and previous velocities up to date where
     /// the device's are newer, keeping those the CPU wrote since (before a step that
-    /// reads them back, and before bodies are added or removed). Blocking.
+    /// reads them back). Blocking.
     pub fn pull_velocities(&mut self, bodies: &mut BodySet) -> Result<(), GpuError> {
         if !self.velocities_newer {
             return Ok(());
         }
-        let n = self.counts.0;
-        if n != bodies.len() {
-            return Err(GpuError::Readback(format!(
-                "the device holds {n} bodies' velocities, the CPU {}",
-                bodies.len()
-            )));
-        }
+        // Bodies added since the step are the CPU's (and listed as written).
+        let n = self.counts.0.min(bodies.len());
         let size = (n * std::mem::size_of::<VelocityRecord>()) as u64;
-        let mut written = vec![false; n];
+        let mut written = vec![false; bodies.len()];
         for &i in &bodies.edits.velocities {
             written[i as usize] = true;
         }
@@ -185,6 +180,35 @@ impl GpuSolver {
         }
         self.velocities_newer = false;
         Ok(())
+    }
+
+    /// Where the device alone holds the velocities, body `from`'s move to body `to` (a
+    /// body removed: the last one takes its place, as in the CPU's records). A copy on the
+    /// device, submitted now; nothing waits.
+    pub fn move_velocity(&mut self, from: usize, to: usize) {
+        if !self.velocities_newer || from >= self.counts.0 || from == to {
+            return;
+        }
+        let size = std::mem::size_of::<VelocityRecord>() as u64;
+        let mut encoder = self
+            .device
+            .create_command_encoder(&wgpu::CommandEncoderDescriptor {
+                label: Some("a removed body's velocity slot"),
+            });
+        // Through the start copy's buffer (a copy within one buffer is not allowed; it is
+        // written again as the next step begins).
+        let start = &self.buffers[VELOCITY_START].buffer;
+        for (j, slot) in [VELOCITIES, PREV_VELOCITIES].into_iter().enumerate() {
+            let b = &self.buffers[slot].buffer;
+            let at = j as u64 * size;
+            encoder.copy_buffer_to_buffer(b, from as u64 * size, start, at, size);
+            encoder.copy_buffer_to_buffer(start, at, b, to as u64 * size, size);
+        }
+        self.queue.submit([encoder.finish()]);
+        // The cached copy is the bodies' before the move.
+        if let Ok(cache) = self.velocity_cache.get_mut() {
+            cache.0 = u64::MAX;
+        }
     }
 
     /// The body → constraint adjacency the last step built on the device: `(offsets,

@@ -12,7 +12,6 @@ impl PhysicsWorld {
     /// ([`PhysicsError::Unsupported`]).
     pub fn add_body(&mut self, desc: BodyDesc) -> Result<BodyHandle, PhysicsError> {
         self.idle()?;
-        self.pull_velocities()?;
         let mut mass = desc.validate()?;
         if moving_halfspace(desc.kind, desc.collider.as_ref()) && !self.deformables.is_empty() {
             return Err(moving_halfspace_error());
@@ -42,6 +41,8 @@ impl PhysicsWorld {
         b.forces.push([0.0; 8]);
         b.frozen.push(false);
         b.relayout();
+        // (Where the device alone holds the others' velocities, this one's goes up.)
+        b.touch_velocity(b.len() - 1);
         // Beside deformables, a collider must not start inside or across their surfaces.
         if !self.deformables.is_empty() && self.bodies.colliders.last().is_some_and(|c| c.is_some())
         {
@@ -60,7 +61,6 @@ impl PhysicsWorld {
     /// deformable vertices to it.
     pub fn remove_body(&mut self, h: BodyHandle) -> Result<Vec<JointHandle>, PhysicsError> {
         self.idle()?;
-        self.pull_velocities()?;
         let i = self.bodies.index(h).ok_or(PhysicsError::MissingBody(h))?;
         let attached: Vec<JointHandle> = self
             .joints
@@ -84,8 +84,18 @@ impl PhysicsWorld {
         for a in held {
             self.attachments.remove(a);
         }
+        let last = self.bodies.handles.len() - 1;
+        // The last body takes the removed one's place, on the device too where it alone
+        // holds the velocities, and in the list of those the CPU wrote.
+        if let Some(gpu) = self.gpu.as_mut() {
+            gpu.move_velocity(last, i);
+        }
+        let written = &mut self.bodies.edits.velocities;
+        written.retain(|&k| k as usize != i);
+        for k in written.iter_mut().filter(|k| **k as usize == last) {
+            *k = i as u32;
+        }
         let b = &mut self.bodies;
-        let last = b.handles.len() - 1;
         b.handles.swap_remove(i);
         b.kinds.swap_remove(i);
         b.poses.swap_remove(i);
@@ -144,18 +154,6 @@ impl PhysicsWorld {
     /// Handles of all bodies, in solver order.
     pub fn body_handles(&self) -> &[BodyHandle] {
         &self.bodies.handles
-    }
-
-    /// Brings the CPU's copy of the velocities up to date where the device keeps them
-    /// (`SolverConfig::gpu_velocity_readback` off), before bodies are added or removed:
-    /// the whole body state then goes up again.
-    fn pull_velocities(&mut self) -> Result<(), PhysicsError> {
-        match self.gpu.as_mut() {
-            Some(gpu) => gpu
-                .pull_velocities(&mut self.bodies)
-                .map_err(|e| PhysicsError::Gpu(e.to_string())),
-            None => Ok(()),
-        }
     }
 
     pub fn body(&self, h: BodyHandle) -> Result<BodyState, PhysicsError> {
