@@ -31,8 +31,13 @@ run() {
 
 # #20: the paper's pile at 4 iterations (goal: <= 3.5 ms of GPU solve, <= 9.8 ms a frame with
 # collision): gpu.csv, per-stage GPU and host times, bytes, dispatches, colours.
+# The series keeps the velocities on the device (poses read back only); the same with them
+# read back every step, as the Bevy plugin does: what the 24 B a body cost there.
 run "$avbd" bench --backend gpu --scene pile --pile-counts $pile4 --gpu-iterations 4 \
     --gpu-settle $settle --gpu-frames 10 --out "$out/pile-4it" > "$out/pile-4it.md"
+run "$avbd" bench --backend gpu --scene pile --pile-counts $pile4 --gpu-iterations 4 \
+    --gpu-settle $settle --gpu-frames 10 --gpu-velocity-readback \
+    --out "$out/pile-4it-velocities" > "$out/pile-4it-velocities.md"
 
 # #22: cloth_drape at 2,500 vertices (goal: <= 2 ms a frame) and squishy_balls at 140 balls,
 # 200,620 tets (<= 16 ms a frame), both with 0 intersections.
