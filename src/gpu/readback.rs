@@ -88,18 +88,31 @@ impl GpuSolver {
         if !self.joint_states_newer {
             return Ok(None);
         }
-        let mut cache = self
-            .joint_cache
+        let (frame, joints) = (self.frame, self.counts.2);
+        let cache = self.cached_read(&self.joint_cache, frame, JOINT_STATES, joints)?;
+        Ok(cache.1.get(i).copied())
+    }
+
+    /// `cache`, holding the first `count` records of buffer `slot` as read under `key`;
+    /// read again (blocking) when the key or the count changed.
+    fn cached_read<'a, T: bytemuck::Pod>(
+        &self,
+        cache: &'a std::sync::Mutex<(u64, Vec<T>)>,
+        key: u64,
+        slot: usize,
+        count: usize,
+    ) -> Result<std::sync::MutexGuard<'a, (u64, Vec<T>)>, GpuError> {
+        let mut cache = cache
             .lock()
-            .map_err(|_| GpuError::Readback("the joint state cache was poisoned".into()))?;
-        if cache.0 != self.frame || cache.1.len() != self.counts.2 {
-            let size = (self.counts.2 * std::mem::size_of::<JointRowState>()) as u64;
+            .map_err(|_| GpuError::Readback(format!("the {} cache was poisoned", NAMES[slot])))?;
+        if cache.0 != key || cache.1.len() != count {
+            let size = (count * std::mem::size_of::<T>()) as u64;
             *cache = (
-                self.frame,
-                bytemuck::pod_collect_to_vec(&self.read(JOINT_STATES, 0, size)?),
+                key,
+                bytemuck::pod_collect_to_vec(&self.read(slot, 0, size)?),
             );
         }
-        Ok(cache.1.get(i).copied())
+        Ok(cache)
     }
 
     /// Brings the CPU's copy of the joints' row states up to date (before joints are added
@@ -133,22 +146,12 @@ impl GpuSolver {
         if !self.velocities_newer {
             return Ok(None);
         }
-        let mut cache = self
-            .velocity_cache
-            .lock()
-            .map_err(|_| GpuError::Readback("the velocity cache was poisoned".into()))?;
         let key = 2 * self.frame + self.pending.is_some() as u64;
-        if cache.0 != key || cache.1.len() != self.counts.0 {
-            let size = (self.counts.0 * std::mem::size_of::<VelocityRecord>()) as u64;
-            let slot = match self.pending.is_some() {
-                true => VELOCITY_START,
-                false => VELOCITIES,
-            };
-            *cache = (
-                key,
-                bytemuck::pod_collect_to_vec(&self.read(slot, 0, size)?),
-            );
-        }
+        let slot = match self.pending.is_some() {
+            true => VELOCITY_START,
+            false => VELOCITIES,
+        };
+        let cache = self.cached_read(&self.velocity_cache, key, slot, self.counts.0)?;
         Ok(cache.1.get(i).copied())
     }
 
