@@ -1,213 +1,269 @@
 //! The broad phase: every primitive pair that can come within ξ of each other before
 //! the cages ([`super::cages`]) are left, as candidates for the CCD of every iteration.
 //!
-//! Triangles and edges are placed in uniform grids over their boxes ([`super::box_grid`]),
-//! and every point and edge queries them: points against triangles and edges against
-//! edges, on absolute boxes between objects (rigid–rigid pairs are the rigid solver's), on
-//! comoving boxes within each deformable (self-contact; each deformable is a space of its
-//! own in the comoving grids). Pairs are then filtered by the distance at R less the reach
-//! of their cages, and half-spaces are tested point by point. Each query's pairs come out
-//! sorted and the queries run in index order, so the candidates are sorted without a sort,
-//! whatever the thread count; the GPU can run the same grids.
+//! Each object (deformable or rigid body) has three BVHs over its primitives' absolute
+//! boxes: points, triangles, edges. Objects whose boxes overlap are traversed tree against
+//! tree, points against triangles and edges against edges (rigid–rigid pairs are the rigid
+//! solver's). Each deformable also has the three over its comoving boxes, traversed against
+//! each other for self-contact. Pairs are then filtered by the distance at
+//! R less the reach of their cages, and half-spaces are tested point by point.
 
 use glam::{Vec3, Vec3A};
+use parry3d::bounding_volume::{Aabb, BoundingVolume};
+use parry3d::partitioning::{Bvh, BvhBuildStrategy, BvhWorkspace};
 use rayon::prelude::*;
 
 use super::SurfaceContact;
-use super::box_grid::BoxGrid;
 use super::cages::Box3;
-use super::geometry::Owner;
+use super::geometry::{EDGES, Leaf, Owner, POINTS, TRIANGLES};
 use super::rows::{NO_POINT, Pair, PairKind};
 use crate::ccd::{edge_edge_distance_lower_bound, point_triangle_distance_lower_bound};
 use crate::config::SolverConfig;
 use crate::deformable::DeformableSet;
 
-/// The grids of one broad phase: triangles and edges, on absolute boxes (every object's,
-/// one space) and on comoving boxes (the deformables' own, a space per deformable).
-struct Grids {
-    triangles: BoxGrid,
-    edges: BoxGrid,
-    comoving_triangles: BoxGrid,
-    comoving_edges: BoxGrid,
+/// One object's primitives of one kind, their boxes and their BVH.
+struct Tree<'a> {
+    leaves: &'a [Leaf],
+    boxes: Vec<Aabb>,
+    bvh: &'a Bvh,
+    root: Box3,
+}
+
+/// Frames a kept BVH is refitted before it is built again: refitting keeps its topology,
+/// which fits less well as a cloth crumples.
+const REBUILD_AGE: u32 = 16;
+
+/// One kept BVH and the frames since it was built.
+struct KeptBvh {
+    bvh: Bvh,
+    leaves: usize,
+    age: u32,
+}
+
+/// BVHs kept from one broad phase to the next and refitted to the new boxes (a binned
+/// build of a 2,500-vertex cloth's six trees every frame took a third of its broad phase).
+/// Per object: absolute points, triangles, edges, then comoving points, triangles, edges.
+/// The candidates do not depend on a tree's shape (each leaf pair is tested on its exact
+/// boxes), so neither do the results.
+#[derive(Default)]
+pub struct TreeCache {
+    trees: Vec<[Option<KeptBvh>; 6]>,
+}
+
+impl TreeCache {
+    pub fn clear(&mut self) {
+        self.trees.clear();
+    }
+}
+
+/// An object's leaf boxes of one kind and their union.
+type LeafBoxes = (Vec<Aabb>, Box3);
+
+/// The widened leaf boxes of `boxes` and their union.
+fn leaf_boxes(boxes: impl Iterator<Item = Box3>, widen: f32) -> LeafBoxes {
+    let w = Vec3A::splat(widen);
+    let boxes: Vec<Aabb> = boxes
+        .map(|(lo, hi)| Aabb::new(Vec3::from(lo - w), Vec3::from(hi + w)))
+        .collect();
+    let root = boxes.iter().fold(
+        (Vec3A::splat(f32::INFINITY), Vec3A::splat(f32::NEG_INFINITY)),
+        |(lo, hi), b| (lo.min(b.mins.into()), hi.max(b.maxs.into())),
+    );
+    (boxes, root)
+}
+
+/// `slot`'s BVH refitted to `boxes`, or built again (new leaves, or old).
+fn refresh(slot: &mut Option<KeptBvh>, boxes: &[Aabb]) {
+    match slot {
+        Some(kept) if kept.leaves == boxes.len() && kept.age < REBUILD_AGE => {
+            for (i, b) in boxes.iter().enumerate() {
+                kept.bvh.insert_or_update_partially(*b, i as u32, 0.0);
+            }
+            kept.bvh.refit_without_opt();
+            kept.age += 1;
+        }
+        _ => {
+            *slot = Some(KeptBvh {
+                bvh: Bvh::from_leaves(BvhBuildStrategy::Binned, boxes),
+                leaves: boxes.len(),
+                age: 0,
+            });
+        }
+    }
+}
+
+#[inline]
+fn overlap((lo, hi): Box3, (l, h): Box3) -> bool {
+    lo.cmple(h).all() && l.cmple(hi).all()
 }
 
 impl SurfaceContact {
     /// The candidate pairs at the current cages, sorted, with a lower bound on each
     /// pair's distance at R.
     pub(crate) fn candidate_pairs(
-        &self,
+        &mut self,
         cfg: &SolverConfig,
         set: &DeformableSet,
     ) -> (Vec<Pair>, Vec<f32>) {
-        let g = &self.geometry;
-        let grids = self.grids(cfg);
-        let points: Vec<u32> = g
-            .surface_points
-            .iter()
-            .copied()
-            .chain(g.soft_points..g.point_count() as u32)
-            .collect();
-        let point_triangle = points.par_iter().flat_map_iter(|&p| {
-            let found = self.triangles_near(cfg, set, &grids, p);
-            self.kept(cfg, set, PairKind::PointTriangle, p, found)
-        });
-        let edge_edge = (0..g.edges.len() as u32)
-            .into_par_iter()
-            .flat_map_iter(|e| {
-                let found = self.edges_near(cfg, &grids, e);
-                self.kept(cfg, set, PairKind::EdgeEdge, e, found)
-            });
-        let mut pairs: Vec<(Pair, f32)> = point_triangle.collect();
-        pairs.par_extend(edge_edge);
-        // Deformable surface points against half-spaces.
-        for &p in &g.surface_points {
-            let (lo, hi) = self.cages.absolute[p as usize];
-            let (c, h) = (Vec3::from((lo + hi) * 0.5), Vec3::from((hi - lo) * 0.5));
-            for pi in 0..g.planes.len() as u32 {
-                let (normal, at) = self.plane(pi);
-                let lowest = normal.dot(c - at) - normal.abs().dot(h);
-                if lowest <= cfg.contact_min_separation {
-                    let pair = Pair {
-                        kind: PairKind::PointPlane,
-                        a: p,
-                        b: pi,
-                    };
-                    pairs.push((pair, 0.0));
-                }
-            }
-        }
-        debug_assert!(pairs.windows(2).all(|w| w[0].0 < w[1].0));
-        pairs.into_iter().unzip()
+        let mut cache = std::mem::take(&mut self.tree_cache);
+        let out = self.candidate_pairs_with(cfg, set, &mut cache);
+        self.tree_cache = cache;
+        out
     }
 
-    /// The grids over the current cages' boxes, widened by half the minimum separation.
-    fn grids(&self, cfg: &SolverConfig) -> Grids {
-        let g = &self.geometry;
-        let cages = &self.cages;
-        let w = Vec3A::splat(0.5 * cfg.contact_min_separation);
-        let widened = |(lo, hi): Box3| (lo - w, hi + w);
-        let soft = |o: &Owner| matches!(o, Owner::Soft(_));
-        // Deformables' primitives come first in the geometry's lists.
-        let soft_triangles = g.triangles.partition_point(|(_, o)| soft(o));
-        let soft_edges = g.edges.partition_point(|(_, o)| soft(o));
-        let space = |o: &Owner| match o {
-            Owner::Soft(b) => *b,
-            Owner::Rigid(_) => u32::MAX,
-        };
-        let absolute = |pts: &[u32]| widened(cages.absolute_box(pts));
-        let comoving = |pts: &[u32]| widened(cages.comoving_box(pts));
-        let spaces = |owners: &[Owner]| owners.iter().map(space).collect();
-        let tri_owners: Vec<Owner> = g.triangles[..soft_triangles].iter().map(|t| t.1).collect();
-        let edge_owners: Vec<Owner> = g.edges[..soft_edges].iter().map(|e| e.1).collect();
-        Grids {
-            triangles: BoxGrid::build(
-                g.triangles.par_iter().map(|(t, _)| absolute(t)).collect(),
-                vec![0; g.triangles.len()],
-            ),
-            edges: BoxGrid::build(
-                g.edges.par_iter().map(|(e, _)| absolute(e)).collect(),
-                vec![0; g.edges.len()],
-            ),
-            comoving_triangles: BoxGrid::build(
-                g.triangles[..soft_triangles]
-                    .par_iter()
-                    .map(|(t, _)| comoving(t))
-                    .collect(),
-                spaces(&tri_owners),
-            ),
-            comoving_edges: BoxGrid::build(
-                g.edges[..soft_edges]
-                    .par_iter()
-                    .map(|(e, _)| comoving(e))
-                    .collect(),
-                spaces(&edge_owners),
-            ),
-        }
-    }
-
-    /// Whether primitives of owners `a` and `b` may make a pair across objects: not two
-    /// rigid bodies (the rigid solver's), nor a deformable and a body it is attached to.
-    fn may_pair(&self, a: Owner, b: Owner) -> bool {
-        match (a, b) {
-            _ if a == b => false,
-            (Owner::Rigid(_), Owner::Rigid(_)) => false,
-            (Owner::Soft(s), Owner::Rigid(r)) | (Owner::Rigid(r), Owner::Soft(s)) => {
-                self.linked.binary_search(&(s, r)).is_err()
-            }
-            _ => true,
-        }
-    }
-
-    /// The triangles whose boxes overlap point `p`'s, sorted: of other objects on absolute
-    /// boxes, of its own deformable (not its own triangles) on comoving ones.
-    fn triangles_near(
+    fn candidate_pairs_with(
         &self,
         cfg: &SolverConfig,
         set: &DeformableSet,
-        grids: &Grids,
-        p: u32,
-    ) -> Vec<u32> {
+        cache: &mut TreeCache,
+    ) -> (Vec<Pair>, Vec<f32>) {
         let g = &self.geometry;
-        let w = Vec3A::splat(0.5 * cfg.contact_min_separation);
-        let owner = g.owner_of(set, p);
-        let mut found = Vec::new();
-        let (lo, hi) = self.cages.absolute[p as usize];
-        grids.triangles.overlaps((lo - w, hi + w), 0, |t| {
-            if self.may_pair(owner, g.triangles[t as usize].1) {
-                found.push(t);
+        let cages = &self.cages;
+        let widen = 0.5 * cfg.contact_min_separation;
+        let box_of = |leaf: Leaf, comoving: bool| {
+            let (pts, n) = g.leaf_points(leaf);
+            if comoving {
+                cages.comoving_box(&pts[..n])
+            } else {
+                cages.absolute_box(&pts[..n])
             }
-        });
-        if let Owner::Soft(b) = owner {
-            let (lo, hi) = self.cages.comoving_box(&[p]);
-            grids.comoving_triangles.overlaps((lo - w, hi + w), b, |t| {
-                if !g.triangles[t as usize].0.contains(&p) {
-                    found.push(t);
+        };
+        let objects = g.leaves.len();
+        cache.trees.resize_with(objects, Default::default);
+        // Per object and slot: the leaf boxes and their union (comoving slots of
+        // deformables only), the kept BVHs refitted or built.
+        let boxes: Vec<[Option<LeafBoxes>; 6]> = cache
+            .trees
+            .par_iter_mut()
+            .enumerate()
+            .map(|(o, slots)| {
+                std::array::from_fn(|k| {
+                    let (kind, comoving) = (k % 3, k >= 3);
+                    let leaves = &g.leaves[o][kind];
+                    if leaves.is_empty() || (comoving && o >= set.len()) {
+                        slots[k] = None;
+                        return None;
+                    }
+                    let (b, root) = leaf_boxes(leaves.iter().map(|&l| box_of(l, comoving)), widen);
+                    refresh(&mut slots[k], &b);
+                    Some((b, root))
+                })
+            })
+            .collect();
+        let trees: Vec<[Option<Tree>; 6]> = boxes
+            .into_iter()
+            .zip(&cache.trees)
+            .enumerate()
+            .map(|(o, (mut b, slots))| {
+                std::array::from_fn(|k| {
+                    let (boxes, root) = b[k].take()?;
+                    Some(Tree {
+                        leaves: &g.leaves[o][k % 3],
+                        boxes,
+                        bvh: &slots[k].as_ref()?.bvh,
+                        root,
+                    })
+                })
+            })
+            .collect();
+        let root = |t: &[Option<Tree>; 6]| {
+            t[..3].iter().flatten().fold(
+                (Vec3A::splat(f32::INFINITY), Vec3A::splat(f32::NEG_INFINITY)),
+                |(lo, hi), t| (lo.min(t.root.0), hi.max(t.root.1)),
+            )
+        };
+        let roots: Vec<Box3> = trees.iter().map(root).collect();
+        // The tree pairs to traverse: points against triangles both ways and edges against
+        // edges, for a deformable and every later object whose box overlaps it (and is not
+        // attached to it), and within each deformable on its comoving boxes.
+        let mut jobs: Vec<(usize, usize)> = Vec::new();
+        for a in 0..set.len() {
+            for b in a + 1..objects {
+                let linked = b >= set.len()
+                    && self
+                        .linked
+                        .binary_search(&(a as u32, (b - set.len()) as u32))
+                        .is_ok();
+                if !linked && overlap(roots[a], roots[b]) {
+                    jobs.push((a, b));
                 }
-            });
-        }
-        found.sort_unstable();
-        found
-    }
-
-    /// The edges after `e` whose boxes overlap its own, sorted: of other objects on
-    /// absolute boxes, of its own deformable (sharing no point) on comoving ones.
-    fn edges_near(&self, cfg: &SolverConfig, grids: &Grids, e: u32) -> Vec<u32> {
-        let g = &self.geometry;
-        let w = Vec3A::splat(0.5 * cfg.contact_min_separation);
-        let (ends, owner) = g.edges[e as usize];
-        let mut found = Vec::new();
-        let (lo, hi) = self.cages.absolute_box(&ends);
-        grids.edges.overlaps((lo - w, hi + w), 0, |f| {
-            if f > e && self.may_pair(owner, g.edges[f as usize].1) {
-                found.push(f);
             }
-        });
-        if let Owner::Soft(b) = owner {
-            let (lo, hi) = self.cages.comoving_box(&ends);
-            grids.comoving_edges.overlaps((lo - w, hi + w), b, |f| {
-                let other = g.edges[f as usize].0;
-                if f > e && !ends.contains(&other[0]) && !ends.contains(&other[1]) {
-                    found.push(f);
-                }
-            });
         }
-        found.sort_unstable();
-        found
-    }
-
-    /// The pairs of `a` with each of `found` that may meet, with their lower bounds.
-    fn kept<'a>(
-        &'a self,
-        cfg: &'a SolverConfig,
-        set: &'a DeformableSet,
-        kind: PairKind,
-        a: u32,
-        found: Vec<u32>,
-    ) -> impl Iterator<Item = (Pair, f32)> + 'a {
-        found.into_iter().filter_map(move |b| {
-            let pair = Pair { kind, a, b };
-            Some((pair, self.may_meet(cfg, set, &pair)?))
-        })
+        let kinds = [(POINTS, TRIANGLES), (TRIANGLES, POINTS), (EDGES, EDGES)];
+        let cross = |ta: &Tree, tb: &Tree| -> Vec<Pair> {
+            ta.bvh
+                .leaf_pairs(tb.bvh, |n1, n2| n1.intersects(n2))
+                .filter(|&(i, j)| ta.boxes[i as usize].intersects(&tb.boxes[j as usize]))
+                .filter_map(|(i, j)| {
+                    self.pair_of(set, ta.leaves[i as usize], tb.leaves[j as usize])
+                })
+                .collect()
+        };
+        let trees = &trees;
+        let mut pairs: Vec<Pair> = jobs
+            .par_iter()
+            .flat_map_iter(|&(a, b)| {
+                kinds
+                    .iter()
+                    .flat_map(move |&(ka, kb)| match (&trees[a][ka], &trees[b][kb]) {
+                        (Some(ta), Some(tb)) => cross(ta, tb),
+                        _ => Vec::new(),
+                    })
+            })
+            .collect();
+        let own: Vec<Pair> = (0..set.len())
+            .into_par_iter()
+            .flat_map_iter(|b| {
+                let [_, _, _, points, triangles, edges] = &trees[b];
+                let mut out = match (points, triangles) {
+                    (Some(p), Some(t)) => cross(p, t),
+                    _ => Vec::new(),
+                };
+                if let Some(e) = edges {
+                    let mut workspace = BvhWorkspace::default();
+                    e.bvh
+                        .traverse_bvtt_single_tree::<false>(&mut workspace, &mut |i, j| {
+                            if let Some(p) =
+                                self.pair_of(set, e.leaves[i as usize], e.leaves[j as usize])
+                            {
+                                out.push(p);
+                            }
+                        });
+                }
+                out
+            })
+            .collect();
+        pairs.extend(own);
+        // Deformable surface points against half-spaces.
+        for pi in 0..g.planes.len() {
+            let (normal, at) = self.plane(pi as u32);
+            for &p in &g.surface_points {
+                let (lo, hi) = cages.absolute[p as usize];
+                let (c, h) = (Vec3::from((lo + hi) * 0.5), Vec3::from((hi - lo) * 0.5));
+                let lowest = normal.dot(c - at) - normal.abs().dot(h);
+                if lowest <= cfg.contact_min_separation {
+                    pairs.push(Pair {
+                        kind: PairKind::PointPlane,
+                        a: p,
+                        b: pi as u32,
+                    });
+                }
+            }
+        }
+        pairs.par_sort_unstable();
+        pairs.dedup();
+        // Boxes are loose around slanted primitives (a triangle's box covers its whole
+        // quad): keep the pairs whose distance at R, less the farthest their points can
+        // go, is within ξ.
+        let lower: Vec<Option<f32>> = pairs
+            .par_iter()
+            .map(|pair| self.may_meet(cfg, set, pair))
+            .collect();
+        pairs
+            .into_iter()
+            .zip(lower)
+            .filter_map(|(pair, d)| Some((pair, d?)))
+            .unzip()
     }
 
     /// Whether the two points' primitives of `pair` lie in one deformable (self-contact).
@@ -241,6 +297,55 @@ impl SurfaceContact {
         };
         // A relative margin for the rounding of the reaches and their sum.
         (lower - (first + second) * (1.0 + 1e-5) <= cfg.contact_min_separation).then_some(lower)
+    }
+
+    /// The candidate pair of two broad-phase leaves, if they make one.
+    fn pair_of(&self, set: &DeformableSet, a: Leaf, b: Leaf) -> Option<Pair> {
+        let g = &self.geometry;
+        let (pair, oa, ob) = match (a, b) {
+            (Leaf::Point(p), Leaf::Triangle(t)) | (Leaf::Triangle(t), Leaf::Point(p)) => {
+                let (tri, ot) = g.triangles[t as usize];
+                let op = g.owner_of(set, p);
+                if op == ot && tri.contains(&p) {
+                    return None;
+                }
+                (
+                    Pair {
+                        kind: PairKind::PointTriangle,
+                        a: p,
+                        b: t,
+                    },
+                    op,
+                    ot,
+                )
+            }
+            (Leaf::Edge(e), Leaf::Edge(f)) => {
+                let ((ea, oa), (eb, ob)) = (g.edges[e as usize], g.edges[f as usize]);
+                if oa == ob && (ea.contains(&eb[0]) || ea.contains(&eb[1])) {
+                    return None;
+                }
+                (
+                    Pair {
+                        kind: PairKind::EdgeEdge,
+                        a: e.min(f),
+                        b: e.max(f),
+                    },
+                    oa,
+                    ob,
+                )
+            }
+            _ => return None,
+        };
+        match (oa, ob) {
+            // Rigid–rigid contact is the rigid solver's.
+            (Owner::Rigid(_), Owner::Rigid(_)) => None,
+            (Owner::Soft(s), Owner::Rigid(r)) | (Owner::Rigid(r), Owner::Soft(s))
+                if self.linked.binary_search(&(s, r)).is_ok() =>
+            {
+                None
+            }
+            _ => Some(pair),
+        }
     }
 
     /// The points of a pair.

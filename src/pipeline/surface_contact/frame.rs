@@ -59,6 +59,7 @@ impl SurfaceContact {
         if generation != self.generation {
             self.generation = generation;
             self.geometry = Geometry::build(set, bodies);
+            self.tree_cache.clear();
             self.rows.clear();
             self.row_of.clear();
         }

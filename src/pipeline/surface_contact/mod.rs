@@ -24,7 +24,6 @@
 
 pub mod advance;
 pub mod barrier;
-pub mod box_grid;
 pub mod broad_phase;
 pub mod cages;
 pub mod frame;
@@ -94,6 +93,8 @@ pub struct SurfaceContact {
     pub(crate) linked: Vec<(u32, u32)>,
     /// The log-barrier baseline's candidates by point and body (`ContactModel::Barrier`).
     pub(crate) barrier: barrier::Barrier,
+    /// The broad phase's BVHs, kept from frame to frame.
+    pub(crate) tree_cache: broad_phase::TreeCache,
     /// GPU backend: whether this frame's step was run again with the rows its first run
     /// made already in the active set (`gpu::soft_contact`).
     pub(crate) seeded: bool,
