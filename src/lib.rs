@@ -61,7 +61,7 @@ pub mod scenes;
 pub mod stages;
 pub mod world;
 
-pub use config::{ContactModel, NarrowPhase, SolverConfig};
+pub use config::{ContactBroadPhase, ContactModel, NarrowPhase, SolverConfig};
 pub use deformable::{
     AttachmentDesc, ClothMaterial, DeformableDesc, SolidMaterial, TetMesh, TetPattern, TriMesh,
 };

@@ -39,6 +39,9 @@ pub struct SurfaceContactStats {
     /// GPU backend: 1 when the step ran a second time, because an iterate of its first run
     /// left its cages or its rows ran out of room; 0 otherwise.
     pub runs_again: usize,
+    /// GPU backend: broad phases whose candidates the device found (the others ran on the
+    /// host's BVHs).
+    pub device_broad_phases: usize,
     /// Time in the broad phase (cages, BVH, islands), in CCD and the advance, and in the
     /// rows' dual update (ms).
     pub broad_phase_ms: f64,

@@ -671,3 +671,63 @@ fn deformable_edits_mid_run_match_the_cpu() {
     assert!(!gpu.contains_deformable(a) && gpu.contains_deformable(c));
     assert!(com(&gpu, c).y < 0.2, "C did not fall: {}", com(&gpu, c));
 }
+
+/// The contact broad phase on the device (`gpu::contact_broad`, `gpu_contact_broad_phase`
+/// = device): with the CPU's margins for its distance bounds, a device that computes like
+/// the CPU (lavapipe) finds the host's candidates bit for bit, so whole runs give the same
+/// bits as runs whose broad phase is the host's; with its own margins (the default, bounds
+/// no higher than the CPU's) the same scenes stay intersection-free and within a
+/// millimetre of those runs. A cloth on a sphere (self-contact, a static body), soft balls
+/// in a box of kinematic walls, rigid boxes on a soft slab (dynamic bodies).
+#[test]
+fn the_device_broad_phase_finds_the_hosts_candidates() {
+    use bevy_avbd::ContactBroadPhase;
+    type Case<'a> = (&'a str, &'a [(&'a str, f64)], u32);
+    let scenes: [Case; 3] = [
+        ("cloth_drape", &[], 40),
+        ("squishy_balls", &[("count", 4.0)], 20),
+        ("mattress", &[], 40),
+    ];
+    for (name, params, frames) in scenes {
+        let run = |broad: ContactBroadPhase, cpu_margins: bool| {
+            let config = SolverConfig {
+                gpu_contact_broad_phase: broad,
+                ..Default::default()
+            };
+            let mut s = gpu_scene(name, params, config)?;
+            s.world
+                .gpu_contact_broad_phase_with_cpu_margins_for_tests(cpu_margins);
+            s.run(frames).expect("scene steps on the GPU");
+            Some(s)
+        };
+        let Some(host) = run(ContactBroadPhase::Host, false) else {
+            return;
+        };
+        let same = run(ContactBroadPhase::Device, true).unwrap();
+        let own = run(ContactBroadPhase::Device, false).unwrap();
+        let device_runs = |s: &Scene| s.profile()["device_broad_phases"] * s.frame as f64;
+        assert_eq!(device_runs(&host), 0.0, "{name}");
+        assert!(device_runs(&same) >= frames as f64, "{name}");
+        assert!(device_runs(&own) >= frames as f64, "{name}");
+        let positions = |s: &Scene| {
+            let w = &s.world;
+            let mut out = common::all_positions(w);
+            out.extend(
+                w.body_handles()
+                    .iter()
+                    .map(|&h| w.body(h).unwrap().position.to_array()),
+            );
+            out
+        };
+        assert_eq!(positions(&host), positions(&same), "{name}: CPU margins");
+        assert_eq!(metric(&own, "intersections"), 0.0, "{name}");
+        assert_eq!(metric(&own, "inverted_elements"), 0.0, "{name}");
+        let farthest = positions(&host)
+            .iter()
+            .zip(positions(&own))
+            .map(|(a, b)| glam::Vec3::from(*a).distance(glam::Vec3::from(b)))
+            .fold(0.0f32, f32::max);
+        println!("{name}: device with its own margins within {farthest} m of the host's run");
+        assert!(farthest < 1e-3, "{name}: {farthest} m");
+    }
+}

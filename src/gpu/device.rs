@@ -406,6 +406,8 @@ impl GpuSolver {
             restore_velocities: false,
             run_again_once: false,
             velocity_cache: Default::default(),
+            contact_broad: None,
+            contact_broad_margins: super::ccd::CcdMargins::WGSL,
             broad_params,
             broad_layout,
             broad_groups: None,
@@ -466,7 +468,16 @@ pub(super) fn read_staging<T: bytemuck::Pod>(
     device: &wgpu::Device,
     staging: &wgpu::Buffer,
 ) -> Result<Vec<T>, GpuError> {
-    let slice = staging.slice(..);
+    read_staging_range(device, staging, staging.size())
+}
+
+/// The first `bytes` of `staging` (blocking), as [`read_staging`] reads it whole.
+pub(super) fn read_staging_range<T: bytemuck::Pod>(
+    device: &wgpu::Device,
+    staging: &wgpu::Buffer,
+    bytes: u64,
+) -> Result<Vec<T>, GpuError> {
+    let slice = staging.slice(..bytes);
     let (tx, rx) = std::sync::mpsc::channel();
     slice.map_async(wgpu::MapMode::Read, move |r| {
         let _ = tx.send(r);

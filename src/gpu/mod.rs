@@ -141,6 +141,7 @@ use crate::rigid::{BodySet, JointSet};
 pub mod broad;
 mod buffers;
 pub mod ccd;
+pub mod contact_broad;
 mod device;
 mod finish;
 pub mod narrow;
@@ -451,6 +452,10 @@ pub struct GpuSolver {
     /// The device's velocities, read back whole at the first [`Self::velocity`] after a
     /// submission (`frame`).
     velocity_cache: std::sync::Mutex<(u64, Vec<VelocityRecord>)>,
+    /// The deformable contact's broad phase on this device, built at its first use.
+    contact_broad: Option<std::sync::Arc<contact_broad::GpuContactBroadPhase>>,
+    /// The margins of its lower bounds (`CcdMargins::WGSL` but in tests).
+    contact_broad_margins: ccd::CcdMargins,
     /// The broad phase's parameters (`BroadParams`) and its group for each side.
     broad_params: wgpu::Buffer,
     broad_layout: wgpu::BindGroupLayout,
@@ -551,6 +556,45 @@ fn params_size() -> u64 {
 }
 
 impl GpuSolver {
+    /// The deformable contact's broad phase on this device (`contact_broad`), for the
+    /// contact set-up on the host to call, where `cfg` puts it on the device.
+    pub(crate) fn contact_broad_phase(
+        &mut self,
+        cfg: &SolverConfig,
+    ) -> Option<std::sync::Arc<dyn crate::pipeline::surface_contact::DeviceBroadPhase>> {
+        use crate::config::ContactBroadPhase;
+        let on_device = match cfg.gpu_contact_broad_phase {
+            ContactBroadPhase::Auto => self.info.device_type != wgpu::DeviceType::Cpu,
+            ContactBroadPhase::Device => true,
+            ContactBroadPhase::Host => false,
+        };
+        if !on_device {
+            return None;
+        }
+        let (device, queue) = (&self.device, &self.queue);
+        let margins = self.contact_broad_margins;
+        let finder = self.contact_broad.get_or_insert_with(|| {
+            std::sync::Arc::new(contact_broad::GpuContactBroadPhase::on(
+                device.clone(),
+                queue.clone(),
+            ))
+        });
+        Some(std::sync::Arc::new(contact_broad::StepBroadPhase {
+            finder: finder.clone(),
+            margins,
+        }))
+    }
+
+    /// Test hook: the device's contact broad phase bounds distances with the CPU's margins
+    /// (on a device that computes like the CPU, it then finds the host's candidates bit for
+    /// bit), or with its own (`CcdMargins::WGSL`, the default).
+    pub(crate) fn contact_broad_phase_with_cpu_margins(&mut self, on: bool) {
+        self.contact_broad_margins = match on {
+            true => ccd::CcdMargins::CPU,
+            false => ccd::CcdMargins::WGSL,
+        };
+    }
+
     /// Bytes the last deformable step uploaded and read back, over every run of it (a step
     /// whose iterate left its contact cages, or whose rows ran out of room, runs twice).
     pub fn deformable_traffic(&self) -> (u64, u64) {

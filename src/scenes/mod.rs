@@ -416,7 +416,7 @@ pub fn spec(name: &str) -> Option<&'static SceneSpec> {
 pub(crate) struct Tracker {
     /// Sums over the frames of the step's stage times (ms), of the contact broad phase's
     /// runs and candidates, for [`Scene::profile`].
-    pub profile: [f64; 11],
+    pub profile: [f64; 12],
     /// Bodies whose start positions define `max_drift`, and their start positions.
     pub drift_bodies: Vec<(BodyHandle, Vec3)>,
     /// Frame at which a projectile is launched: drift stops being tracked.
@@ -599,6 +599,7 @@ impl Scene {
             (sc.rebuilds + usize::from(sc.candidates > 0)) as f64,
             sc.candidates as f64,
             sc.runs_again as f64,
+            sc.device_broad_phases as f64,
         ]) {
             *sum += ms;
         }
@@ -677,7 +678,8 @@ impl Scene {
     /// `rest` (rigid primal and dual, integration, colouring, warm starts); and per frame
     /// the contact broad phase's runs (`broad_phase_runs`: 1, plus one per iterate that
     /// left its cage), its candidate pairs (`candidates`) and, on the GPU backend, the
-    /// steps run a second time (`runs_again`, see `SurfaceContactStats::runs_again`).
+    /// steps run a second time (`runs_again`, see `SurfaceContactStats::runs_again`) and
+    /// the broad phases the device ran (`device_broad_phases`).
     pub fn profile(&self) -> BTreeMap<String, f64> {
         let frames = self.frame.max(1) as f64;
         [
@@ -692,6 +694,7 @@ impl Scene {
             "broad_phase_runs",
             "candidates",
             "runs_again",
+            "device_broad_phases",
         ]
         .iter()
         .zip(self.tracker.profile)

@@ -110,6 +110,16 @@ impl PhysicsWorld {
         }
     }
 
+    /// Test hook: on the GPU backend, the device's deformable contact broad phase bounds
+    /// distances with the CPU's margins, so that a device that computes like the CPU
+    /// (lavapipe) finds the host's candidates bit for bit.
+    #[doc(hidden)]
+    pub fn gpu_contact_broad_phase_with_cpu_margins_for_tests(&mut self, on: bool) {
+        if let Some(g) = self.gpu.as_mut() {
+            g.contact_broad_phase_with_cpu_margins(on);
+        }
+    }
+
     /// Test hook: on the GPU backend, find the contact points on the CPU (and upload them)
     /// even where the device could find them, to compare the two paths.
     #[doc(hidden)]

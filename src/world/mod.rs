@@ -260,7 +260,9 @@ impl PhysicsWorld {
                     // does (the device keeps its own).
                     integration::begin_step(cfg, &self.bodies, s);
                     vbd::begin_step(cfg, &self.deformables, &mut s.vertices);
-                    // A frame's first run builds its contact set-up afresh.
+                    // A frame's first run builds its contact set-up afresh, its broad
+                    // phase on the device.
+                    s.vertices.contact.device_broad_phase = gpu.contact_broad_phase(cfg);
                     s.vertices.contact.seeded = false;
                     s.vertices.contact.cross_cages = false;
                     vbd::begin_contact_and_coarse(

@@ -163,12 +163,16 @@ pub(crate) fn parse_kv(s: &str) -> Result<(String, f64), String> {
     let (k, v) = s
         .split_once('=')
         .ok_or_else(|| format!("expected key=value, got `{s}`"))?;
-    // The contact model and the narrow phase by name (or by their numbers).
+    // The contact model, the narrow phase and the GPU's contact broad phase by name (or by
+    // their numbers).
     let v: f64 = match (k.trim(), v.trim()) {
         ("contact_model", "al") => 0.0,
         ("contact_model", "barrier") => 1.0,
         ("narrow_phase", "primitive") => 0.0,
         ("narrow_phase", "parry") => 1.0,
+        ("gpu_contact_broad_phase", "auto") => 0.0,
+        ("gpu_contact_broad_phase", "device") => 1.0,
+        ("gpu_contact_broad_phase", "host") => 2.0,
         (_, v) => v
             .parse()
             .map_err(|e| format!("`{v}` is not a number: {e}"))?,

@@ -105,6 +105,17 @@ impl SurfaceContact {
         cfg: &SolverConfig,
         set: &DeformableSet,
     ) -> (Vec<Pair>, Vec<f32>) {
+        if let Some(device) = self.device_broad_phase.clone() {
+            // A device that fails leaves the candidates to the BVHs below, which find the
+            // same pairs (their bounds at most as low): the step stays correct.
+            if let Ok((mut pairs, mut lower)) = device.candidates(self, cfg, &set.owner) {
+                let planes = self.plane_pairs(cfg);
+                lower.resize(pairs.len() + planes.len(), 0.0);
+                pairs.extend(planes);
+                self.stats.device_broad_phases += 1;
+                return (pairs, lower);
+            }
+        }
         let mut cache = std::mem::take(&mut self.tree_cache);
         let out = self.candidate_pairs_with(cfg, set, &mut cache);
         self.tree_cache = cache;
@@ -234,22 +245,7 @@ impl SurfaceContact {
             })
             .collect();
         pairs.extend(own);
-        // Deformable surface points against half-spaces.
-        for pi in 0..g.planes.len() {
-            let (normal, at) = self.plane(pi as u32);
-            for &p in &g.surface_points {
-                let (lo, hi) = cages.absolute[p as usize];
-                let (c, h) = (Vec3::from((lo + hi) * 0.5), Vec3::from((hi - lo) * 0.5));
-                let lowest = normal.dot(c - at) - normal.abs().dot(h);
-                if lowest <= cfg.contact_min_separation {
-                    pairs.push(Pair {
-                        kind: PairKind::PointPlane,
-                        a: p,
-                        b: pi as u32,
-                    });
-                }
-            }
-        }
+        pairs.extend(self.plane_pairs(cfg));
         pairs.par_sort_unstable();
         pairs.dedup();
         // Boxes are loose around slanted primitives (a triangle's box covers its whole
@@ -264,6 +260,31 @@ impl SurfaceContact {
             .zip(lower)
             .filter_map(|(pair, d)| Some((pair, d?)))
             .unzip()
+    }
+
+    /// The deformable surface points that may reach a half-space before they leave their
+    /// cages, as pairs sorted by point (lower bound 0).
+    pub(crate) fn plane_pairs(&self, cfg: &SolverConfig) -> Vec<Pair> {
+        let g = &self.geometry;
+        let planes: Vec<(Vec3, Vec3)> = (0..g.planes.len() as u32)
+            .map(|pi| self.plane(pi))
+            .collect();
+        let mut pairs = Vec::new();
+        for &p in &g.surface_points {
+            let (lo, hi) = self.cages.absolute[p as usize];
+            let (c, h) = (Vec3::from((lo + hi) * 0.5), Vec3::from((hi - lo) * 0.5));
+            for (pi, &(normal, at)) in planes.iter().enumerate() {
+                let lowest = normal.dot(c - at) - normal.abs().dot(h);
+                if lowest <= cfg.contact_min_separation {
+                    pairs.push(Pair {
+                        kind: PairKind::PointPlane,
+                        a: p,
+                        b: pi as u32,
+                    });
+                }
+            }
+        }
+        pairs
     }
 
     /// Whether the two points' primitives of `pair` lie in one deformable (self-contact).

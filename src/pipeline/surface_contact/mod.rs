@@ -104,6 +104,22 @@ pub struct SurfaceContact {
     /// GPU backend: the deformables' final iterate of the step's first run, which the run
     /// again's cages hold too (empty otherwise).
     pub(crate) reached: Vec<Vec3A>,
+    /// GPU backend: the device that runs the broad phase (`gpu::contact_broad`), or none
+    /// (the CPU's BVHs).
+    pub(crate) device_broad_phase: Option<std::sync::Arc<dyn DeviceBroadPhase>>,
+}
+
+/// A broad phase that runs elsewhere (the GPU backend's device): the point–triangle and
+/// edge–edge candidates of the contact state's current cages, sorted, each with a lower
+/// bound on its distance at R no higher than the CPU's, or an error (the CPU's BVHs then
+/// find the same candidates). Half-space pairs stay the host's.
+pub trait DeviceBroadPhase: Send + Sync {
+    fn candidates(
+        &self,
+        contact: &SurfaceContact,
+        cfg: &SolverConfig,
+        owner: &[u32],
+    ) -> Result<(Vec<Pair>, Vec<f32>), String>;
 }
 
 /// A contact term of the coarse operator: `k_n w_k w_l n nᵀ` between the pair's points k

@@ -1,0 +1,447 @@
+//! The deformable contact's broad phase on the device (`shaders/contact_broad_phase.wgsl`):
+//! the candidate pairs and lower bounds of `SurfaceContact::candidate_pairs`, found in
+//! uniform grids as the rigid broad phase finds body pairs ([`super::broad`]).
+//!
+//! The GPU backend's contact set-up calls it through
+//! [`DeviceBroadPhase`] where `SolverConfig::gpu_contact_broad_phase` puts the broad phase
+//! on the device (by default, unless the device is a CPU): the host uploads the cages'
+//! boxes and reaches (`input.rs`), the kernels find the pairs, and the host reads them back
+//! for the rest of the set-up (islands, carried rows, the upload), a blocking submission of
+//! its own before the step's. The point–half-space pairs stay the host's
+//! (`SurfaceContact::plane_pairs`, a loop over points and planes). Buffers are kept from
+//! run to run and grown when short; the room for pairs and grid entries is sized from the
+//! last run's counts, and a run short of room runs again with enough.
+//!
+//! The lower bound is the CCD port's (`ccd_core.wgsl`): the step uses the margins of its
+//! CCD, [`CcdMargins::WGSL`], whose bounds are never higher than the CPU's; with
+//! [`CcdMargins::CPU`] a device that computes like the CPU (lavapipe) returns the CPU's
+//! candidates and bounds bit for bit, which checks the port (`tests.rs`).
+
+mod input;
+#[cfg(test)]
+mod tests;
+
+use input::{CbParams, Input};
+
+use super::GpuError;
+use super::broad::PrefixSum;
+use super::ccd::{CcdMargins, CcdParams};
+use super::pipelines::{compute_pipeline, storage_entry, uniform_entry};
+use crate::config::SolverConfig;
+use crate::pipeline::surface_contact::rows::{Pair, PairKind};
+use crate::pipeline::surface_contact::{DeviceBroadPhase, SurfaceContact};
+
+/// The WGSL source of the kernels.
+pub const CONTACT_BROAD_PHASE_SHADER: &str = concat!(
+    include_str!("../../../shaders/ccd_core.wgsl"),
+    include_str!("../../../shaders/contact_broad_phase.wgsl")
+);
+
+const KERNELS: [&str; 4] = [
+    "cb_count_cells",
+    "cb_fill",
+    "cb_count_pairs",
+    "cb_write_pairs",
+];
+/// Storage bindings 2–18 (binding, read-only).
+const BINDINGS: [(u32, bool); 17] = [
+    (2, true),
+    (3, true),
+    (4, true),
+    (5, true),
+    (6, true),
+    (7, true),
+    (8, true),
+    (9, true),
+    (10, true),
+    (11, false),
+    (12, false),
+    (13, false),
+    (14, false),
+    (15, false),
+    (16, false),
+    (17, false),
+    (18, false),
+];
+/// Pairs a query keeps from the count to the write (`FOUND_SLOTS` in the shader).
+const FOUND_SLOTS: u64 = 8;
+/// Where the kernels' own buffers are among the storage buffers (`BINDINGS` order).
+const BUCKET_START: usize = 9;
+const CURSOR: usize = 10;
+const COUNTERS: usize = 13;
+const PAIR_START: usize = 14;
+const PAIRS: usize = 15;
+const WORKGROUP: u32 = 64;
+/// Owner bit of a rigid body (`RIGID` in the shader).
+const RIGID: u32 = 0x8000_0000;
+
+/// An open device with the contact broad phase's pipelines.
+pub struct GpuContactBroadPhase {
+    device: wgpu::Device,
+    queue: wgpu::Queue,
+    layout: wgpu::BindGroupLayout,
+    pipelines: [wgpu::ComputePipeline; 4],
+    scan: PrefixSum,
+    /// The buffers of the last run, kept for the next (grown when short), and the pair
+    /// count and the grid entries it found (the next run's room is sized from them).
+    kept: std::sync::Mutex<(Option<Kept>, [u32; 2])>,
+}
+
+/// Buffers kept from run to run, with the bind groups over them.
+struct Kept {
+    params: wgpu::Buffer,
+    ccd: wgpu::Buffer,
+    /// The storage buffers, in `BINDINGS` order.
+    storage: Vec<wgpu::Buffer>,
+    /// The prefix sums' lengths and block sums: buckets, pair counts.
+    scan_params: [wgpu::Buffer; 2],
+    scan_sums: [wgpu::Buffer; 2],
+    staging: wgpu::Buffer,
+    group: wgpu::BindGroup,
+    scan_groups: [wgpu::BindGroup; 2],
+}
+
+impl GpuContactBroadPhase {
+    /// Opens a device the way the solver does (honouring `WGPU_BACKEND`).
+    pub fn new() -> Result<Self, GpuError> {
+        let (device, queue, _) = super::device::standalone_device("avbd contact broad phase")?;
+        Ok(Self::on(device, queue))
+    }
+
+    /// The pipelines on an open device (the solver's).
+    pub(super) fn on(device: wgpu::Device, queue: wgpu::Queue) -> Self {
+        let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
+            label: Some("contact_broad_phase.wgsl"),
+            source: wgpu::ShaderSource::Wgsl(CONTACT_BROAD_PHASE_SHADER.into()),
+        });
+        let mut entries = vec![
+            uniform_entry(0, false, std::mem::size_of::<CbParams>() as u64),
+            uniform_entry(1, false, std::mem::size_of::<CcdParams>() as u64),
+        ];
+        entries.extend(BINDINGS.map(|(b, read_only)| storage_entry(b, read_only)));
+        let layout = device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
+            label: Some("avbd contact broad phase"),
+            entries: &entries,
+        });
+        let pipeline_layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
+            label: Some("avbd contact broad phase"),
+            bind_group_layouts: &[Some(&layout)],
+            immediate_size: 0,
+        });
+        let pipelines = KERNELS.map(|e| compute_pipeline(&device, &pipeline_layout, &module, e));
+        let scan = PrefixSum::new(&device);
+        Self {
+            device,
+            queue,
+            layout,
+            pipelines,
+            scan,
+            kept: Default::default(),
+        }
+    }
+
+    /// The point–triangle and edge–edge candidates of `contact`'s current cages, sorted,
+    /// with their lower bounds (blocking; runs again with more room when the first guess
+    /// of the pair count was short). `owner` is the deformables' vertex owners
+    /// (`DeformableSet::owner`).
+    pub(crate) fn candidates(
+        &self,
+        contact: &SurfaceContact,
+        cfg: &SolverConfig,
+        owner: &[u32],
+        margins: &CcdMargins,
+    ) -> Result<(Vec<Pair>, Vec<f32>), GpuError> {
+        let mut input = Input::new(contact, cfg, owner);
+        // Room for a quarter more pairs and grid entries than the last run found (the
+        // counts change little from frame to frame), or four pairs a query and eight cells
+        // an item at first; a run that finds more runs again with room for all.
+        let last = self.kept.lock().map_or([0; 2], |k| k.1);
+        let queries = input.query_points.len() + input.edges.len();
+        let room = |last: u32, first: usize| match last {
+            0 => first as u32,
+            n => n + n / 4,
+        };
+        input.params.capacity = room(last[0], 4 * queries).max(1024);
+        input.params.entry_capacity = room(last[1], 8 * input.items.len()).max(1024);
+        loop {
+            let (pairs, [total, placed]) = self.run(&input, margins)?;
+            if placed > input.params.entry_capacity {
+                // The queries read a grid with entries missing: their count means nothing.
+                input.params.entry_capacity = placed;
+                continue;
+            }
+            if let Ok(mut k) = self.kept.lock() {
+                k.1 = [total, placed];
+            }
+            let capacity = input.params.capacity;
+            if total <= capacity {
+                let lower = pairs.iter().map(|p| f32::from_bits(p[3])).collect();
+                let pairs = pairs
+                    .iter()
+                    .map(|p| Pair {
+                        kind: match p[0] {
+                            0 => PairKind::PointTriangle,
+                            _ => PairKind::EdgeEdge,
+                        },
+                        a: p[1],
+                        b: p[2],
+                    })
+                    .collect();
+                return Ok((pairs, lower));
+            }
+            input.params.capacity = total;
+        }
+    }
+}
+
+/// The step's broad phase on the solver's device, with the margins of the step's CCD
+/// ([`CcdMargins::WGSL`]: bounds no higher than the CPU's), or the CPU's in tests.
+pub(crate) struct StepBroadPhase {
+    pub(crate) finder: std::sync::Arc<GpuContactBroadPhase>,
+    pub(crate) margins: CcdMargins,
+}
+
+impl DeviceBroadPhase for StepBroadPhase {
+    fn candidates(
+        &self,
+        contact: &SurfaceContact,
+        cfg: &SolverConfig,
+        owner: &[u32],
+    ) -> Result<(Vec<Pair>, Vec<f32>), String> {
+        self.finder
+            .candidates(contact, cfg, owner, &self.margins)
+            .map_err(|e| e.to_string())
+    }
+}
+
+impl GpuContactBroadPhase {
+    /// Sizes in bytes of the storage buffers (in `BINDINGS` order) a run of `input` needs.
+    fn sizes(input: &Input) -> [u64; 17] {
+        let p = &input.params;
+        let bytes = |n: usize, each: usize| (n * each) as u64;
+        let table = p.table_mask as u64 + 1;
+        let queries = (p.n_point_queries + p.n_edges) as u64;
+        [
+            bytes(input.items.len(), 32),
+            bytes(input.tris.len(), 16),
+            bytes(input.edges.len(), 16),
+            bytes(input.points.len(), 16),
+            bytes(input.comoving_reach.len(), 4),
+            bytes(input.point_owner.len(), 4),
+            bytes(input.query_points.len(), 4),
+            bytes(input.query_boxes.len(), 32),
+            bytes(input.linked.len(), 8),
+            (table + 1) * 4,
+            table * 4,
+            p.entry_capacity as u64 * 16,
+            p.n_items as u64 * 4,
+            16,
+            (queries + 1) * 4,
+            p.capacity as u64 * 16,
+            queries * FOUND_SLOTS * 8,
+        ]
+        .map(|b| b.max(16).next_multiple_of(16))
+    }
+
+    /// The kept buffers, grown where `input` needs more room (then its groups are made
+    /// again).
+    fn buffers(&self, kept: &mut Option<Kept>, input: &Input) {
+        let d = &self.device;
+        let sizes = Self::sizes(input);
+        let table = input.params.table_mask + 1;
+        let queries = input.params.n_point_queries + input.params.n_edges;
+        let sums = [PrefixSum::sums_bytes(table), PrefixSum::sums_bytes(queries)];
+        let staging_bytes = 16 + sizes[15];
+        let fits = kept.as_ref().is_some_and(|k| {
+            k.storage.iter().zip(&sizes).all(|(b, &n)| b.size() >= n)
+                && k.scan_sums.iter().zip(&sums).all(|(b, &n)| b.size() >= n)
+                && k.staging.size() >= staging_bytes
+        });
+        if fits {
+            return;
+        }
+        // A quarter more than this run needs, so that a growing scene grows them seldom.
+        let room = |n: u64| (n + n / 4).next_multiple_of(16);
+        let storage_usage = wgpu::BufferUsages::STORAGE
+            | wgpu::BufferUsages::COPY_SRC
+            | wgpu::BufferUsages::COPY_DST;
+        let buffer = |label: &str, size: u64, usage: wgpu::BufferUsages| {
+            d.create_buffer(&wgpu::BufferDescriptor {
+                label: Some(label),
+                size,
+                usage,
+                mapped_at_creation: false,
+            })
+        };
+        let uniform = wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST;
+        let storage: Vec<wgpu::Buffer> = sizes
+            .iter()
+            .map(|&n| buffer("contact broad phase", room(n), storage_usage))
+            .collect();
+        let scan_params = [0, 1].map(|_| buffer("contact broad scan params", 16, uniform));
+        let scan_sums = sums.map(|n| buffer("contact broad block sums", room(n), storage_usage));
+        let params = buffer(
+            "contact broad params",
+            std::mem::size_of::<CbParams>() as u64,
+            uniform,
+        );
+        let ccd = buffer(
+            "contact broad ccd params",
+            std::mem::size_of::<CcdParams>() as u64,
+            uniform,
+        );
+        let staging = buffer(
+            "contact broad readback",
+            room(staging_bytes),
+            wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+        );
+        let mut entries = vec![
+            wgpu::BindGroupEntry {
+                binding: 0,
+                resource: params.as_entire_binding(),
+            },
+            wgpu::BindGroupEntry {
+                binding: 1,
+                resource: ccd.as_entire_binding(),
+            },
+        ];
+        for (b, buffer) in BINDINGS.iter().zip(&storage) {
+            entries.push(wgpu::BindGroupEntry {
+                binding: b.0,
+                resource: buffer.as_entire_binding(),
+            });
+        }
+        let group = d.create_bind_group(&wgpu::BindGroupDescriptor {
+            label: Some("contact broad phase"),
+            layout: &self.layout,
+            entries: &entries,
+        });
+        // The prefix sums run over the bucket starts and the pair starts.
+        let scan_group = |k: usize, data: &wgpu::Buffer| {
+            d.create_bind_group(&wgpu::BindGroupDescriptor {
+                label: Some("contact broad scan"),
+                layout: &self.scan.layout,
+                entries: &[
+                    wgpu::BindGroupEntry {
+                        binding: 0,
+                        resource: scan_params[k].as_entire_binding(),
+                    },
+                    wgpu::BindGroupEntry {
+                        binding: 1,
+                        resource: data.as_entire_binding(),
+                    },
+                    wgpu::BindGroupEntry {
+                        binding: 2,
+                        resource: scan_sums[k].as_entire_binding(),
+                    },
+                ],
+            })
+        };
+        let scan_groups = [
+            scan_group(0, &storage[BUCKET_START]),
+            scan_group(1, &storage[PAIR_START]),
+        ];
+        *kept = Some(Kept {
+            params,
+            ccd,
+            storage,
+            scan_params,
+            scan_sums,
+            staging,
+            group,
+            scan_groups,
+        });
+    }
+
+    /// One run: the inputs written into the kept buffers, the kernels, the pair count, the
+    /// grid entries' count and the first `capacity` pairs read back (blocking).
+    fn run(
+        &self,
+        input: &Input,
+        margins: &CcdMargins,
+    ) -> Result<(Vec<[u32; 4]>, [u32; 2]), GpuError> {
+        let mut guard = self
+            .kept
+            .lock()
+            .map_err(|_| GpuError::Readback("contact broad phase: a poisoned lock".into()))?;
+        self.buffers(&mut guard.0, input);
+        let k = guard.0.as_ref().expect("made above");
+        let (d, q) = (&self.device, &self.queue);
+        let p = &input.params;
+        q.write_buffer(&k.params, 0, bytemuck::bytes_of(p));
+        let ccd = CcdParams::new(0, 0, 1.0, margins, 0);
+        q.write_buffer(&k.ccd, 0, bytemuck::bytes_of(&ccd));
+        let inputs: [&[u8]; 9] = [
+            bytemuck::cast_slice(&input.items),
+            bytemuck::cast_slice(&input.tris),
+            bytemuck::cast_slice(&input.edges),
+            bytemuck::cast_slice(&input.points),
+            bytemuck::cast_slice(&input.comoving_reach),
+            bytemuck::cast_slice(&input.point_owner),
+            bytemuck::cast_slice(&input.query_points),
+            bytemuck::cast_slice(&input.query_boxes),
+            bytemuck::cast_slice(&input.linked),
+        ];
+        for (buffer, data) in k.storage.iter().zip(inputs) {
+            if !data.is_empty() {
+                q.write_buffer(buffer, 0, data);
+            }
+        }
+        let table = p.table_mask + 1;
+        let queries = p.n_point_queries + p.n_edges;
+        q.write_buffer(
+            &k.scan_params[0],
+            0,
+            bytemuck::cast_slice(&[table, 0, 0, 0]),
+        );
+        q.write_buffer(
+            &k.scan_params[1],
+            0,
+            bytemuck::cast_slice(&[queries, 0, 0, 0]),
+        );
+        let mut encoder = d.create_command_encoder(&wgpu::CommandEncoderDescriptor {
+            label: Some("contact broad phase"),
+        });
+        let dispatch =
+            |encoder: &mut wgpu::CommandEncoder, kernel: &wgpu::ComputePipeline, n: u32| {
+                let groups = n.div_ceil(WORKGROUP).max(1);
+                let x = groups.min(u16::MAX as u32);
+                let mut pass = encoder.begin_compute_pass(&Default::default());
+                pass.set_pipeline(kernel);
+                pass.set_bind_group(0, &k.group, &[]);
+                pass.dispatch_workgroups(x, groups.div_ceil(x), 1);
+            };
+        let scan = |encoder: &mut wgpu::CommandEncoder, group: &wgpu::BindGroup, len: u32| {
+            let mut pass = encoder.begin_compute_pass(&Default::default());
+            self.scan.record(&mut pass, group, len);
+        };
+        let [count_cells, fill, count_pairs, write_pairs] = &self.pipelines;
+        let (bucket_start, cursor) = (&k.storage[BUCKET_START], &k.storage[CURSOR]);
+        let table_bytes = table as u64 * 4;
+        encoder.clear_buffer(cursor, 0, Some(table_bytes));
+        encoder.clear_buffer(&k.storage[COUNTERS], 0, None);
+        dispatch(&mut encoder, count_cells, p.n_items);
+        encoder.copy_buffer_to_buffer(cursor, 0, bucket_start, 0, table_bytes);
+        scan(&mut encoder, &k.scan_groups[0], table);
+        encoder.copy_buffer_to_buffer(bucket_start, 0, cursor, 0, table_bytes);
+        dispatch(&mut encoder, fill, p.n_items);
+        dispatch(&mut encoder, count_pairs, queries);
+        scan(&mut encoder, &k.scan_groups[1], queries);
+        dispatch(&mut encoder, write_pairs, queries);
+        let pair_bytes = p.capacity as u64 * 16;
+        encoder.copy_buffer_to_buffer(&k.storage[PAIR_START], queries as u64 * 4, &k.staging, 0, 4);
+        encoder.copy_buffer_to_buffer(bucket_start, table_bytes, &k.staging, 4, 4);
+        if pair_bytes > 0 {
+            encoder.copy_buffer_to_buffer(&k.storage[PAIRS], 0, &k.staging, 16, pair_bytes);
+        }
+        q.submit([encoder.finish()]);
+        let data: Vec<u32> = super::device::read_staging_range(d, &k.staging, 16 + pair_bytes)?;
+        let (total, placed) = (data[0], data[1]);
+        let written = total.min(p.capacity) as usize;
+        let pairs = data[4..4 + 4 * written]
+            .chunks_exact(4)
+            .map(|c| [c[0], c[1], c[2], c[3]])
+            .collect();
+        Ok((pairs, [total, placed]))
+    }
+}

@@ -1,0 +1,77 @@
+use super::*;
+use crate::config::SolverConfig;
+use crate::scenes::Scene;
+
+fn require_gpu() -> bool {
+    std::env::var("AVBD_REQUIRE_GPU").is_ok_and(|v| v == "1")
+}
+
+/// The device's candidates against the CPU's at the end of frames of contact scenes:
+/// the same pairs in the same order with the same lower bounds, bit for bit, with the
+/// CPU's margins on lavapipe (a device that computes like the CPU).
+#[test]
+fn the_device_finds_the_cpus_candidates() {
+    let gpu = match GpuContactBroadPhase::new() {
+        Ok(g) => g,
+        Err(e) => {
+            assert!(!require_gpu(), "AVBD_REQUIRE_GPU=1 but no device: {e}");
+            eprintln!("skipped: no device ({e})");
+            return;
+        }
+    };
+    type Case<'a> = (&'a str, &'a [(&'a str, f64)], &'a [u32]);
+    let scenes: [Case; 4] = [
+        ("cloth_drape", &[], &[1, 20, 45]),
+        ("squishy_balls", &[("count", 8.0)], &[1, 12]),
+        ("mattress", &[], &[1, 30]),
+        ("soft_on_chain", &[], &[1, 10]),
+    ];
+    let (mut checked, mut found) = (0, 0);
+    for (name, overrides, frames) in scenes {
+        let overrides: Vec<(String, f64)> =
+            overrides.iter().map(|&(k, v)| (k.to_string(), v)).collect();
+        let mut scene = Scene::build(name, &overrides, SolverConfig::default()).unwrap();
+        let mut frame = 0;
+        for &at in frames {
+            while frame < at {
+                scene.step().unwrap();
+                frame += 1;
+            }
+            let world = &scene.world;
+            let contact = &world.solver.vertices.contact;
+            let cfg = &world.config;
+            // Every other check starts from room for too few pairs and grid entries:
+            // the runs again with room for all of them.
+            if checked % 2 == 0 {
+                gpu.kept.lock().unwrap().1 = [1, 1];
+            }
+            checked += 1;
+            let (pairs, lower) = gpu
+                .candidates(contact, cfg, &world.deformables.owner, &CcdMargins::CPU)
+                .unwrap();
+            let planes = contact.plane_pairs(cfg);
+            let cpu: Vec<Pair> = contact
+                .candidates
+                .iter()
+                .copied()
+                .filter(|p| p.kind != PairKind::PointPlane)
+                .collect();
+            let first_difference = pairs.iter().zip(&cpu).position(|(a, b)| a != b);
+            assert_eq!(first_difference, None, "{name}, frame {at}: pairs differ");
+            assert_eq!(pairs.len(), cpu.len(), "{name}, frame {at}: pair count");
+            let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            assert_eq!(
+                bits(&lower),
+                bits(&contact.candidate_lower[..cpu.len()]),
+                "{name}, frame {at}: lower bounds"
+            );
+            assert_eq!(
+                planes,
+                contact.candidates[cpu.len()..],
+                "{name}, frame {at}: half-space pairs"
+            );
+            found += pairs.len();
+        }
+    }
+    assert!(found > 10_000, "the scenes have candidates: {found}");
+}
