@@ -3,6 +3,7 @@
 
 use bytemuck::{Pod, Zeroable};
 use glam::Vec3A;
+use rayon::prelude::*;
 
 use super::RIGID;
 use crate::config::SolverConfig;
@@ -101,20 +102,20 @@ impl Input {
         let mut classes: [Vec<Item>; 4] = Default::default();
         classes[0] = g
             .triangles
-            .iter()
+            .par_iter()
             .map(|(t, _)| Item::new(widened(cages.absolute_box(t)), 0))
             .collect();
         classes[1] = g
             .edges
-            .iter()
+            .par_iter()
             .map(|(e, _)| Item::new(widened(cages.absolute_box(e)), 1))
             .collect();
         classes[2] = g.triangles[..soft_triangles]
-            .iter()
+            .par_iter()
             .map(|(t, o)| Item::new(widened(cages.comoving_box(t)), 2 + 4 * body(o)))
             .collect();
         classes[3] = g.edges[..soft_edges]
-            .iter()
+            .par_iter()
             .map(|(e, o)| Item::new(widened(cages.comoving_box(e)), 3 + 4 * body(o)))
             .collect();
         let mut class_start = [0u32; 4];
@@ -148,8 +149,8 @@ impl Input {
             .chain(g.soft_points..n_points as u32)
             .collect();
         let query_boxes = query_points
-            .iter()
-            .flat_map(|&p| {
+            .par_iter()
+            .flat_map_iter(|&p| {
                 let absolute = Item::new(widened(cages.absolute[p as usize]), 0);
                 let comoving = match p < g.soft_points {
                     true => Item::new(widened(cages.comoving_box(&[p])), 0),
@@ -159,15 +160,18 @@ impl Input {
             })
             .collect();
         let points = (0..n_points as u32)
+            .into_par_iter()
             .map(|p| {
                 let r = cages.at(p);
                 [r.x, r.y, r.z, cages.reach(p, false)]
             })
             .collect();
-        let comoving_reach = (0..g.soft_points)
+        let mut comoving_reach: Vec<f32> = (0..g.soft_points)
+            .into_par_iter()
             .map(|p| cages.reach(p, true))
-            .chain([0.0])
             .collect();
+        // Storage bindings may not be empty.
+        comoving_reach.push(0.0);
         let table = (4 * items.len() as u32).max(1024).next_power_of_two();
         let params = CbParams {
             n_items: items.len() as u32,
