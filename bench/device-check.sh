@@ -47,6 +47,13 @@ for bin in "$avbd" ${BASE:+"$BASE"}; do
     run "$bin" run squishy_balls --backend gpu --set count=$balls --frames $frames --json \
         > "$out/${tag}squishy_balls.json"
 done
+# #22: the contact broad phase on the device (the default on a GPU) against the host's BVHs
+# (SolverConfig::gpu_contact_broad_phase): the frame and the set-up's broad-phase ms, beside
+# the default runs above.
+run "$avbd" run cloth_drape --backend gpu $short --config gpu_contact_broad_phase=host \
+    --json > "$out/broad-host-cloth_drape.json"
+run "$avbd" run squishy_balls --backend gpu --set count=$balls --frames $frames \
+    --config gpu_contact_broad_phase=host --json > "$out/broad-host-squishy_balls.json"
 # #22: lanes per vertex in the sweeps (SolverConfig::gpu_vertex_lanes, default 1), on the
 # cloth (360 vertices a colour) and the balls: which count the default should be.
 for lanes in 4 8 16; do
