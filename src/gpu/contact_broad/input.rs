@@ -68,6 +68,27 @@ pub(super) struct Input {
     pub(super) query_points: Vec<u32>,
     pub(super) query_boxes: Vec<Item>,
     pub(super) linked: Vec<[u32; 2]>,
+    /// The grid entries the items make (cb_count_cells's count, made here the same way).
+    pub(super) placed: u32,
+}
+
+/// Cells a stored item may cover before it is listed apart (`MAX_CELLS` in the shader).
+const MAX_CELLS: i64 = 64;
+
+/// The grid entries of `boxes` with cells of `1 / inv` from `origin`: the cells each
+/// covers, none for one that covers more than [`MAX_CELLS`] (cb_count_cells's test).
+fn entries(boxes: &[Item], origin: Vec3A, inv: f32) -> u32 {
+    let cell = |p: [f32; 4]| ((Vec3A::new(p[0], p[1], p[2]) - origin) * inv).floor();
+    boxes
+        .par_iter()
+        .map(|b| {
+            let (lo, hi) = (cell(b.lo), cell(b.hi));
+            let n: i64 = (0..3)
+                .map(|k| (hi[k] as i64 - lo[k] as i64 + 1).max(0))
+                .product();
+            if n > MAX_CELLS { 0 } else { n as u32 }
+        })
+        .sum()
 }
 
 /// The median largest side of `boxes` (1 when there are none): the cell size of a class.
@@ -122,6 +143,7 @@ impl Input {
         let mut inv_cell = [0f32; 4];
         let mut origin = [[0f32; 4]; 4];
         let mut items = Vec::new();
+        let mut placed = 0;
         for (c, boxes) in classes.iter().enumerate() {
             class_start[c] = items.len() as u32;
             inv_cell[c] = 1.0 / cell_size(boxes);
@@ -130,6 +152,7 @@ impl Input {
             });
             let lo = if lo.is_finite() { lo } else { Vec3A::ZERO };
             origin[c] = [lo.x, lo.y, lo.z, 0.0];
+            placed += entries(boxes, lo, inv_cell[c]);
             items.extend_from_slice(boxes);
         }
         let n_points = g.point_count();
@@ -209,6 +232,7 @@ impl Input {
             query_points,
             query_boxes,
             linked: contact.linked.iter().map(|&(s, r)| [s, r]).collect(),
+            placed,
         }
     }
 }

@@ -83,8 +83,8 @@ pub struct GpuContactBroadPhase {
     pipelines: [wgpu::ComputePipeline; 4],
     scan: PrefixSum,
     /// The buffers of the last run, kept for the next (grown when short), and the pair
-    /// count and the grid entries it found (the next run's room is sized from them).
-    kept: std::sync::Mutex<(Option<Kept>, [u32; 2])>,
+    /// count (the next run's room is sized from it).
+    kept: std::sync::Mutex<(Option<Kept>, u32)>,
 }
 
 /// Buffers kept from run to run, with the bind groups over them.
@@ -151,18 +151,27 @@ impl GpuContactBroadPhase {
         owner: &[u32],
         margins: &CcdMargins,
     ) -> Result<(Vec<Pair>, Vec<f32>), GpuError> {
-        let mut input = Input::new(contact, cfg, owner);
-        // Room for a quarter more pairs and grid entries than the last run found (the
-        // counts change little from frame to frame), or four pairs a query and eight cells
-        // an item at first; a run that finds more runs again with room for all.
-        let last = self.kept.lock().map_or([0; 2], |k| k.1);
+        self.find(Input::new(contact, cfg, owner), margins)
+    }
+
+    /// [`Self::candidates`] of a built input.
+    fn find(
+        &self,
+        mut input: Input,
+        margins: &CcdMargins,
+    ) -> Result<(Vec<Pair>, Vec<f32>), GpuError> {
+        // Room for the grid's entries as the host counts them (a device that rounds a
+        // cell's edge otherwise may place a few more: some slack, and a run short of
+        // room runs again), and for half as many pairs again as the last run found (the
+        // count jumps at an impact), or four a query at first.
+        let last = self.kept.lock().map_or(0, |k| k.1);
         let queries = input.query_points.len() + input.edges.len();
-        let room = |last: u32, first: usize| match last {
-            0 => first as u32,
-            n => n + n / 4,
-        };
-        input.params.capacity = room(last[0], 4 * queries).max(1024);
-        input.params.entry_capacity = room(last[1], 8 * input.items.len()).max(1024);
+        input.params.capacity = match last {
+            0 => 4 * queries as u32,
+            n => n + n / 2,
+        }
+        .max(1024);
+        input.params.entry_capacity = (input.placed + input.placed / 16).max(1024);
         loop {
             let (pairs, [total, placed]) = self.run(&input, margins)?;
             if placed > input.params.entry_capacity {
@@ -171,7 +180,7 @@ impl GpuContactBroadPhase {
                 continue;
             }
             if let Ok(mut k) = self.kept.lock() {
-                k.1 = [total, placed];
+                k.1 = total;
             }
             let capacity = input.params.capacity;
             if total <= capacity {

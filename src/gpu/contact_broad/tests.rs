@@ -40,15 +40,26 @@ fn the_device_finds_the_cpus_candidates() {
             let world = &scene.world;
             let contact = &world.solver.vertices.contact;
             let cfg = &world.config;
-            // Every other check starts from room for too few pairs and grid entries:
-            // the runs again with room for all of them.
+            // Every other check starts from room for too few pairs: the runs again with
+            // room for all of them.
             if checked % 2 == 0 {
-                gpu.kept.lock().unwrap().1 = [1, 1];
+                gpu.kept.lock().unwrap().1 = 1;
             }
             checked += 1;
-            let (pairs, lower) = gpu
-                .candidates(contact, cfg, &world.deformables.owner, &CcdMargins::CPU)
-                .unwrap();
+            let mut input = Input::new(contact, cfg, &world.deformables.owner);
+            let counted = input.placed;
+            // Every other check starts short of room for the grid's entries too (before
+            // any run of this input, so the kept entries are another input's).
+            if checked % 2 == 1 {
+                input.placed = 1;
+            }
+            let (pairs, lower) = gpu.find(input, &CcdMargins::CPU).unwrap();
+            // The host counts the grid's entries as the device places them.
+            let mut input = Input::new(contact, cfg, &world.deformables.owner);
+            input.params.capacity = 1024;
+            input.params.entry_capacity = counted.max(1024);
+            let (_, [_, placed]) = gpu.run(&input, &CcdMargins::CPU).unwrap();
+            assert_eq!(placed, counted, "{name}, frame {at}: grid entries");
             let planes = contact.plane_pairs(cfg);
             let cpu: Vec<Pair> = contact
                 .candidates
