@@ -84,8 +84,10 @@ const FOUND_SLOTS: u32 = 8u;
 // 0: the large items.
 @group(0) @binding(15) var<storage, read_write> counters: array<atomic<u32>>;
 @group(0) @binding(16) var<storage, read_write> pair_start: array<u32>;
-// (kind, a, b, the lower bound's bits) per pair.
-@group(0) @binding(17) var<storage, read_write> pairs: array<vec4<u32>>;
+// Per pair, 3 words: the kind in the top two bits over a, then b, then the lower bound's
+// bits: the contact stage's candidate record (`cands` in surface_contact.wgsl), which
+// the step copies from here instead of the host uploading it.
+@group(0) @binding(17) var<storage, read_write> pairs: array<u32>;
 // Per query: FOUND_SLOTS pairs (b, the lower bound's bits) found by the count.
 @group(0) @binding(18) var<storage, read_write> found: array<vec2<u32>>;
 
@@ -301,7 +303,7 @@ fn consider(cls: u32, i: u32) {
     }
     if q_write {
         if q_count < cbp.capacity - min(q_base, cbp.capacity) {
-            pairs[q_base + q_count] = vec4<u32>(q_kind, q_a, b, lower);
+            write_pair(q_base + q_count, q_kind, q_a, b, lower);
         }
     } else if q_count < FOUND_SLOTS {
         found[q_query * FOUND_SLOTS + q_count] = vec2<u32>(b, lower);
@@ -413,21 +415,31 @@ fn cb_write_pairs(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups
         }
         for (var k = 0u; k < n && q_base + k < cbp.capacity; k++) {
             let f = found[q * FOUND_SLOTS + k];
-            pairs[q_base + k] = vec4<u32>(kind, a, f.x, f.y);
+            write_pair(q_base + k, kind, a, f.x, f.y);
         }
         q_count = n;
     } else {
         answer(q);
     }
-    // Sorted by the other primitive (insertion sort: a query has a few pairs).
+    // Sorted by the other primitive (insertion sort: a query has a few pairs; their first
+    // words are the same).
     let end = min(q_base + q_count, cbp.capacity);
     for (var i = q_base + 1u; i < end; i++) {
-        let v = pairs[i];
+        let v = vec2<u32>(pairs[3u * i + 1u], pairs[3u * i + 2u]);
         var j = i;
-        while j > q_base && pairs[j - 1u].z > v.z {
-            pairs[j] = pairs[j - 1u];
+        while j > q_base && pairs[3u * j - 2u] > v.x {
+            pairs[3u * j + 1u] = pairs[3u * j - 2u];
+            pairs[3u * j + 2u] = pairs[3u * j - 1u];
             j--;
         }
-        pairs[j] = v;
+        pairs[3u * j + 1u] = v.x;
+        pairs[3u * j + 2u] = v.y;
     }
+}
+
+// Pair `i`'s record (the host checks that points and edges number fewer than 2^30).
+fn write_pair(i: u32, kind: u32, a: u32, b: u32, lower: u32) {
+    pairs[3u * i] = (kind << 30u) | a;
+    pairs[3u * i + 1u] = b;
+    pairs[3u * i + 2u] = lower;
 }

@@ -42,6 +42,13 @@ pub struct SurfaceContactStats {
     /// GPU backend: broad phases whose candidates the device found (the others ran on the
     /// host's BVHs).
     pub device_broad_phases: usize,
+    /// GPU backend: the candidates those broad phases found (half-space pairs aside),
+    /// which the step copies on the device instead of uploading them.
+    pub device_candidates: usize,
+    /// GPU backend: broad phases the device was asked for and failed (a device error, or
+    /// more primitives than its records number), whose candidates the host's BVHs found
+    /// instead. The first failure's error is printed to stderr.
+    pub device_broad_phase_failures: usize,
     /// Time in the broad phase (cages, BVH, islands), in CCD and the advance, and in the
     /// rows' dual update (ms).
     pub broad_phase_ms: f64,

@@ -689,7 +689,7 @@ fn the_device_broad_phase_finds_the_hosts_candidates() {
         ("mattress", &[], 40),
     ];
     for (name, params, frames) in scenes {
-        let run = |broad: ContactBroadPhase, cpu_margins: bool| {
+        let run_failing = |broad: ContactBroadPhase, cpu_margins: bool, fails: bool| {
             let config = SolverConfig {
                 gpu_contact_broad_phase: broad,
                 ..Default::default()
@@ -697,14 +697,42 @@ fn the_device_broad_phase_finds_the_hosts_candidates() {
             let mut s = gpu_scene(name, params, config)?;
             s.world
                 .gpu_contact_broad_phase_with_cpu_margins_for_tests(cpu_margins);
-            s.run(frames).expect("scene steps on the GPU");
-            Some(s)
+            s.world.gpu_contact_broad_phase_fails_for_tests(fails);
+            // Bytes uploaded, the candidates the device found and its failures, over the run.
+            let (mut uploaded, mut on_device, mut failures) = (0, 0, 0);
+            for _ in 0..frames {
+                s.step().expect("scene steps on the GPU");
+                uploaded += s.world.gpu_deformable_traffic().unwrap().0;
+                let stats = s.world.stats().surface_contact;
+                on_device += stats.device_candidates as u64;
+                failures += stats.device_broad_phase_failures;
+            }
+            assert_eq!(failures > 0, fails, "{name}: failures");
+            Some((s, uploaded, on_device))
         };
-        let Some(host) = run(ContactBroadPhase::Host, false) else {
+        let run = |broad, cpu_margins| run_failing(broad, cpu_margins, false);
+        let Some((host, host_uploaded, none)) = run(ContactBroadPhase::Host, false) else {
             return;
         };
-        let same = run(ContactBroadPhase::Device, true).unwrap();
-        let own = run(ContactBroadPhase::Device, false).unwrap();
+        assert_eq!(none, 0, "{name}");
+        if name == "cloth_drape" {
+            // A device that fails leaves the candidates to the host's BVHs: the same run.
+            let (failing, failing_uploaded, none) =
+                run_failing(ContactBroadPhase::Device, false, true).unwrap();
+            assert_eq!(none, 0, "{name}");
+            assert_eq!(failing_uploaded, host_uploaded, "{name}");
+            let bits = |s: &Scene| common::all_positions(&s.world);
+            assert_eq!(bits(&failing), bits(&host), "{name}: a failing device");
+        }
+        let (same, same_uploaded, on_device) = run(ContactBroadPhase::Device, true).unwrap();
+        // The device's candidates are copied where they are, not uploaded: 12 B each less.
+        assert!(on_device > 0, "{name}");
+        assert_eq!(
+            host_uploaded as i64 - same_uploaded as i64,
+            12 * on_device as i64,
+            "{name}: bytes uploaded, host broad phase against the device's"
+        );
+        let (own, ..) = run(ContactBroadPhase::Device, false).unwrap();
         let device_runs = |s: &Scene| s.profile()["device_broad_phases"] * s.frame as f64;
         assert_eq!(device_runs(&host), 0.0, "{name}");
         assert!(device_runs(&same) >= frames as f64, "{name}");

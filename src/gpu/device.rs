@@ -408,6 +408,7 @@ impl GpuSolver {
             velocity_cache: Default::default(),
             contact_broad: None,
             contact_broad_margins: super::ccd::CcdMargins::WGSL,
+            contact_broad_fails: false,
             broad_params,
             broad_layout,
             broad_groups: None,

@@ -456,6 +456,8 @@ pub struct GpuSolver {
     contact_broad: Option<std::sync::Arc<contact_broad::GpuContactBroadPhase>>,
     /// The margins of its lower bounds (`CcdMargins::WGSL` but in tests).
     contact_broad_margins: ccd::CcdMargins,
+    /// Test hook: the contact broad phase fails ([`Self::contact_broad_phase_fails`]).
+    contact_broad_fails: bool,
     /// The broad phase's parameters (`BroadParams`) and its group for each side.
     broad_params: wgpu::Buffer,
     broad_layout: wgpu::BindGroupLayout,
@@ -582,7 +584,14 @@ impl GpuSolver {
         Some(std::sync::Arc::new(contact_broad::StepBroadPhase {
             finder: finder.clone(),
             margins,
+            fails: self.contact_broad_fails,
         }))
+    }
+
+    /// Test hook: every contact broad phase on the device fails, as a device error would
+    /// make it (the host's BVHs then find the candidates).
+    pub(crate) fn contact_broad_phase_fails(&mut self, on: bool) {
+        self.contact_broad_fails = on;
     }
 
     /// Test hook: the device's contact broad phase bounds distances with the CPU's margins

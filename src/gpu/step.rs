@@ -383,7 +383,12 @@ impl GpuSolver {
                 &self.pipelines.scan,
             )
         });
-        step.upload(cfg, input, &s.vertices, bodies)?;
+        // The device broad phase's records of the candidates, where it found them.
+        let device_pairs = match (&self.contact_broad, s.vertices.contact.device_candidates) {
+            (Some(finder), Some((token, _))) => finder.pairs_of(token),
+            _ => None,
+        };
+        step.upload(cfg, input, &s.vertices, bodies, device_pairs)?;
         step.bind(
             &self.buffers[POSES].buffer,
             &self.buffers[ITERATE].buffer,

@@ -416,7 +416,7 @@ pub fn spec(name: &str) -> Option<&'static SceneSpec> {
 pub(crate) struct Tracker {
     /// Sums over the frames of the step's stage times (ms), of the contact broad phase's
     /// runs and candidates, for [`Scene::profile`].
-    pub profile: [f64; 12],
+    pub profile: [f64; 13],
     /// Bodies whose start positions define `max_drift`, and their start positions.
     pub drift_bodies: Vec<(BodyHandle, Vec3)>,
     /// Frame at which a projectile is launched: drift stops being tracked.
@@ -600,6 +600,7 @@ impl Scene {
             sc.candidates as f64,
             sc.runs_again as f64,
             sc.device_broad_phases as f64,
+            sc.device_candidates as f64,
         ]) {
             *sum += ms;
         }
@@ -679,7 +680,8 @@ impl Scene {
     /// the contact broad phase's runs (`broad_phase_runs`: 1, plus one per iterate that
     /// left its cage), its candidate pairs (`candidates`) and, on the GPU backend, the
     /// steps run a second time (`runs_again`, see `SurfaceContactStats::runs_again`) and
-    /// the broad phases the device ran (`device_broad_phases`).
+    /// the broad phases the device ran (`device_broad_phases`) and the candidates they
+    /// found (`device_candidates`, which the step takes from the device's memory).
     pub fn profile(&self) -> BTreeMap<String, f64> {
         let frames = self.frame.max(1) as f64;
         [
@@ -695,6 +697,7 @@ impl Scene {
             "candidates",
             "runs_again",
             "device_broad_phases",
+            "device_candidates",
         ]
         .iter()
         .zip(self.tracker.profile)

@@ -120,6 +120,15 @@ impl PhysicsWorld {
         }
     }
 
+    /// Test hook: on the GPU backend, the device's deformable contact broad phase fails
+    /// every time, as a device error would make it.
+    #[doc(hidden)]
+    pub fn gpu_contact_broad_phase_fails_for_tests(&mut self, on: bool) {
+        if let Some(g) = self.gpu.as_mut() {
+            g.contact_broad_phase_fails(on);
+        }
+    }
+
     /// Test hook: on the GPU backend, find the contact points on the CPU (and upload them)
     /// even where the device could find them, to compare the two paths.
     #[doc(hidden)]

@@ -6,8 +6,10 @@
 //! [`DeviceBroadPhase`] where `SolverConfig::gpu_contact_broad_phase` puts the broad phase
 //! on the device (by default, unless the device is a CPU): the host uploads the cages'
 //! boxes and reaches (`input.rs`), the kernels find the pairs, and the host reads them back
-//! for the rest of the set-up (islands, carried rows, the upload), a blocking submission of
-//! its own before the step's. The point–half-space pairs stay the host's
+//! for the rest of the set-up (islands, carried rows), a blocking submission of its own
+//! before the step's. The pairs are written as the contact stage's candidate records
+//! (12 B), so the step's upload copies them on the device instead of sending them up
+//! again ([`GpuContactBroadPhase::pairs_of`]). The point–half-space pairs stay the host's
 //! (`SurfaceContact::plane_pairs`, a loop over points and planes). Buffers are kept from
 //! run to run and grown when short; the room for pairs and grid entries is sized from the
 //! last run's counts, and a run short of room runs again with enough.
@@ -72,6 +74,10 @@ const COUNTERS: usize = 13;
 const PAIR_START: usize = 14;
 const PAIRS: usize = 15;
 const WORKGROUP: u32 = 64;
+/// A pair's record: its kind in the top two bits of its first primitive, its second, the
+/// bits of its lower bound (the contact stage's candidate record).
+const PAIR_BYTES: u64 = 12;
+const KIND_SHIFT: u32 = 30;
 /// Owner bit of a rigid body (`RIGID` in the shader).
 const RIGID: u32 = 0x8000_0000;
 
@@ -82,9 +88,9 @@ pub struct GpuContactBroadPhase {
     layout: wgpu::BindGroupLayout,
     pipelines: [wgpu::ComputePipeline; 4],
     scan: PrefixSum,
-    /// The buffers of the last run, kept for the next (grown when short), and the pair
-    /// count (the next run's room is sized from it).
-    kept: std::sync::Mutex<(Option<Kept>, u32)>,
+    /// The buffers of the last run, kept for the next (grown when short), the pair
+    /// count (the next run's room is sized from it) and the run's token.
+    kept: std::sync::Mutex<(Option<Kept>, u32, u64)>,
 }
 
 /// Buffers kept from run to run, with the bind groups over them.
@@ -150,8 +156,28 @@ impl GpuContactBroadPhase {
         cfg: &SolverConfig,
         owner: &[u32],
         margins: &CcdMargins,
-    ) -> Result<(Vec<Pair>, Vec<f32>), GpuError> {
+    ) -> Result<(Vec<Pair>, Vec<f32>, u64), GpuError> {
+        let g = &contact.geometry;
+        if g.point_count() as u64 >= 1 << 30 || g.edges.len() as u64 >= 1 << 30 {
+            // A record holds the pair's kind in the top two bits of its first primitive.
+            return Err(GpuError::Step(format!(
+                "{} contact points and {} edges: the device numbers fewer than 2^30 of each",
+                g.point_count(),
+                g.edges.len()
+            )));
+        }
         self.find(Input::new(contact, cfg, owner), margins)
+    }
+
+    /// The buffer that holds the records of run `token`'s pairs (`cands` records of
+    /// `surface_contact.wgsl`, 12 B each, in the candidates' order), if no run since
+    /// wrote over them.
+    pub(crate) fn pairs_of(&self, token: u64) -> Option<wgpu::Buffer> {
+        let k = self.kept.lock().ok()?;
+        match (&k.0, k.2 == token) {
+            (Some(kept), true) => Some(kept.storage[PAIRS].clone()),
+            _ => None,
+        }
     }
 
     /// [`Self::candidates`] of a built input.
@@ -159,7 +185,7 @@ impl GpuContactBroadPhase {
         &self,
         mut input: Input,
         margins: &CcdMargins,
-    ) -> Result<(Vec<Pair>, Vec<f32>), GpuError> {
+    ) -> Result<(Vec<Pair>, Vec<f32>, u64), GpuError> {
         // Room for the grid's entries as the host counts them (a device that rounds a
         // cell's edge otherwise may place a few more: some slack, and a run short of
         // room runs again), and for half as many pairs again as the last run found (the
@@ -179,24 +205,30 @@ impl GpuContactBroadPhase {
                 input.params.entry_capacity = placed;
                 continue;
             }
-            if let Ok(mut k) = self.kept.lock() {
-                k.1 = total;
-            }
+            // Each run that writes the pairs has a token of its own.
+            let token = match self.kept.lock() {
+                Ok(mut k) => {
+                    k.1 = total;
+                    k.2 += 1;
+                    k.2
+                }
+                Err(_) => return Err(GpuError::Readback("a poisoned lock".into())),
+            };
             let capacity = input.params.capacity;
             if total <= capacity {
-                let lower = pairs.iter().map(|p| f32::from_bits(p[3])).collect();
+                let lower = pairs.iter().map(|p| f32::from_bits(p[2])).collect();
                 let pairs = pairs
                     .iter()
                     .map(|p| Pair {
-                        kind: match p[0] {
+                        kind: match p[0] >> KIND_SHIFT {
                             0 => PairKind::PointTriangle,
                             _ => PairKind::EdgeEdge,
                         },
-                        a: p[1],
-                        b: p[2],
+                        a: p[0] & ((1 << KIND_SHIFT) - 1),
+                        b: p[1],
                     })
                     .collect();
-                return Ok((pairs, lower));
+                return Ok((pairs, lower, token));
             }
             input.params.capacity = total;
         }
@@ -208,6 +240,8 @@ impl GpuContactBroadPhase {
 pub(crate) struct StepBroadPhase {
     pub(crate) finder: std::sync::Arc<GpuContactBroadPhase>,
     pub(crate) margins: CcdMargins,
+    /// Test hook: fail instead of running.
+    pub(crate) fails: bool,
 }
 
 impl DeviceBroadPhase for StepBroadPhase {
@@ -216,7 +250,10 @@ impl DeviceBroadPhase for StepBroadPhase {
         contact: &SurfaceContact,
         cfg: &SolverConfig,
         owner: &[u32],
-    ) -> Result<(Vec<Pair>, Vec<f32>), String> {
+    ) -> Result<(Vec<Pair>, Vec<f32>, u64), String> {
+        if self.fails {
+            return Err("failed for a test".into());
+        }
         self.finder
             .candidates(contact, cfg, owner, &self.margins)
             .map_err(|e| e.to_string())
@@ -246,7 +283,7 @@ impl GpuContactBroadPhase {
             p.n_items as u64 * 4,
             16,
             (queries + 1) * 4,
-            p.capacity as u64 * 16,
+            p.capacity as u64 * PAIR_BYTES,
             queries * FOUND_SLOTS * 8,
         ]
         .map(|b| b.max(16).next_multiple_of(16))
@@ -368,7 +405,7 @@ impl GpuContactBroadPhase {
         &self,
         input: &Input,
         margins: &CcdMargins,
-    ) -> Result<(Vec<[u32; 4]>, [u32; 2]), GpuError> {
+    ) -> Result<(Vec<[u32; 3]>, [u32; 2]), GpuError> {
         let mut guard = self
             .kept
             .lock()
@@ -437,7 +474,7 @@ impl GpuContactBroadPhase {
         dispatch(&mut encoder, count_pairs, queries);
         scan(&mut encoder, &k.scan_groups[1], queries);
         dispatch(&mut encoder, write_pairs, queries);
-        let pair_bytes = p.capacity as u64 * 16;
+        let pair_bytes = p.capacity as u64 * PAIR_BYTES;
         encoder.copy_buffer_to_buffer(&k.storage[PAIR_START], queries as u64 * 4, &k.staging, 0, 4);
         encoder.copy_buffer_to_buffer(bucket_start, table_bytes, &k.staging, 4, 4);
         if pair_bytes > 0 {
@@ -447,9 +484,9 @@ impl GpuContactBroadPhase {
         let data: Vec<u32> = super::device::read_staging_range(d, &k.staging, 16 + pair_bytes)?;
         let (total, placed) = (data[0], data[1]);
         let written = total.min(p.capacity) as usize;
-        let pairs = data[4..4 + 4 * written]
-            .chunks_exact(4)
-            .map(|c| [c[0], c[1], c[2], c[3]])
+        let pairs = data[4..4 + 3 * written]
+            .chunks_exact(3)
+            .map(|c| [c[0], c[1], c[2]])
             .collect();
         Ok((pairs, [total, placed]))
     }

@@ -53,7 +53,15 @@ fn the_device_finds_the_cpus_candidates() {
             if checked % 2 == 1 {
                 input.placed = 1;
             }
-            let (pairs, lower) = gpu.find(input, &CcdMargins::CPU).unwrap();
+            let (pairs, lower, token) = gpu.find(input, &CcdMargins::CPU).unwrap();
+            // The records the step copies are those the host would upload.
+            let records = read_pairs(&gpu, token, pairs.len());
+            let packed: Vec<[u32; 3]> = pairs
+                .iter()
+                .zip(&lower)
+                .map(|(p, l)| crate::gpu::soft_contact::candidate_record(p, *l))
+                .collect();
+            assert_eq!(records, packed, "{name}, frame {at}: the device's records");
             // The host counts the grid's entries as the device places them.
             let mut input = Input::new(contact, cfg, &world.deformables.owner);
             input.params.capacity = 1024;
@@ -85,4 +93,24 @@ fn the_device_finds_the_cpus_candidates() {
         }
     }
     assert!(found > 10_000, "the scenes have candidates: {found}");
+}
+
+/// The first `n` pair records of run `token`, read from the device.
+fn read_pairs(gpu: &GpuContactBroadPhase, token: u64, n: usize) -> Vec<[u32; 3]> {
+    let pairs = gpu.pairs_of(token).expect("no run since");
+    let bytes = (n as u64 * PAIR_BYTES).max(4);
+    let staging = gpu.device.create_buffer(&wgpu::BufferDescriptor {
+        label: Some("pair records"),
+        size: bytes.next_multiple_of(4),
+        usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+        mapped_at_creation: false,
+    });
+    let mut encoder = gpu.device.create_command_encoder(&Default::default());
+    encoder.copy_buffer_to_buffer(&pairs, 0, &staging, 0, bytes);
+    gpu.queue.submit([encoder.finish()]);
+    let words: Vec<u32> = crate::gpu::device::read_staging(&gpu.device, &staging).unwrap();
+    words[..3 * n]
+        .chunks_exact(3)
+        .map(|c| [c[0], c[1], c[2]])
+        .collect()
 }

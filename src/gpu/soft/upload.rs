@@ -128,6 +128,7 @@ impl SoftStep {
         input: DeformableStep,
         vs: &VertexState,
         rigid: &crate::rigid::BodySet,
+        device_pairs: Option<wgpu::Buffer>,
     ) -> Result<(), GpuError> {
         let DeformableStep { set, attachments } = input;
         if self.pending.is_some() {
@@ -214,7 +215,7 @@ impl SoftStep {
         self.upload_bytes += (ranges.len() + std::mem::size_of::<SoftParams>()) as u64;
         if vs.contact_on {
             self.contact
-                .upload(cfg, set, rigid, &vs.contact, &self.adapter)?;
+                .upload(cfg, set, rigid, &vs.contact, &self.adapter, device_pairs)?;
             self.upload_bytes += self.contact.upload_bytes;
         } else {
             self.contact.off();

@@ -64,6 +64,8 @@ mod readback;
 mod upload;
 
 pub(crate) use readback::DeviceRowTerms;
+#[cfg(test)]
+pub(in crate::gpu) use upload::candidate_record;
 
 #[repr(C)]
 #[derive(Clone, Copy, Pod, Zeroable)]
@@ -492,6 +494,30 @@ impl ContactStep {
             self.queue.write_buffer(&self.buffers[i], at, bytes);
             self.upload_bytes += bytes.len() as u64;
         }
+        grown
+    }
+
+    /// [`Self::put_after_head`], less the bytes in `skipped` (after the head), which the
+    /// caller writes on the device.
+    fn put_around(
+        &mut self,
+        i: usize,
+        bytes: &[u8],
+        head: usize,
+        head_written: bool,
+        skipped: std::ops::Range<usize>,
+    ) -> bool {
+        if skipped.is_empty() {
+            return self.put_after_head(i, bytes, head, head_written);
+        }
+        let fits = bytes.len() as u64 <= self.buffers[i].size();
+        let from = match head_written && fits {
+            true => head,
+            false => 0,
+        };
+        let size = bytes.len() as u64;
+        let grown = self.put_at(i, size, from as u64, &bytes[from..skipped.start]);
+        self.put_at(i, size, skipped.end as u64, &bytes[skipped.end..]);
         grown
     }
 

@@ -1,6 +1,7 @@
 //! The frame's contact set-up for the device: the candidates (12 B each: the pair and a
 //! lower bound on its distance; the device derives each one's points, island, penalty and
-//! friction, and the room each makes in its points' and bodies' row lists), the carried
+//! friction, and the room each makes in its points' and bodies' row lists; those the
+//! device's broad phase found are copied from its buffer, not uploaded), the carried
 //! rows (32 B each: the candidate and the multipliers; the device makes the row, linearised
 //! at X), X, the cages and the islands, in the buffers and offsets `surface_contact.wgsl`
 //! reads. What changes only with the geometry, the bodies or the settings (the surface's
@@ -46,6 +47,8 @@ const READ_ROOM: usize = 256;
 impl ContactStep {
     /// Uploads the frame's contact set-up (after `SurfaceContact::begin_frame` and the
     /// coarse operators' assembly, which marks the carried rows as held by them).
+    /// `device_pairs`: the buffer of the device broad phase's records of the candidates'
+    /// first `SurfaceContact::device_candidates` (copied on the device, not uploaded).
     pub(in crate::gpu) fn upload(
         &mut self,
         cfg: &SolverConfig,
@@ -53,6 +56,7 @@ impl ContactStep {
         bodies: &BodySet,
         contact: &SurfaceContact,
         device_name: &str,
+        device_pairs: Option<wgpu::Buffer>,
     ) -> Result<(), GpuError> {
         self.upload_bytes = 0;
         let mut p = std::mem::take(&mut self.packing);
@@ -78,20 +82,26 @@ impl ContactStep {
             && uploaded == Some(contact.candidate_build)
             && self.pairs.len() == n_cand
             && p.flags == flags;
+        let numbered =
+            (g.point_count() as u64) < 1 << KIND_SHIFT && (g.edges.len() as u64) < 1 << KIND_SHIFT;
+        if !again && !numbered {
+            self.packing = p;
+            return Err(GpuError::Unsupported {
+                adapter: device_name.to_string(),
+                reason: format!(
+                    "{} contact points and {} edges: the device numbers fewer than 2^30 of each",
+                    g.point_count(),
+                    g.edges.len()
+                ),
+            });
+        }
+        // The candidates the device found are in its memory already.
+        let on_device = match (device_pairs, contact.device_candidates) {
+            (Some(buffer), Some((_, n))) if !again && n <= n_cand => Some((buffer, n)),
+            _ => None,
+        };
         if !again {
-            if g.point_count() as u64 >= 1 << KIND_SHIFT || g.edges.len() as u64 >= 1 << KIND_SHIFT
-            {
-                self.packing = p;
-                return Err(GpuError::Unsupported {
-                    adapter: device_name.to_string(),
-                    reason: format!(
-                        "{} contact points and {} edges: the device numbers fewer than 2^30 of each",
-                        g.point_count(),
-                        g.edges.len()
-                    ),
-                });
-            }
-            pack_candidates(&mut p, contact);
+            pack_candidates(&mut p, contact, on_device.as_ref().map_or(0, |d| d.1));
         }
         let n_rows = contact.rows.len();
         // Each carried row goes up as its candidate and its multipliers:
@@ -233,7 +243,16 @@ impl ContactStep {
                 p.written_head.1[..] == p.fixed_u[..u],
             );
             grown |= self.put_after_head(STATIC_F, bytemuck::cast_slice(&p.fixed), 16 * f, same.0);
-            grown |= self.put_after_head(STATIC_U, bytemuck::cast_slice(&p.fixed_u), 4 * u, same.1);
+            // (Without the device's candidates: they are copied below.)
+            let cands = 4 * o.cands as usize;
+            let skipped = cands..cands + 12 * on_device.as_ref().map_or(0, |d| d.1);
+            grown |= self.put_around(
+                STATIC_U,
+                bytemuck::cast_slice(&p.fixed_u),
+                4 * u,
+                same.1,
+                skipped,
+            );
             p.written_head.0.clear();
             p.written_head.0.extend_from_slice(&p.fixed[..f]);
             p.written_head.1.clear();
@@ -241,6 +260,17 @@ impl ContactStep {
         }
         p.flags = flags;
         self.packing = p;
+        if let Some((pairs, n)) = on_device.filter(|d| d.1 > 0) {
+            // After the writes above (a submission runs after the writes before it).
+            let mut encoder = self
+                .device
+                .create_command_encoder(&wgpu::CommandEncoderDescriptor {
+                    label: Some("device candidates"),
+                });
+            let at = 4 * o.cands as u64;
+            encoder.copy_buffer_to_buffer(&pairs, 0, &self.buffers[STATIC_U], at, 12 * n as u64);
+            self.queue.submit([encoder.finish()]);
+        }
         // Written by the device before every read.
         let terms = 16 * BODY_TERMS * n_bodies as u64;
         if terms > self.buffers[BODY_TERMS_BUFFER].size() {
@@ -330,21 +360,27 @@ impl ContactStep {
 /// The candidates' records after a broad phase: the pair's kind in the top two bits of its
 /// first primitive (a point or an edge: fewer than 2³⁰, checked in `upload`), its second,
 /// and the bits of the lower bound on its distance.
-fn pack_candidates(p: &mut Packing, contact: &SurfaceContact) {
+/// The first `on_device` are on the device already (`gpu::contact_broad` wrote them):
+/// their slots are left as zeros, which the upload skips.
+fn pack_candidates(p: &mut Packing, contact: &SurfaceContact, on_device: usize) {
     p.cands.clear();
+    p.cands.resize(on_device, [0; 3]);
     p.cands.extend(
-        contact
-            .candidates
+        contact.candidates[on_device..]
             .iter()
-            .zip(&contact.candidate_lower)
-            .map(|(pair, lower)| {
-                [
-                    kind_code(pair.kind) << KIND_SHIFT | pair.a,
-                    pair.b,
-                    lower.to_bits(),
-                ]
-            }),
+            .zip(&contact.candidate_lower[on_device..])
+            .map(|(pair, lower)| candidate_record(pair, *lower)),
     );
+}
+
+/// A candidate's record (`cands` in surface_contact.wgsl; `gpu::contact_broad` writes the
+/// same).
+pub(in crate::gpu) fn candidate_record(pair: &Pair, lower: f32) -> [u32; 3] {
+    [
+        kind_code(pair.kind) << KIND_SHIFT | pair.a,
+        pair.b,
+        lower.to_bits(),
+    ]
 }
 
 /// A carried row's record (`contact_list_rows` in contact_lists.wgsl), 32 B against the

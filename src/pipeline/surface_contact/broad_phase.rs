@@ -105,15 +105,30 @@ impl SurfaceContact {
         cfg: &SolverConfig,
         set: &DeformableSet,
     ) -> (Vec<Pair>, Vec<f32>) {
+        self.device_candidates = None;
         if let Some(device) = self.device_broad_phase.clone() {
             // A device that fails leaves the candidates to the BVHs below, which find the
             // same pairs (their bounds at most as low): the step stays correct.
-            if let Ok((mut pairs, mut lower)) = device.candidates(self, cfg, &set.owner) {
-                let planes = self.plane_pairs(cfg);
-                lower.resize(pairs.len() + planes.len(), 0.0);
-                pairs.extend(planes);
-                self.stats.device_broad_phases += 1;
-                return (pairs, lower);
+            match device.candidates(self, cfg, &set.owner) {
+                Ok((mut pairs, mut lower, token)) => {
+                    self.device_candidates = Some((token, pairs.len()));
+                    self.stats.device_broad_phases += 1;
+                    self.stats.device_candidates += pairs.len();
+                    let planes = self.plane_pairs(cfg);
+                    lower.resize(pairs.len() + planes.len(), 0.0);
+                    pairs.extend(planes);
+                    return (pairs, lower);
+                }
+                Err(e) => {
+                    self.stats.device_broad_phase_failures += 1;
+                    if !self.device_broad_phase_failed {
+                        self.device_broad_phase_failed = true;
+                        eprintln!(
+                            "bevy_avbd: the device's contact broad phase failed ({e}); \
+                             the host's BVHs find the candidates"
+                        );
+                    }
+                }
             }
         }
         let mut cache = std::mem::take(&mut self.tree_cache);

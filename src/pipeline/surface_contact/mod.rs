@@ -107,19 +107,25 @@ pub struct SurfaceContact {
     /// GPU backend: the device that runs the broad phase (`gpu::contact_broad`), or none
     /// (the CPU's BVHs).
     pub(crate) device_broad_phase: Option<std::sync::Arc<dyn DeviceBroadPhase>>,
+    /// GPU backend: where the current candidates' first ones came from the device, its
+    /// token for their records and how many they are (the half-space pairs follow them).
+    pub(crate) device_candidates: Option<(u64, usize)>,
+    /// Whether a device broad phase failed (its first error was printed).
+    pub(crate) device_broad_phase_failed: bool,
 }
 
 /// A broad phase that runs elsewhere (the GPU backend's device): the point–triangle and
 /// edge–edge candidates of the contact state's current cages, sorted, each with a lower
-/// bound on its distance at R no higher than the CPU's, or an error (the CPU's BVHs then
-/// find the same candidates). Half-space pairs stay the host's.
+/// bound on its distance at R no higher than the CPU's, and a token naming the device's
+/// copy of their records (which the step's upload takes instead of the host's), or an
+/// error (the CPU's BVHs then find the same candidates). Half-space pairs stay the host's.
 pub trait DeviceBroadPhase: Send + Sync {
     fn candidates(
         &self,
         contact: &SurfaceContact,
         cfg: &SolverConfig,
         owner: &[u32],
-    ) -> Result<(Vec<Pair>, Vec<f32>), String>;
+    ) -> Result<(Vec<Pair>, Vec<f32>, u64), String>;
 }
 
 /// A contact term of the coarse operator: `k_n w_k w_l n nᵀ` between the pair's points k
