@@ -570,6 +570,10 @@ impl GpuSolver {
             ContactBroadPhase::Device => true,
             ContactBroadPhase::Host => false,
         };
+        if let Some(finder) = &self.contact_broad {
+            // A frame's traffic starts here (its runs again add to it).
+            finder.reset_traffic();
+        }
         if !on_device {
             return None;
         }
@@ -602,6 +606,12 @@ impl GpuSolver {
             true => ccd::CcdMargins::CPU,
             false => ccd::CcdMargins::WGSL,
         };
+    }
+
+    /// Bytes the last deformable step's contact broad phases on the device (its first run's
+    /// and any run again's) wrote to the device and read back.
+    pub fn contact_broad_phase_traffic(&self) -> (u64, u64) {
+        self.contact_broad.as_ref().map_or((0, 0), |f| f.traffic())
     }
 
     /// Bytes the last deformable step uploaded and read back, over every run of it (a step

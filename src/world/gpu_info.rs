@@ -47,6 +47,12 @@ impl PhysicsWorld {
         self.gpu.as_ref().map(|g| g.deformable_traffic())
     }
 
+    /// Bytes the last step's deformable contact broad phases on the device wrote to it and
+    /// read back (`SolverConfig::gpu_contact_broad_phase`), when on the GPU backend.
+    pub fn gpu_contact_broad_phase_traffic(&self) -> Option<(u64, u64)> {
+        self.gpu.as_ref().map(|g| g.contact_broad_phase_traffic())
+    }
+
     /// Bodies solved in the serial fallback group of the GPU colouring in the last step.
     pub fn gpu_serial_bodies(&self) -> Option<usize> {
         self.gpu.as_ref().map(|g| g.serial_bodies())

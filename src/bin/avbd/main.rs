@@ -155,6 +155,8 @@ pub(crate) fn gpu_report(w: &bevy_avbd::PhysicsWorld) -> serde_json::Value {
         "dispatches": w.gpu_traffic().map(|t| t.dispatches),
         "deformable_upload_bytes": w.gpu_deformable_traffic().map(|t| t.0),
         "deformable_download_bytes": w.gpu_deformable_traffic().map(|t| t.1),
+        "contact_broad_upload_bytes": w.gpu_contact_broad_phase_traffic().map(|t| t.0),
+        "contact_broad_download_bytes": w.gpu_contact_broad_phase_traffic().map(|t| t.1),
         "reallocations": w.gpu_reallocations(),
     })
 }

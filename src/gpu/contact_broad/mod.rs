@@ -91,6 +91,8 @@ pub struct GpuContactBroadPhase {
     /// The buffers of the last run, kept for the next (grown when short), the pair
     /// count (the next run's room is sized from it) and the run's token.
     kept: std::sync::Mutex<(Option<Kept>, u32, u64)>,
+    /// Bytes written to the device and read back since [`Self::reset_traffic`].
+    traffic: std::sync::Mutex<(u64, u64)>,
 }
 
 /// Buffers kept from run to run, with the bind groups over them.
@@ -143,7 +145,20 @@ impl GpuContactBroadPhase {
             pipelines,
             scan,
             kept: Default::default(),
+            traffic: Default::default(),
         }
+    }
+
+    /// Starts counting [`Self::traffic`] again.
+    pub(crate) fn reset_traffic(&self) {
+        if let Ok(mut t) = self.traffic.lock() {
+            *t = (0, 0);
+        }
+    }
+
+    /// Bytes the runs since [`Self::reset_traffic`] wrote to the device and read back.
+    pub(crate) fn traffic(&self) -> (u64, u64) {
+        self.traffic.lock().map_or((0, 0), |t| *t)
     }
 
     /// The point–triangle and edge–edge candidates of `contact`'s current cages, sorted,
@@ -428,9 +443,11 @@ impl GpuContactBroadPhase {
             bytemuck::cast_slice(&input.query_boxes),
             bytemuck::cast_slice(&input.linked),
         ];
+        let mut up = (std::mem::size_of_val(p) + std::mem::size_of_val(&ccd) + 32) as u64;
         for (buffer, data) in k.storage.iter().zip(inputs) {
             if !data.is_empty() {
                 q.write_buffer(buffer, 0, data);
+                up += data.len() as u64;
             }
         }
         let table = p.table_mask + 1;
@@ -482,6 +499,10 @@ impl GpuContactBroadPhase {
         }
         q.submit([encoder.finish()]);
         let data: Vec<u32> = super::device::read_staging_range(d, &k.staging, 16 + pair_bytes)?;
+        if let Ok(mut t) = self.traffic.lock() {
+            t.0 += up;
+            t.1 += 16 + pair_bytes;
+        }
         let (total, placed) = (data[0], data[1]);
         let written = total.min(p.capacity) as usize;
         let pairs = data[4..4 + 3 * written]
