@@ -18,9 +18,10 @@
 // pairs written into the query's range and sorted there: the list does not depend on the
 // order the atomics take.
 //
-// Dispatch order: cb_count_cells (into the cleared cursors and counters), scan of the
-// buckets, cb_fill (from cursors copied from the bucket starts), cb_count_pairs, scan of
-// the pair counts, cb_write_pairs.
+// Dispatch order: cb_boxes (the items' and queries' boxes from the points' cages),
+// cb_count_cells (into the cleared cursors and counters), scan of the buckets, cb_fill
+// (from cursors copied from the bucket starts), cb_count_pairs, scan of the pair counts,
+// cb_write_pairs.
 
 struct CbParams {
     n_items: u32,
@@ -59,7 +60,8 @@ const FOUND_SLOTS: u32 = 8u;
 
 @group(0) @binding(0) var<uniform> cbp: CbParams;
 @group(0) @binding(1) var<uniform> cp: CcdParams;
-@group(0) @binding(2) var<storage, read> items: array<Item>;
+// Written by cb_boxes.
+@group(0) @binding(2) var<storage, read_write> items: array<Item>;
 // Per triangle: its points and its owner (a deformable's index, or RIGID | body).
 @group(0) @binding(3) var<storage, read> tris: array<vec4<u32>>;
 // Per edge: its points, its owner, 0.
@@ -72,8 +74,8 @@ const FOUND_SLOTS: u32 = 8u;
 @group(0) @binding(7) var<storage, read> point_owner: array<u32>;
 // The point queries' points.
 @group(0) @binding(8) var<storage, read> query_points: array<u32>;
-// Per point query: its absolute box, then its comoving box.
-@group(0) @binding(9) var<storage, read> query_boxes: array<Item>;
+// Per point query: its absolute box, then its comoving box (written by cb_boxes).
+@group(0) @binding(9) var<storage, read_write> query_boxes: array<Item>;
 // (deformable, body) pairs joined by an attachment, ascending: they make no pairs.
 @group(0) @binding(10) var<storage, read> linked: array<vec2<u32>>;
 @group(0) @binding(11) var<storage, read_write> bucket_start: array<u32>;
@@ -90,6 +92,10 @@ const FOUND_SLOTS: u32 = 8u;
 @group(0) @binding(17) var<storage, read_write> pairs: array<u32>;
 // Per query: FOUND_SLOTS pairs (b, the lower bound's bits) found by the count.
 @group(0) @binding(18) var<storage, read_write> found: array<vec2<u32>>;
+// Per point, its cages (`pipeline::surface_contact::cages`): the absolute box's corners,
+// then a deformable point's comoving box's corners relative to its position at R (w
+// unused).
+@group(0) @binding(19) var<storage, read> cages: array<vec4<f32>>;
 
 fn class_of(i: u32) -> u32 {
     var c = 0u;
@@ -119,6 +125,64 @@ fn hash(c: vec3<i32>, space: u32) -> u32 {
 
 fn overlap(a: Item, b: Item) -> bool {
     return all(a.lo.xyz <= b.hi.xyz) && all(b.lo.xyz <= a.hi.xyz);
+}
+
+// Point `p`'s absolute cage, or its comoving cage placed at R.
+fn cage_of(p: u32, comoving: bool) -> Item {
+    if comoving {
+        let r = points[p].xyz;
+        return Item(vec4<f32>(r + cages[4u * p + 2u].xyz, 0.0), vec4<f32>(r + cages[4u * p + 3u].xyz, 0.0));
+    }
+    return Item(cages[4u * p], cages[4u * p + 1u]);
+}
+
+// The union of the cages of `n` points, widened by half the minimum separation, in
+// `space` (the host's `Cages::absolute_box` and `comoving_box`, in the same order).
+fn union_box(pts: array<u32, 3>, n: u32, comoving: bool, space: u32) -> Item {
+    // (The host folds from infinities: the first point's box is what that gives.)
+    let first = cage_of(pts[0], comoving);
+    var lo = first.lo.xyz;
+    var hi = first.hi.xyz;
+    for (var k = 1u; k < n; k++) {
+        let c = cage_of(pts[k], comoving);
+        lo = min(lo, c.lo.xyz);
+        hi = max(hi, c.hi.xyz);
+    }
+    let w = vec3<f32>(0.5 * cbp.min_sep);
+    return Item(vec4<f32>(lo - w, bitcast<f32>(space)), vec4<f32>(hi + w, 0.0));
+}
+
+// The items' boxes (triangles and edges, absolute then comoving), then the point queries'
+// (absolute, then comoving: a rigid point's is its absolute box).
+@compute @workgroup_size(64)
+fn cb_boxes(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+    let i = lane_index(wid, nwg, lid);
+    if i < cbp.n_items {
+        let cls = class_of(i);
+        let b = i - cbp.class_start[cls];
+        if cls == 0u || cls == 2u {
+            let t = tris[b];
+            let space = select(0u, 2u + 4u * t.w, cls == 2u);
+            items[i] = union_box(array<u32, 3>(t.x, t.y, t.z), 3u, cls == 2u, space);
+        } else {
+            let e = edges[b];
+            let space = select(1u, 3u + 4u * e.z, cls == 3u);
+            items[i] = union_box(array<u32, 3>(e.x, e.y, 0u), 2u, cls == 3u, space);
+        }
+        return;
+    }
+    let q = i - cbp.n_items;
+    if q >= cbp.n_point_queries {
+        return;
+    }
+    let p = query_points[q];
+    let absolute = union_box(array<u32, 3>(p, 0u, 0u), 1u, false, 0u);
+    query_boxes[2u * q] = absolute;
+    if p < cbp.soft_points {
+        query_boxes[2u * q + 1u] = union_box(array<u32, 3>(p, 0u, 0u), 1u, true, 0u);
+    } else {
+        query_boxes[2u * q + 1u] = absolute;
+    }
 }
 
 @compute @workgroup_size(64)

@@ -66,7 +66,10 @@ pub(super) struct Input {
     pub(super) comoving_reach: Vec<f32>,
     pub(super) point_owner: Vec<u32>,
     pub(super) query_points: Vec<u32>,
-    pub(super) query_boxes: Vec<Item>,
+    /// Per point: its absolute cage's corners, then (a deformable point's) its comoving
+    /// cage's relative to its position at R (`cages` in the shader, which makes the items'
+    /// and queries' boxes from them).
+    pub(super) cages: Vec<[f32; 4]>,
     pub(super) linked: Vec<[u32; 2]>,
     /// The grid entries the items make (cb_count_cells's count, made here the same way).
     pub(super) placed: u32,
@@ -171,15 +174,16 @@ impl Input {
             .copied()
             .chain(g.soft_points..n_points as u32)
             .collect();
-        let query_boxes = query_points
-            .par_iter()
-            .flat_map_iter(|&p| {
-                let absolute = Item::new(widened(cages.absolute[p as usize]), 0);
-                let comoving = match p < g.soft_points {
-                    true => Item::new(widened(cages.comoving_box(&[p])), 0),
-                    false => absolute,
+        let v4 = |v: Vec3A| [v.x, v.y, v.z, 0.0];
+        let point_cages = (0..n_points)
+            .into_par_iter()
+            .flat_map_iter(|p| {
+                let (lo, hi) = cages.absolute[p];
+                let (clo, chi) = match p < g.soft_points as usize {
+                    true => cages.comoving[p],
+                    false => (Vec3A::ZERO, Vec3A::ZERO),
                 };
-                [absolute, comoving]
+                [v4(lo), v4(hi), v4(clo), v4(chi)]
             })
             .collect();
         let points = (0..n_points as u32)
@@ -230,7 +234,7 @@ impl Input {
             comoving_reach,
             point_owner,
             query_points,
-            query_boxes,
+            cages: point_cages,
             linked: contact.linked.iter().map(|&(s, r)| [s, r]).collect(),
             placed,
         }

@@ -4,8 +4,9 @@
 //!
 //! The GPU backend's contact set-up calls it through
 //! [`DeviceBroadPhase`] where `SolverConfig::gpu_contact_broad_phase` puts the broad phase
-//! on the device (by default, unless the device is a CPU): the host uploads the cages'
-//! boxes and reaches (`input.rs`), the kernels find the pairs, and the host reads them back
+//! on the device (by default, unless the device is a CPU): the host uploads each point's
+//! cages and reaches (`input.rs`; the topology only when it changed), the kernels make the
+//! triangles' and edges' boxes from them and find the pairs, and the host reads them back
 //! for the rest of the set-up (islands, carried rows), a blocking submission of its own
 //! before the step's. The pairs are written as the contact stage's candidate records
 //! (12 B), so the step's upload copies them on the device instead of sending them up
@@ -39,22 +40,23 @@ pub const CONTACT_BROAD_PHASE_SHADER: &str = concat!(
     include_str!("../../../shaders/contact_broad_phase.wgsl")
 );
 
-const KERNELS: [&str; 4] = [
+const KERNELS: [&str; 5] = [
+    "cb_boxes",
     "cb_count_cells",
     "cb_fill",
     "cb_count_pairs",
     "cb_write_pairs",
 ];
-/// Storage bindings 2–18 (binding, read-only).
-const BINDINGS: [(u32, bool); 17] = [
-    (2, true),
+/// Storage bindings 2–19 (binding, read-only).
+const BINDINGS: [(u32, bool); 18] = [
+    (2, false),
     (3, true),
     (4, true),
     (5, true),
     (6, true),
     (7, true),
     (8, true),
-    (9, true),
+    (9, false),
     (10, true),
     (11, false),
     (12, false),
@@ -64,6 +66,7 @@ const BINDINGS: [(u32, bool); 17] = [
     (16, false),
     (17, false),
     (18, false),
+    (19, true),
 ];
 /// Pairs a query keeps from the count to the write (`FOUND_SLOTS` in the shader).
 const FOUND_SLOTS: u64 = 8;
@@ -73,6 +76,7 @@ const CURSOR: usize = 10;
 const COUNTERS: usize = 13;
 const PAIR_START: usize = 14;
 const PAIRS: usize = 15;
+const CAGES: usize = 17;
 const WORKGROUP: u32 = 64;
 /// A pair's record: its kind in the top two bits of its first primitive, its second, the
 /// bits of its lower bound (the contact stage's candidate record).
@@ -86,7 +90,7 @@ pub struct GpuContactBroadPhase {
     device: wgpu::Device,
     queue: wgpu::Queue,
     layout: wgpu::BindGroupLayout,
-    pipelines: [wgpu::ComputePipeline; 4],
+    pipelines: [wgpu::ComputePipeline; 5],
     scan: PrefixSum,
     /// The buffers of the last run, kept for the next (grown when short), the pair
     /// count (the next run's room is sized from it) and the run's token.
@@ -107,6 +111,10 @@ struct Kept {
     staging: wgpu::Buffer,
     group: wgpu::BindGroup,
     scan_groups: [wgpu::BindGroup; 2],
+    /// What the topology's buffers hold (triangles, edges, point owners, queries,
+    /// attachments), which change only with the geometry: written again only when they
+    /// differ.
+    topology: [Vec<u8>; 5],
 }
 
 impl GpuContactBroadPhase {
@@ -277,7 +285,7 @@ impl DeviceBroadPhase for StepBroadPhase {
 
 impl GpuContactBroadPhase {
     /// Sizes in bytes of the storage buffers (in `BINDINGS` order) a run of `input` needs.
-    fn sizes(input: &Input) -> [u64; 17] {
+    fn sizes(input: &Input) -> [u64; 18] {
         let p = &input.params;
         let bytes = |n: usize, each: usize| (n * each) as u64;
         let table = p.table_mask as u64 + 1;
@@ -290,7 +298,7 @@ impl GpuContactBroadPhase {
             bytes(input.comoving_reach.len(), 4),
             bytes(input.point_owner.len(), 4),
             bytes(input.query_points.len(), 4),
-            bytes(input.query_boxes.len(), 32),
+            bytes(2 * input.query_points.len(), 32),
             bytes(input.linked.len(), 8),
             (table + 1) * 4,
             table * 4,
@@ -300,6 +308,7 @@ impl GpuContactBroadPhase {
             (queries + 1) * 4,
             p.capacity as u64 * PAIR_BYTES,
             queries * FOUND_SLOTS * 8,
+            bytes(input.cages.len(), 16),
         ]
         .map(|b| b.max(16).next_multiple_of(16))
     }
@@ -411,6 +420,7 @@ impl GpuContactBroadPhase {
             staging,
             group,
             scan_groups,
+            topology: Default::default(),
         });
     }
 
@@ -426,30 +436,42 @@ impl GpuContactBroadPhase {
             .lock()
             .map_err(|_| GpuError::Readback("contact broad phase: a poisoned lock".into()))?;
         self.buffers(&mut guard.0, input);
-        let k = guard.0.as_ref().expect("made above");
+        let k = guard.0.as_mut().expect("made above");
         let (d, q) = (&self.device, &self.queue);
         let p = &input.params;
         q.write_buffer(&k.params, 0, bytemuck::bytes_of(p));
         let ccd = CcdParams::new(0, 0, 1.0, margins, 0);
         q.write_buffer(&k.ccd, 0, bytemuck::bytes_of(&ccd));
-        let inputs: [&[u8]; 9] = [
-            bytemuck::cast_slice(&input.items),
-            bytemuck::cast_slice(&input.tris),
-            bytemuck::cast_slice(&input.edges),
-            bytemuck::cast_slice(&input.points),
-            bytemuck::cast_slice(&input.comoving_reach),
-            bytemuck::cast_slice(&input.point_owner),
-            bytemuck::cast_slice(&input.query_points),
-            bytemuck::cast_slice(&input.query_boxes),
-            bytemuck::cast_slice(&input.linked),
-        ];
+        // The items' and queries' boxes are made on the device from the points' cages
+        // (`cb_boxes`); the topology goes up when it changed.
         let mut up = (std::mem::size_of_val(p) + std::mem::size_of_val(&ccd) + 32) as u64;
-        for (buffer, data) in k.storage.iter().zip(inputs) {
+        let topology: [(usize, &[u8]); 5] = [
+            (1, bytemuck::cast_slice(&input.tris)),
+            (2, bytemuck::cast_slice(&input.edges)),
+            (5, bytemuck::cast_slice(&input.point_owner)),
+            (6, bytemuck::cast_slice(&input.query_points)),
+            (8, bytemuck::cast_slice(&input.linked)),
+        ];
+        for ((slot, data), held) in topology.into_iter().zip(&mut k.topology) {
+            if !data.is_empty() && held.as_slice() != data {
+                q.write_buffer(&k.storage[slot], 0, data);
+                up += data.len() as u64;
+                held.clear();
+                held.extend_from_slice(data);
+            }
+        }
+        let state: [(usize, &[u8]); 3] = [
+            (3, bytemuck::cast_slice(&input.points)),
+            (4, bytemuck::cast_slice(&input.comoving_reach)),
+            (CAGES, bytemuck::cast_slice(&input.cages)),
+        ];
+        for (slot, data) in state {
             if !data.is_empty() {
-                q.write_buffer(buffer, 0, data);
+                q.write_buffer(&k.storage[slot], 0, data);
                 up += data.len() as u64;
             }
         }
+        let k = &*k;
         let table = p.table_mask + 1;
         let queries = p.n_point_queries + p.n_edges;
         q.write_buffer(
@@ -478,11 +500,12 @@ impl GpuContactBroadPhase {
             let mut pass = encoder.begin_compute_pass(&Default::default());
             self.scan.record(&mut pass, group, len);
         };
-        let [count_cells, fill, count_pairs, write_pairs] = &self.pipelines;
+        let [boxes, count_cells, fill, count_pairs, write_pairs] = &self.pipelines;
         let (bucket_start, cursor) = (&k.storage[BUCKET_START], &k.storage[CURSOR]);
         let table_bytes = table as u64 * 4;
         encoder.clear_buffer(cursor, 0, Some(table_bytes));
         encoder.clear_buffer(&k.storage[COUNTERS], 0, None);
+        dispatch(&mut encoder, boxes, p.n_items + p.n_point_queries);
         dispatch(&mut encoder, count_cells, p.n_items);
         encoder.copy_buffer_to_buffer(cursor, 0, bucket_start, 0, table_bytes);
         scan(&mut encoder, &k.scan_groups[0], table);
