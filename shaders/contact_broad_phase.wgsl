@@ -92,9 +92,10 @@ const FOUND_SLOTS: u32 = 8u;
 @group(0) @binding(17) var<storage, read_write> pairs: array<u32>;
 // Per query: FOUND_SLOTS pairs (b, the lower bound's bits) found by the count.
 @group(0) @binding(18) var<storage, read_write> found: array<vec2<u32>>;
-// Per point, its cages (`pipeline::surface_contact::cages`): the absolute box's corners,
-// then a deformable point's comoving box's corners relative to its position at R (w
-// unused).
+// Per point, its cages (`pipeline::surface_contact::cages`) in 3 vec4s: the absolute box's
+// corners, then a deformable point's comoving box's corners relative to its position at
+// R, packed as the contact stage's `soft_cages` reads them (contact_advance.wgsl), which
+// copies the deformable points' from here.
 @group(0) @binding(19) var<storage, read> cages: array<vec4<f32>>;
 
 fn class_of(i: u32) -> u32 {
@@ -129,11 +130,14 @@ fn overlap(a: Item, b: Item) -> bool {
 
 // Point `p`'s absolute cage, or its comoving cage placed at R.
 fn cage_of(p: u32, comoving: bool) -> Item {
+    let a = cages[3u * p];
+    let b = cages[3u * p + 1u];
+    let c = cages[3u * p + 2u];
     if comoving {
         let r = points[p].xyz;
-        return Item(vec4<f32>(r + cages[4u * p + 2u].xyz, 0.0), vec4<f32>(r + cages[4u * p + 3u].xyz, 0.0));
+        return Item(vec4<f32>(r + vec3<f32>(b.zw, c.x), 0.0), vec4<f32>(r + c.yzw, 0.0));
     }
-    return Item(cages[4u * p], cages[4u * p + 1u]);
+    return Item(vec4<f32>(a.xyz, 0.0), vec4<f32>(a.w, b.xy, 0.0));
 }
 
 // The union of the cages of `n` points, widened by half the minimum separation, in

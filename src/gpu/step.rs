@@ -385,7 +385,7 @@ impl GpuSolver {
         });
         // The device broad phase's records of the candidates, where it found them.
         let device_pairs = match (&self.contact_broad, s.vertices.contact.device_candidates) {
-            (Some(finder), Some((token, _))) => finder.pairs_of(token),
+            (Some(finder), Some((token, _))) => finder.records_of(token),
             _ => None,
         };
         step.upload(cfg, input, &s.vertices, bodies, device_pairs)?;

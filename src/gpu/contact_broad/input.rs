@@ -66,9 +66,10 @@ pub(super) struct Input {
     pub(super) comoving_reach: Vec<f32>,
     pub(super) point_owner: Vec<u32>,
     pub(super) query_points: Vec<u32>,
-    /// Per point: its absolute cage's corners, then (a deformable point's) its comoving
-    /// cage's relative to its position at R (`cages` in the shader, which makes the items'
-    /// and queries' boxes from them).
+    /// Per point in three: its absolute cage's corners, then (a deformable point's) its
+    /// comoving cage's relative to its position at R, packed as the contact stage's
+    /// `cage_soft` region (`cages` in the shader, which makes the items' and queries'
+    /// boxes from them).
     pub(super) cages: Vec<[f32; 4]>,
     pub(super) linked: Vec<[u32; 2]>,
     /// The grid entries the items make (cb_count_cells's count, made here the same way).
@@ -174,16 +175,14 @@ impl Input {
             .copied()
             .chain(g.soft_points..n_points as u32)
             .collect();
-        let v4 = |v: Vec3A| [v.x, v.y, v.z, 0.0];
         let point_cages = (0..n_points)
             .into_par_iter()
             .flat_map_iter(|p| {
-                let (lo, hi) = cages.absolute[p];
-                let (clo, chi) = match p < g.soft_points as usize {
+                let comoving = match p < g.soft_points as usize {
                     true => cages.comoving[p],
                     false => (Vec3A::ZERO, Vec3A::ZERO),
                 };
-                [v4(lo), v4(hi), v4(clo), v4(chi)]
+                pack_cages(cages.absolute[p], comoving)
             })
             .collect();
         let points = (0..n_points as u32)
@@ -239,4 +238,14 @@ impl Input {
             placed,
         }
     }
+}
+
+/// A point's absolute cage and comoving cage (relative to R) in three vec4s, as the contact
+/// stage's `soft_cages` reads them (contact_advance.wgsl).
+pub(in crate::gpu) fn pack_cages((al, ah): Box3, (cl, ch): Box3) -> [[f32; 4]; 3] {
+    [
+        [al.x, al.y, al.z, ah.x],
+        [ah.y, ah.z, cl.x, cl.y],
+        [cl.z, ch.x, ch.y, ch.z],
+    ]
 }

@@ -24,6 +24,7 @@ mod input;
 #[cfg(test)]
 mod tests;
 
+pub(in crate::gpu) use input::pack_cages;
 use input::{CbParams, Input};
 
 use super::GpuError;
@@ -97,6 +98,12 @@ pub struct GpuContactBroadPhase {
     kept: std::sync::Mutex<(Option<Kept>, u32, u64)>,
     /// Bytes written to the device and read back since [`Self::reset_traffic`].
     traffic: std::sync::Mutex<(u64, u64)>,
+}
+
+/// What a run leaves on the device that the step's contact stage copies.
+pub(crate) struct RunRecords {
+    pub(crate) pairs: wgpu::Buffer,
+    pub(crate) cages: wgpu::Buffer,
 }
 
 /// Buffers kept from run to run, with the bind groups over them.
@@ -192,13 +199,16 @@ impl GpuContactBroadPhase {
         self.find(Input::new(contact, cfg, owner), margins)
     }
 
-    /// The buffer that holds the records of run `token`'s pairs (`cands` records of
-    /// `surface_contact.wgsl`, 12 B each, in the candidates' order), if no run since
-    /// wrote over them.
-    pub(crate) fn pairs_of(&self, token: u64) -> Option<wgpu::Buffer> {
+    /// The buffers of run `token`, if no run since wrote over them: its pairs' records
+    /// (`cands` records of `surface_contact.wgsl`, 12 B each, in the candidates' order)
+    /// and its points' cages (48 B each, as `cage_soft` packs them).
+    pub(crate) fn records_of(&self, token: u64) -> Option<RunRecords> {
         let k = self.kept.lock().ok()?;
         match (&k.0, k.2 == token) {
-            (Some(kept), true) => Some(kept.storage[PAIRS].clone()),
+            (Some(kept), true) => Some(RunRecords {
+                pairs: kept.storage[PAIRS].clone(),
+                cages: kept.storage[CAGES].clone(),
+            }),
             _ => None,
         }
     }

@@ -97,7 +97,7 @@ fn the_device_finds_the_cpus_candidates() {
 
 /// The first `n` pair records of run `token`, read from the device.
 fn read_pairs(gpu: &GpuContactBroadPhase, token: u64, n: usize) -> Vec<[u32; 3]> {
-    let pairs = gpu.pairs_of(token).expect("no run since");
+    let pairs = gpu.records_of(token).expect("no run since").pairs;
     let bytes = (n as u64 * PAIR_BYTES).max(4);
     let staging = gpu.device.create_buffer(&wgpu::BufferDescriptor {
         label: Some("pair records"),

@@ -128,7 +128,7 @@ impl SoftStep {
         input: DeformableStep,
         vs: &VertexState,
         rigid: &crate::rigid::BodySet,
-        device_pairs: Option<wgpu::Buffer>,
+        device_pairs: Option<super::super::contact_broad::RunRecords>,
     ) -> Result<(), GpuError> {
         let DeformableStep { set, attachments } = input;
         if self.pending.is_some() {

@@ -47,8 +47,9 @@ const READ_ROOM: usize = 256;
 impl ContactStep {
     /// Uploads the frame's contact set-up (after `SurfaceContact::begin_frame` and the
     /// coarse operators' assembly, which marks the carried rows as held by them).
-    /// `device_pairs`: the buffer of the device broad phase's records of the candidates'
-    /// first `SurfaceContact::device_candidates` (copied on the device, not uploaded).
+    /// `device_pairs`: the device broad phase's records of the candidates' first
+    /// `SurfaceContact::device_candidates` and of the points' cages (copied on the device,
+    /// not uploaded).
     pub(in crate::gpu) fn upload(
         &mut self,
         cfg: &SolverConfig,
@@ -56,7 +57,7 @@ impl ContactStep {
         bodies: &BodySet,
         contact: &SurfaceContact,
         device_name: &str,
-        device_pairs: Option<wgpu::Buffer>,
+        device_pairs: Option<crate::gpu::contact_broad::RunRecords>,
     ) -> Result<(), GpuError> {
         self.upload_bytes = 0;
         let mut p = std::mem::take(&mut self.packing);
@@ -97,7 +98,7 @@ impl ContactStep {
         }
         // The candidates the device found are in its memory already.
         let on_device = match (device_pairs, contact.device_candidates) {
-            (Some(buffer), Some((_, n))) if !again && n <= n_cand => Some((buffer, n)),
+            (Some(records), Some((_, n))) if !again && n <= n_cand => Some((records, n)),
             _ => None,
         };
         if !again {
@@ -242,7 +243,19 @@ impl ContactStep {
                     == bytemuck::cast_slice::<_, u32>(&p.fixed[..f]),
                 p.written_head.1[..] == p.fixed_u[..u],
             );
-            grown |= self.put_after_head(STATIC_F, bytemuck::cast_slice(&p.fixed), 16 * f, same.0);
+            // (Without the deformable points' cages where the device has them.)
+            let cages = 16 * o.cage_soft as usize;
+            let skipped = match on_device {
+                Some(_) => cages..cages + 48 * g.soft_points as usize,
+                None => 0..0,
+            };
+            grown |= self.put_around(
+                STATIC_F,
+                bytemuck::cast_slice(&p.fixed),
+                16 * f,
+                same.0,
+                skipped,
+            );
             // (Without the device's candidates: they are copied below.)
             let cands = 4 * o.cands as usize;
             let skipped = cands..cands + 12 * on_device.as_ref().map_or(0, |d| d.1);
@@ -260,15 +273,23 @@ impl ContactStep {
         }
         p.flags = flags;
         self.packing = p;
-        if let Some((pairs, n)) = on_device.filter(|d| d.1 > 0) {
+        if let Some((records, n)) = on_device {
             // After the writes above (a submission runs after the writes before it).
             let mut encoder = self
                 .device
                 .create_command_encoder(&wgpu::CommandEncoderDescriptor {
-                    label: Some("device candidates"),
+                    label: Some("the device broad phase's records"),
                 });
-            let at = 4 * o.cands as u64;
-            encoder.copy_buffer_to_buffer(&pairs, 0, &self.buffers[STATIC_U], at, 12 * n as u64);
+            let (cands, n) = (4 * o.cands as u64, 12 * n as u64);
+            if n > 0 {
+                let u = &self.buffers[STATIC_U];
+                encoder.copy_buffer_to_buffer(&records.pairs, 0, u, cands, n);
+            }
+            let (cages, bytes) = (16 * o.cage_soft as u64, 48 * g.soft_points as u64);
+            if bytes > 0 {
+                let f = &self.buffers[STATIC_F];
+                encoder.copy_buffer_to_buffer(&records.cages, 0, f, cages, bytes);
+            }
             self.queue.submit([encoder.finish()]);
         }
         // Written by the device before every read.
@@ -444,19 +465,13 @@ fn pack_fixed(
     // A soft point's absolute and comoving cages in three vec4s (`soft_cages` in
     // contact_advance.wgsl), a moving rigid point's absolute cage in two.
     let soft = g.soft_points as usize;
-    o.cage_soft = region(
-        fixed,
-        cages.absolute[..soft]
-            .iter()
-            .zip(&cages.comoving)
-            .flat_map(|(&(al, ah), &(cl, ch))| {
-                [
-                    [al.x, al.y, al.z, ah.x],
-                    [ah.y, ah.z, cl.x, cl.y],
-                    [cl.z, ch.x, ch.y, ch.z],
-                ]
-            }),
-    );
+    o.cage_soft =
+        region(
+            fixed,
+            cages.absolute[..soft].iter().zip(&cages.comoving).flat_map(
+                |(&absolute, &comoving)| crate::gpu::contact_broad::pack_cages(absolute, comoving),
+            ),
+        );
     // The cages and references of the moving bodies' points, body after body (a soft
     // point's reference is its start position, on the device already: checked in
     // `upload`). A point of a body that does not move stays at its reference, and the
