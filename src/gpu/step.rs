@@ -383,12 +383,12 @@ impl GpuSolver {
                 &self.pipelines.scan,
             )
         });
-        // The device broad phase's records of the candidates, where it found them.
-        let device_pairs = match (&self.contact_broad, s.vertices.contact.device_candidates) {
+        // What the device's broad phase left on it (candidates and cages), where it ran.
+        let from_broad_phase = match (&self.contact_broad, s.vertices.contact.device_candidates) {
             (Some(finder), Some((token, _))) => finder.records_of(token),
             _ => None,
         };
-        step.upload(cfg, input, &s.vertices, bodies, device_pairs)?;
+        step.upload(cfg, input, &s.vertices, bodies, from_broad_phase)?;
         step.bind(
             &self.buffers[POSES].buffer,
             &self.buffers[ITERATE].buffer,

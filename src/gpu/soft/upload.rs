@@ -128,7 +128,7 @@ impl SoftStep {
         input: DeformableStep,
         vs: &VertexState,
         rigid: &crate::rigid::BodySet,
-        device_pairs: Option<super::super::contact_broad::RunRecords>,
+        from_broad_phase: Option<super::super::contact_broad::RunRecords>,
     ) -> Result<(), GpuError> {
         let DeformableStep { set, attachments } = input;
         if self.pending.is_some() {
@@ -214,8 +214,14 @@ impl SoftStep {
             .write_buffer(&self.params, 0, bytemuck::bytes_of(&params));
         self.upload_bytes += (ranges.len() + std::mem::size_of::<SoftParams>()) as u64;
         if vs.contact_on {
-            self.contact
-                .upload(cfg, set, rigid, &vs.contact, &self.adapter, device_pairs)?;
+            self.contact.upload(
+                cfg,
+                set,
+                rigid,
+                &vs.contact,
+                &self.adapter,
+                from_broad_phase,
+            )?;
             self.upload_bytes += self.contact.upload_bytes;
         } else {
             self.contact.off();

@@ -47,9 +47,9 @@ const READ_ROOM: usize = 256;
 impl ContactStep {
     /// Uploads the frame's contact set-up (after `SurfaceContact::begin_frame` and the
     /// coarse operators' assembly, which marks the carried rows as held by them).
-    /// `device_pairs`: the device broad phase's records of the candidates' first
-    /// `SurfaceContact::device_candidates` and of the points' cages (copied on the device,
-    /// not uploaded).
+    /// `from_broad_phase`: what the device's broad phase left on it, the records of the
+    /// candidates' first `SurfaceContact::device_candidates` and the points' cages (copied
+    /// on the device, not uploaded).
     pub(in crate::gpu) fn upload(
         &mut self,
         cfg: &SolverConfig,
@@ -57,7 +57,7 @@ impl ContactStep {
         bodies: &BodySet,
         contact: &SurfaceContact,
         device_name: &str,
-        device_pairs: Option<crate::gpu::contact_broad::RunRecords>,
+        from_broad_phase: Option<crate::gpu::contact_broad::RunRecords>,
     ) -> Result<(), GpuError> {
         self.upload_bytes = 0;
         let mut p = std::mem::take(&mut self.packing);
@@ -97,7 +97,7 @@ impl ContactStep {
             });
         }
         // The candidates the device found are in its memory already.
-        let on_device = match (device_pairs, contact.device_candidates) {
+        let on_device = match (from_broad_phase, contact.device_candidates) {
             (Some(records), Some((_, n))) if !again && n <= n_cand => Some((records, n)),
             _ => None,
         };
