@@ -189,51 +189,59 @@ fn cb_boxes(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg:
     }
 }
 
+// The cells item `i` covers, in its class's grid and space.
+struct Cells {
+    lo: vec3<i32>,
+    hi: vec3<i32>,
+    space: u32,
+};
+
+fn cells_of(i: u32) -> Cells {
+    let it = items[i];
+    let cls = class_of(i);
+    return Cells(cell_of(cls, it.lo.xyz), cell_of(cls, it.hi.xyz), bitcast<u32>(it.lo.w));
+}
+
+// Counts each cell's entries into the cursors; an item that covers more than MAX_CELLS
+// cells is listed apart instead.
 @compute @workgroup_size(64)
 fn cb_count_cells(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
     let i = lane_index(wid, nwg, lid);
     if i >= cbp.n_items {
         return;
     }
-    let it = items[i];
-    let cls = class_of(i);
-    let lo = cell_of(cls, it.lo.xyz);
-    let hi = cell_of(cls, it.hi.xyz);
-    if cells_in(lo, hi) > MAX_CELLS {
+    let c = cells_of(i);
+    if cells_in(c.lo, c.hi) > MAX_CELLS {
         large[atomicAdd(&counters[0], 1u)] = i;
         return;
     }
-    let space = bitcast<u32>(it.lo.w);
-    for (var x = lo.x; x <= hi.x; x++) {
-        for (var y = lo.y; y <= hi.y; y++) {
-            for (var z = lo.z; z <= hi.z; z++) {
-                atomicAdd(&cursor[hash(vec3<i32>(x, y, z), space)], 1u);
+    for (var x = c.lo.x; x <= c.hi.x; x++) {
+        for (var y = c.lo.y; y <= c.hi.y; y++) {
+            for (var z = c.lo.z; z <= c.hi.z; z++) {
+                atomicAdd(&cursor[hash(vec3<i32>(x, y, z), c.space)], 1u);
             }
         }
     }
 }
 
+// Places each cell's entries from the cursors (the bucket starts).
 @compute @workgroup_size(64)
 fn cb_fill(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
     let i = lane_index(wid, nwg, lid);
     if i >= cbp.n_items {
         return;
     }
-    let it = items[i];
-    let cls = class_of(i);
-    let lo = cell_of(cls, it.lo.xyz);
-    let hi = cell_of(cls, it.hi.xyz);
-    if cells_in(lo, hi) > MAX_CELLS {
+    let c = cells_of(i);
+    if cells_in(c.lo, c.hi) > MAX_CELLS {
         return;
     }
-    let space = bitcast<u32>(it.lo.w);
-    for (var x = lo.x; x <= hi.x; x++) {
-        for (var y = lo.y; y <= hi.y; y++) {
-            for (var z = lo.z; z <= hi.z; z++) {
-                let c = vec3<i32>(x, y, z);
-                let slot = atomicAdd(&cursor[hash(c, space)], 1u);
+    for (var x = c.lo.x; x <= c.hi.x; x++) {
+        for (var y = c.lo.y; y <= c.hi.y; y++) {
+            for (var z = c.lo.z; z <= c.hi.z; z++) {
+                let cell = vec3<i32>(x, y, z);
+                let slot = atomicAdd(&cursor[hash(cell, c.space)], 1u);
                 if slot < cbp.entry_capacity {
-                    entries[slot] = vec4<u32>(i, bitcast<vec3<u32>>(c));
+                    entries[slot] = vec4<u32>(i, bitcast<vec3<u32>>(cell));
                 }
             }
         }
