@@ -40,14 +40,12 @@ impl Blocks {
         self.blocks.resize(nodes * (nodes + 1) / 2, [0.0; 9]);
     }
 
-    /// Adds `m` to block (i, j), as [`add_lower`] does to a dense matrix.
+    /// Adds `m` to block (i, j) of the lower triangle (`i ≥ j`), as [`add_lower`] does to
+    /// a dense matrix.
     #[inline]
-    pub(super) fn add(&mut self, i: usize, j: usize, m: &DMat3) {
-        let (i, j, m) = if i >= j {
-            (i, j, *m)
-        } else {
-            (j, i, m.transpose())
-        };
+    pub(super) fn add_lower(&mut self, i: u32, j: u32, m: &DMat3) {
+        let (i, j) = (i as usize, j as usize);
+        debug_assert!(i >= j, "block ({i}, {j}) is above the diagonal");
         let b = &mut self.blocks[i * (i + 1) / 2 + j];
         for (x, y) in b.iter_mut().zip(m.to_cols_array()) {
             *x += y;
@@ -173,8 +171,15 @@ mod tests {
             let (i, j) = ((rand(&mut s) + 1.0) * 6.5, (rand(&mut s) + 1.0) * 6.5);
             let cols = [0; 3].map(|_| DVec3::new(rand(&mut s), rand(&mut s), rand(&mut s)));
             let m = DMat3::from_cols(cols[0], cols[1], cols[2]) * 1e3;
-            add_lower(&mut dense, n, i as usize, j as usize, &m);
-            blocks.add(i as usize, j as usize, &m);
+            let (i, j) = (i as usize, j as usize);
+            add_lower(&mut dense, n, i, j, &m);
+            // (`add_lower` of the dense matrix transposes a block above the diagonal.)
+            let (i, j, m) = if i >= j {
+                (i, j, m)
+            } else {
+                (j, i, m.transpose())
+            };
+            blocks.add_lower(i as u32, j as u32, &m);
         }
         let mut from_blocks = vec![0.0; n * n];
         blocks.add_to(&mut from_blocks);

@@ -201,6 +201,10 @@ impl CoarseSpace {
                     t.u += grads.get(a).copied().unwrap_or(DVec3::ZERO) * w;
                 }
             }
+            // In node order, so the assembly walks the lower triangle's pairs directly
+            // (q ≤ p). Each block gets one term per element, so the order leaves the sums'
+            // bits as they are.
+            self.elements[start..].sort_unstable_by_key(|t| t.node);
             // μ (u_p·u_q) I times the rest measure: constant.
             if mu_measure > 0.0 {
                 let terms = &self.elements[start..];
