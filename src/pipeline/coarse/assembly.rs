@@ -126,43 +126,48 @@ pub(super) fn add_couplings(
         }
     }
     if let Some((contact, poses)) = contact {
-        // Contact terms: k_n w_k w_l n nᵀ between the pair's points of this body (the
-        // other side held still), every ordered pair once, lower triangle only; friction
-        // k_t over the frame-start tangent plane with its weights.
+        // Contact terms, the other side held still: over the term's points k, l in this
+        // body, Σ w_k w_l k_n n nᵀ plus friction Σ w̃_k w̃_l k_t (I − t tᵀ) over the
+        // frame-start tangent plane (w̃ its weights). Between nodes i and j that is
+        // k_n n nᵀ U_i U_j + k_t (I − t tᵀ) Ũ_i Ũ_j, U = Σ_k w_k P_k the weights restricted
+        // to the nodes: one outer product over the term's few nodes, each term once (at
+        // its first point in the body), instead of 8 × 8 node pairs per pair of points.
         let body_range = set.vertex_range(b);
+        let inside = |p: u32| p != rows::NO_POINT && body_range.contains(&(p as usize));
+        // The term's nodes: (node, U, Ũ).
+        let mut nodes: Vec<(u32, f64, f64)> = Vec::with_capacity(32);
         for v in body_range.clone() {
-            let (nv, wv) = (space.vertex_nodes[v - v0], space.vertex_weights[v - v0]);
             contact.for_each_coarse_term(cfg, v, x, poses, |term| {
-                let k = term
-                    .points
-                    .iter()
-                    .position(|&p| p == v as u32)
-                    .expect("a term lists its points");
-                let normal = term.normal.as_dvec3();
-                let nn = outer(normal, normal) * (term.k_n as f64 * term.weights[k] as f64);
-                let t = term.tangent_normal.as_dvec3();
-                let tangent = (DMat3::IDENTITY - outer(t, t))
-                    * (term.k_t as f64 * term.lagged_weights[k] as f64);
+                if term.points.iter().copied().find(|&p| inside(p)) != Some(v as u32) {
+                    return;
+                }
+                nodes.clear();
                 for (l, &p) in term.points.iter().enumerate() {
-                    let p = p as usize;
-                    if p == rows::NO_POINT as usize || !body_range.contains(&p) {
+                    if !inside(p) {
                         continue;
                     }
-                    let (np, wp) = (space.vertex_nodes[p - v0], space.vertex_weights[p - v0]);
-                    let (scale, scale_t) = (term.weights[l] as f64, term.lagged_weights[l] as f64);
-                    let block = nn * scale + tangent * scale_t;
-                    for i in 0..8 {
-                        for j in 0..8 {
-                            if nv[i] != NONE && np[j] != NONE && nv[i] >= np[j] {
-                                add_lower(
-                                    &mut sys.a,
-                                    n,
-                                    nv[i] as usize,
-                                    np[j] as usize,
-                                    &(block * (wv[i] * wp[j])),
-                                );
+                    let local = p as usize - v0;
+                    let (w, wt) = (term.weights[l] as f64, term.lagged_weights[l] as f64);
+                    let (np, wp) = (space.vertex_nodes[local], space.vertex_weights[local]);
+                    for (&node, &weight) in np.iter().zip(&wp).filter(|(n, _)| **n != NONE) {
+                        match nodes.iter_mut().find(|e| e.0 == node) {
+                            Some(e) => {
+                                e.1 += w * weight;
+                                e.2 += wt * weight;
                             }
+                            None => nodes.push((node, w * weight, wt * weight)),
                         }
+                    }
+                }
+                nodes.sort_unstable_by_key(|e| e.0);
+                let normal = term.normal.as_dvec3();
+                let nn = outer(normal, normal) * term.k_n as f64;
+                let t = term.tangent_normal.as_dvec3();
+                let tangent = (DMat3::IDENTITY - outer(t, t)) * term.k_t as f64;
+                for (i, &(ni, ui, uti)) in nodes.iter().enumerate() {
+                    for &(nj, uj, utj) in &nodes[..=i] {
+                        let block = nn * (ui * uj) + tangent * (uti * utj);
+                        add_lower(&mut sys.a, n, ni as usize, nj as usize, &block);
                     }
                 }
             });
