@@ -194,18 +194,22 @@ fn add_elements(
     let mut g = [DVec3::ZERO; 32];
     let mut fu = [DVec3::ZERO; 32];
     // The terms are in node order (`CoarseSpace::precompute`): pairs q ≤ p are the lower
-    // triangle's blocks, each met once per element.
-    let add_pairs = |a: &mut Blocks, terms: &[ElementTerm], g: &[DVec3], scale: f64| {
+    // triangle's blocks, each met once per element. Per pair, the term `s g_p g_qᵀ`, then,
+    // with `damping = (F Fᵀ, F u, c)`, the damping block `(F Fᵀ u_p·u_q + F u_p (F u_q)ᵀ) c`.
+    let add_pairs = |a: &mut Blocks,
+                     terms: &[ElementTerm],
+                     g: &[DVec3],
+                     scale: f64,
+                     damping: Option<(&DMat3, &[DVec3], f64)>| {
         for (p, tp) in terms.iter().enumerate() {
             for (q, tq) in terms[..=p].iter().enumerate() {
                 a.add_lower(tp.node, tq.node, &outer(g[p], g[q] * scale));
+                if let Some((ff, fu, c)) = damping {
+                    let h = (*ff * tp.u.dot(tq.u) + outer(fu[p], fu[q])) * c;
+                    a.add_lower(tp.node, tq.node, &h);
+                }
             }
         }
-    };
-    // The damping block of pair (p, q), `(F Fᵀ u_p·u_q + F u_p (F u_q)ᵀ) c`, with F u
-    // in `fu`.
-    let damping = |ff: &DMat3, fu: &[DVec3], tp: &ElementTerm, tq: &ElementTerm, p, q, c| {
-        (*ff * tp.u.dot(tq.u) + outer(fu[p], fu[q])) * c
     };
     for e in range {
         let terms = space.terms(e);
@@ -226,29 +230,19 @@ fn add_elements(
                 g[p] = cof * term.u;
                 fu[p] = f * term.u;
             }
-            let scale = mat.lambda as f64 * t.volume as f64;
+            let damp = mat.viscosity as f64 * inv_h * t.volume as f64;
+            let ff = f * f.transpose();
+            let damping = (damp > 0.0).then_some((&ff, &fu[..], damp));
+            add_pairs(a, terms, &g, mat.lambda as f64 * t.volume as f64, damping);
             // λ'(J − α) ∂²J, into `second`: J is trilinear in the vertices, ∂²J/∂x_a∂x_b =
             // −[F (m_a × m_b)]×, so the coarse block is −s V₀ [F (u_p × u_q)]× (zero on the
             // diagonal). With it the operator at rest is exactly linear elasticity; without
             // it (Gauss–Newton) pure shear is half as stiff and a coarse step overshoots.
             let s = mat.lambda as f64 * (f.determinant() - mat.alpha as f64) * t.volume as f64;
-            let damp = mat.viscosity as f64 * inv_h * t.volume as f64;
-            let ff = match damp > 0.0 {
-                true => f * f.transpose(),
-                false => DMat3::ZERO,
-            };
-            // One pass over the pairs: the volume term, then the damping, into `a` (the
-            // order each block received them in when they were two passes).
             for (p, tp) in terms.iter().enumerate() {
-                for (q, tq) in terms[..=p].iter().enumerate() {
-                    a.add_lower(tp.node, tq.node, &outer(g[p], g[q] * scale));
-                    if damp > 0.0 {
-                        a.add_lower(tp.node, tq.node, &damping(&ff, &fu, tp, tq, p, q, damp));
-                    }
-                    if q < p {
-                        let w = f * tp.u.cross(tq.u) * -s;
-                        second.add_lower(tp.node, tq.node, &skew(w));
-                    }
+                for tq in &terms[..p] {
+                    let w = f * tp.u.cross(tq.u) * -s;
+                    second.add_lower(tp.node, tq.node, &skew(w));
                 }
             }
         } else if e < n_tets + n_tris {
@@ -264,25 +258,15 @@ fn add_elements(
             // The membrane's damping block, as the tets' (F is 3×2: u has no third
             // component). Without it the coarse step takes the viscous force without its
             // stiffness and a free cloth with τ = 1e-3 s diverged in a few frames.
-            let scale = mat.lambda as f64 * area;
             let damp = mat.viscosity as f64 * inv_h * area;
-            if damp > 0.0 {
-                let (m1, m2) = (t.grad(1).as_dvec3(), t.grad(2).as_dvec3());
-                let f = outer(xs[1] - xs[0], m1) + outer(xs[2] - xs[0], m2);
-                let ff = f * f.transpose();
-                for (p, term) in terms.iter().enumerate() {
-                    fu[p] = f * term.u;
-                }
-                // The area term, then the damping, into each block.
-                for (p, tp) in terms.iter().enumerate() {
-                    for (q, tq) in terms[..=p].iter().enumerate() {
-                        a.add_lower(tp.node, tq.node, &outer(g[p], g[q] * scale));
-                        a.add_lower(tp.node, tq.node, &damping(&ff, &fu, tp, tq, p, q, damp));
-                    }
-                }
-            } else {
-                add_pairs(a, terms, &g, scale);
+            let (m1, m2) = (t.grad(1).as_dvec3(), t.grad(2).as_dvec3());
+            let f = outer(xs[1] - xs[0], m1) + outer(xs[2] - xs[0], m2);
+            let ff = f * f.transpose();
+            for (p, term) in terms.iter().enumerate() {
+                fu[p] = f * term.u;
             }
+            let damping = (damp > 0.0).then_some((&ff, &fu[..], damp));
+            add_pairs(a, terms, &g, mat.lambda as f64 * area, damping);
         } else {
             let t = &set.hinges[body.hinges.start as usize + e - n_tets - n_tris];
             let mat = &set.materials[t.material as usize];
@@ -294,7 +278,7 @@ fn add_elements(
             for (p, term) in terms.iter().enumerate() {
                 g[p] = (0..4).map(|k| grad[k] * term.w[k]).sum();
             }
-            add_pairs(a, terms, &g, mat.bending as f64 * t.weight as f64);
+            add_pairs(a, terms, &g, mat.bending as f64 * t.weight as f64, None);
         }
     }
 }
