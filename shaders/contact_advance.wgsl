@@ -96,7 +96,7 @@ fn contact_reach(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups)
     }
     let b = su[cparams.o_owner + p];
     let x0 = cf[cparams.o_certified + p].xyz;
-    let dx = x_at(p) - x0;
+    let dx = held_point(p, hold_of(p)) - x0;
     let tau_x = cf[cparams.o_tau + b].xyz;
     let tau_0 = cf[cparams.o_tau + cparams.n_soft_bodies + b].xyz;
     let e0 = x0 - cage_reference(p) - tau_0;
@@ -128,13 +128,35 @@ fn soft_cages(p: u32) -> SoftCages {
     return SoftCages(a.xyz, vec3<f32>(a.w, b.xy), vec3<f32>(b.zw, c.x), c.yzw);
 }
 
-// Point p where this advance takes it: X + s (iterate − X), s its island's reach.
+// A soft point's share of the way to the iterate that the volume floor lets it go (1 for
+// a rigid point): the lesser of the hold's two passes.
+fn hold_of(p: u32) -> f32 {
+    if (p >= cparams.soft_points) {
+        return 1.0;
+    }
+    let a = atomicLoad(&ca[cparams.o_hold + p]);
+    let b = atomicLoad(&ca[cparams.o_hold + cparams.soft_points + p]);
+    return bitcast<f32>(min(a, b));
+}
+
+// Soft point p held back by the floor: X + h (iterate − X) (the iterate where h = 1).
+fn held_point(p: u32, h: f32) -> vec3<f32> {
+    let now = point_now(p);
+    if (h >= 1.0) {
+        return now;
+    }
+    let x0 = point_then(p);
+    return x0 + (now - x0) * h;
+}
+
+// Point p where this advance takes it: X + s (held − X), s its island's reach and held
+// the point the floor lets it go to.
 fn point_target(p: u32) -> vec3<f32> {
     if (p >= cparams.soft_points && !body_moves(rigid_body(p))) {
         return point_then(p);
     }
     let s = bitcast<f32>(atomicLoad(&ca[cparams.o_reach + island_of_point(p)]));
-    let now = point_now(p);
+    let now = held_point(p, hold_of(p));
     if (s >= 1.0) {
         return now;
     }
@@ -487,18 +509,76 @@ fn contact_advance(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroup
     }
 }
 
-// X moves α of the way to the iterate, island by island.
+// X moves α of the way to the target, island by island; the hold is reset for the next
+// advance.
 fn advance_point(v: u32) {
     if (v >= cparams.soft_points) {
         return;
     }
     let a = bitcast<f32>(atomicLoad(&ca[cparams.o_alpha + island_of_point(v)]));
+    let target_x = point_target(v);
+    atomicStore(&ca[cparams.o_hold + v], ONE);
+    atomicStore(&ca[cparams.o_hold + cparams.soft_points + v], ONE);
     if (a <= 0.0) {
         return;
     }
-    let target_x = point_target(v);
     let start_x = cf[cparams.o_certified + v].xyz;
     cf[cparams.o_certified + v] = vec4<f32>(select(start_x + (target_x - start_x) * a, target_x, a >= 1.0), 0.0);
+}
+
+// The volume floor's hold (surface_contact::inversion::hold), the first of its two passes,
+// before the cages' reach: each tet's largest step from X towards the iterate; where the
+// floor stops it, each of its vertices goes at most that share of its way.
+@compute @workgroup_size(64)
+fn contact_hold_first(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+    let e = lane_index(wid, nwg, lid);
+    if (cparams.on == 0u || e >= cparams.n_tets) {
+        return;
+    }
+    let s = hold_step(e, false);
+    if (s < 1.0) {
+        atomicAdd(&ca[ST_FLOOR_NOW], 1u);
+        let t = tets[e];
+        for (var k = 0u; k < 4u; k++) {
+            atomicMin(&ca[cparams.o_hold + t.v[k]], key_of(s));
+        }
+    }
+}
+
+// The second pass, along the first's targets: a vertex of a tet it stops goes at most
+// that share of its first share. Where the first stopped none, nothing is held.
+@compute @workgroup_size(64)
+fn contact_hold_second(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+    let e = lane_index(wid, nwg, lid);
+    if (cparams.on == 0u || e >= cparams.n_tets || atomicLoad(&ca[ST_FLOOR_NOW]) == 0u) {
+        return;
+    }
+    let s = hold_step(e, true);
+    if (s < 1.0) {
+        let t = tets[e];
+        for (var k = 0u; k < 4u; k++) {
+            let h = bitcast<f32>(atomicLoad(&ca[cparams.o_hold + t.v[k]]));
+            atomicMin(&ca[cparams.o_hold + cparams.soft_points + t.v[k]], key_of(h * s));
+        }
+    }
+}
+
+// Tet e's largest step from X towards its vertices' targets: the iterate, or (`held`)
+// where the first pass holds them.
+fn hold_step(e: u32, held: bool) -> f32 {
+    let t = tets[e];
+    var x: array<vec3<f32>, 4>;
+    var d: array<vec3<f32>, 4>;
+    for (var k = 0u; k < 4u; k++) {
+        let v = t.v[k];
+        x[k] = cf[cparams.o_certified + v].xyz;
+        var h = 1.0;
+        if (held) {
+            h = bitcast<f32>(atomicLoad(&ca[cparams.o_hold + v]));
+        }
+        d[k] = held_point(v, h) - x[k];
+    }
+    return tet_step(x, d, 0.01 * t.volume);
 }
 
 // The advance's end: each object's island (then each row list sorted, `sort_list`: the
@@ -531,6 +611,7 @@ fn island_end(i: u32) {
     }
     if (i == 0u) {
         atomicAdd(&ca[ST_ADVANCE], 1u);
+        atomicAdd(&ca[ST_FLOOR], atomicExchange(&ca[ST_FLOOR_NOW], 0u));
     }
     atomicStore(&ca[cparams.o_alpha + i], ONE);
     atomicStore(&ca[cparams.o_reach + i], ONE);
@@ -543,7 +624,9 @@ fn island_end(i: u32) {
 // iterate before a tet's volume falls to 1% of its rest volume; the island's step is cut
 // there.
 fn tet_volume_floor(e: u32) {
-    if (e >= cparams.n_tets) {
+    // Where the hold's first pass stopped no tet, every tet's path to the iterate is above
+    // the floor, and so is its part up to the reach.
+    if (e >= cparams.n_tets || atomicLoad(&ca[ST_FLOOR_NOW]) == 0u) {
         return;
     }
     let t = tets[e];

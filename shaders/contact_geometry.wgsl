@@ -27,6 +27,10 @@ fn tet_step(x: array<vec3<f32>, 4>, d: array<vec3<f32>, 4>, floor_volume: f32) -
     if (!(c0 > 0.0)) {
         return 1.0;
     }
+    // Held still: the test below would stop an element at its own volume.
+    if (all(d[0] == vec3<f32>(0.0)) && all(d[1] == vec3<f32>(0.0)) && all(d[2] == vec3<f32>(0.0)) && all(d[3] == vec3<f32>(0.0))) {
+        return 1.0;
+    }
     let fl = min(6.0 * 1.01 * floor_volume, c0);
     var stops = array<f32, 3>(2.0, 2.0, 1.0);
     let qa = 3.0 * c3;

@@ -24,6 +24,8 @@ fn contact_start(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups)
     if (k < cparams.soft_points) {
         atomicStore(&ca[cparams.o_slot_count + k], 0u);
         cf[cparams.o_certified + k] = vec4<f32>(verts[k].p.xyz, 0.0);
+        atomicStore(&ca[cparams.o_hold + k], ONE);
+        atomicStore(&ca[cparams.o_hold + cparams.soft_points + k], ONE);
     }
     if (k < cparams.n_bodies) {
         atomicStore(&ca[cparams.o_bslot_count + k], 0u);
@@ -37,7 +39,7 @@ fn contact_start(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups)
         atomicStore(&ca[cparams.o_alpha + k], ONE);
         atomicStore(&ca[cparams.o_reach + k], ONE);
     }
-    if (k < 4u) {
+    if (k < STATUS_WORDS) {
         atomicStore(&ca[k], select(0u, cparams.carried_rows, k == ST_ROWS));
     }
 }

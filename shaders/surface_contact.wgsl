@@ -67,6 +67,7 @@ struct ContactParams {
     o_carried: u32, // the carried rows' records (in cf)
     o_rows_out: u32, // the rows as the readback takes them (in ca)
     o_separation: u32, // per rigid body: the least separation its pairs are certified against (in ca)
+    o_hold: u32, // per soft point, its share of the way the volume floor lets it go: two passes (in ca)
     n_bodies: u32,
     carried_rows: u32, // rows uploaded: the rows carried into the frame
 };
@@ -98,11 +99,15 @@ const KIND_PLANE: u32 = 2u;
 const ROW_ALIVE: u32 = 0x100u;
 const ROW_COARSE: u32 = 0x200u;
 const ROW_FRESH: u32 = 0x400u;
-// status: rows, advances, cage escapes, overflow.
+// status: rows, advances, cage escapes, overflow, tets the volume floor stopped (in the
+// frame, then in this advance; then two unused words).
 const ST_ROWS: u32 = 0u;
 const ST_ADVANCE: u32 = 1u;
 const ST_ESCAPES: u32 = 2u;
 const ST_OVERFLOW: u32 = 3u;
+const ST_FLOOR: u32 = 4u;
+const ST_FLOOR_NOW: u32 = 5u;
+const STATUS_WORDS: u32 = 8u;
 // A candidate's row that left the set: the index is kept (with this bit), and a return of
 // the pair takes the same row (it is already in its points' lists).
 const DEAD: u32 = 0x80000000u;

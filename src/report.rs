@@ -36,6 +36,9 @@ pub struct SurfaceContactStats {
     pub lost_motion: f32,
     /// Times an iterate left its motion cage and the broad phase ran again.
     pub rebuilds: usize,
+    /// Tetrahedra the element-volume floor stopped on the way from X to the iterate,
+    /// summed over the step's advances: their vertices were held back (0: none).
+    pub floor_stopped: usize,
     /// GPU backend: 1 when the step ran a second time, because an iterate of its first run
     /// left its cages or its rows ran out of room; 0 otherwise.
     pub runs_again: usize,

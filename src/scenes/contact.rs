@@ -4,8 +4,9 @@
 //! share a point at a frame end, exact, summed over frames: `reference::intersect`),
 //! `min_separation` (m, least distance between non-neighbour surfaces over the frames),
 //! `lost_motion` (largest β of a frame), `mean_lost_motion`, `active_contacts` (largest
-//! active set) and `max_penetration` (m: rigid contacts' depth, and how far any deformable
-//! vertex went below a half-space).
+//! active set), `floor_stopped` (tetrahedra the volume floor stopped, whose vertices it
+//! held back, summed over frames and advances) and `max_penetration` (m: rigid contacts'
+//! depth, and how far any deformable vertex went below a half-space).
 
 use std::collections::BTreeMap;
 
@@ -44,6 +45,7 @@ pub(crate) struct ContactTracker {
     pub lost_motion: f32,
     pub lost_motion_sum: f64,
     pub active_contacts: usize,
+    pub floor_stopped: usize,
     /// Deepest a deformable vertex went below a half-space (m).
     pub soft_penetration: f32,
     /// Half-spaces: outward normal and a point.
@@ -597,6 +599,7 @@ pub(super) fn track(s: &mut Scene) {
     t.min_separation = t.min_separation.min(report.min_separation);
     t.lost_motion = t.lost_motion.max(stats.lost_motion);
     t.lost_motion_sum += stats.lost_motion as f64;
+    t.floor_stopped += stats.floor_stopped;
     t.active_contacts = t.active_contacts.max(stats.rows);
     t.soft_penetration = t.soft_penetration.max(soft_penetration);
     t.sphere_clearance = t.sphere_clearance.min(clearance);
@@ -641,6 +644,7 @@ pub(super) fn metrics(s: &Scene, m: &mut BTreeMap<String, Value>) {
     m.insert("lost_motion".into(), json!(t.lost_motion));
     m.insert("mean_lost_motion".into(), json!(t.lost_motion_sum / frames));
     m.insert("active_contacts".into(), json!(t.active_contacts));
+    m.insert("floor_stopped".into(), json!(t.floor_stopped));
     m.insert(
         "inverted_elements".into(),
         json!(s.tracker.soft.inverted_elements),

@@ -68,7 +68,12 @@ pub fn gpu_scene(name: &str, params: &[(&str, f64)], config: SolverConfig) -> Op
 /// An empty world on the GPU backend with the default config, or `None` (after a note)
 /// when no adapter exists.
 pub fn gpu_world() -> Option<bevy_avbd::PhysicsWorld> {
-    match bevy_avbd::PhysicsWorld::with_backend(SolverConfig::default(), bevy_avbd::Backend::Gpu) {
+    gpu_world_with(SolverConfig::default())
+}
+
+/// [`gpu_world`] with `cfg`.
+pub fn gpu_world_with(cfg: SolverConfig) -> Option<bevy_avbd::PhysicsWorld> {
+    match bevy_avbd::PhysicsWorld::with_backend(cfg, bevy_avbd::Backend::Gpu) {
         Ok(w) => Some(w),
         Err(e) => {
             assert!(
@@ -221,6 +226,76 @@ pub fn crush_one_tet(world: &mut bevy_avbd::PhysicsWorld, frames: u32) -> Vec<f3
             world.deformable(h).expect("the body").min_volume_ratio().0
         })
         .collect()
+}
+
+/// The tetrahedron of [`crush_one_tet`] (three vertices pinned, the apex driven 2 cm a
+/// frame through its base) and, in the same body but 1 m away, a second one falling
+/// freely, for `frames` frames in `world`. Per frame: the crushed one's V/V₀ and how far
+/// the free one's centre has fallen (m).
+pub fn crush_one_tet_beside_a_falling_one(
+    world: &mut bevy_avbd::PhysicsWorld,
+    frames: u32,
+) -> Vec<(f32, f32)> {
+    use bevy_avbd::glam::Vec3;
+    use bevy_avbd::{DeformableDesc, SolidMaterial, TetMesh};
+    let corner = [
+        Vec3::ZERO,
+        Vec3::new(0.0, 0.0, 0.1),
+        Vec3::new(0.1, 0.0, 0.0),
+        Vec3::new(0.0, 0.1, 0.0),
+    ];
+    let away = Vec3::new(1.0, 0.0, 0.0);
+    let mesh = TetMesh {
+        vertices: corner
+            .iter()
+            .chain(&corner.map(|p| p + away))
+            .copied()
+            .collect(),
+        tets: vec![[0, 1, 2, 3], [4, 5, 6, 7]],
+    };
+    let at = Vec3::new(0.0, 0.5, 0.0);
+    let h = world
+        .add_deformable(
+            DeformableDesc::solid(mesh, SolidMaterial::default())
+                .at(at)
+                .pinned([0, 1, 2]),
+        )
+        .expect("two valid tetrahedra");
+    let centre = |w: &bevy_avbd::PhysicsWorld| -> f32 {
+        let body = w.deformable(h).expect("the body");
+        body.positions()[4..].iter().map(|p| p.y).sum::<f32>() / 4.0
+    };
+    let start = centre(world);
+    (0..frames)
+        .map(|k| {
+            let apex = at + Vec3::new(0.0, 0.1 - 0.02 * (k + 1) as f32, 0.0);
+            world.drive_vertices(h, &[(3, apex)]).expect("the apex");
+            world.step().expect("a step");
+            let j = world.deformable(h).expect("the body").min_volume_ratio().0;
+            (j, start - centre(world))
+        })
+        .collect()
+}
+
+/// Checks [`crush_one_tet_beside_a_falling_one`]'s frames under `cfg`'s gravity: the
+/// crushed tetrahedron never below the floor and held 1% above it from frame 5 (where its
+/// apex's path reaches it), the free one `g h² k (k + 1) / 2` below its start after k
+/// frames within 10 µm (f32 positions near 0.5 m round at 0.06 µm).
+pub fn falls_freely_beside_the_floor(cfg: &SolverConfig, frames: &[(f32, f32)]) {
+    let (g, h) = (-cfg.gravity.y, cfg.dt);
+    println!("(V/V0, fall) by frame: {frames:?}");
+    for (k, &(j, fall)) in frames.iter().enumerate() {
+        let k1 = (k + 1) as f32;
+        let expected = g * h * h * k1 * (k1 + 1.0) / 2.0;
+        assert!(j >= 0.0099, "frame {k1}: V/V0 {j}");
+        if k >= 4 {
+            assert!(j <= 0.0102, "frame {k1}: V/V0 {j}");
+        }
+        assert!(
+            (fall - expected).abs() < 1e-5,
+            "frame {k1}: fell {fall} m, implicit Euler {expected} m"
+        );
+    }
 }
 
 /// A rigid bar (0.3 × 0.08 × 0.08 m, 5 kg) tilted 0.4 rad, spinning at `spin` rad/s about

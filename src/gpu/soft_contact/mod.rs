@@ -132,6 +132,9 @@ struct Offsets {
     rows_out: u32,
     /// Per rigid body, its pairs' least certified separation (f32 bits), in the atomics.
     separation: u32,
+    /// Per soft point, its share of the way the volume floor lets it go (f32 bits), one
+    /// region per pass of the hold, in the atomics.
+    hold: u32,
 }
 
 /// `Row` of surface_contact.wgsl.
@@ -163,6 +166,12 @@ struct RowOut {
 }
 
 const NONE: u32 = u32::MAX;
+/// The status words at the start of the atomics (surface_contact.wgsl `ST_*`): rows,
+/// advances, cage escapes, overflow, tets the volume floor stopped (in the frame, then in
+/// the advance under way), two unused.
+const STATUS_WORDS: usize = 8;
+const STATUS_BYTES: u64 = 4 * STATUS_WORDS as u64;
+const ST_FLOOR: usize = 4;
 const ROW_ALIVE: u32 = 0x100;
 const ROW_COARSE: u32 = 0x200;
 const BODY_MOVES: u32 = 1;
@@ -207,6 +216,7 @@ enum Over {
     RowsThenSoftBodies,
     Points,
     Candidates,
+    Tets,
     /// The candidates in whole workgroups, then the tets (or the rigid bodies' points).
     CandidatesThenTets,
     CandidatesThenRigidPoints,
@@ -242,9 +252,13 @@ const END: [(&str, Over); 1] = [("contact_pack_rows", Over::Rows)];
 /// order): each dispatch ends with a barrier, which on a GPU
 /// costs more than these kernels' work on a cloth. The CCD shares none: with the volume
 /// floor in its kernel, the floor's lanes seemed to take the CCD's cost (lavapipe,
-/// `mattress`, two alternated runs: the contact passes 20–21 → 33 ms a frame).
-const ADVANCE: [(&str, Over); 8] = [
+/// `mattress`, two alternated runs: the contact passes 20–21 → 33 ms a frame). The
+/// floor's hold comes first, in two passes (the second reads the first), so that the
+/// cages' reach and the CCD see the points where the floor lets them go.
+const ADVANCE: [(&str, Over); 10] = [
     ("contact_dual", Over::RowsThenSoftBodies),
+    ("contact_hold_first", Over::Tets),
+    ("contact_hold_second", Over::Tets),
     ("contact_reach", Over::Points),
     ("contact_ccd", Over::Candidates),
     ("contact_earliest", Over::CandidatesThenTets),
@@ -594,6 +608,7 @@ impl ContactStep {
                 }
                 Over::Points => s.points,
                 Over::Candidates => s.candidates,
+                Over::Tets => s.tets,
                 Over::CandidatesThenTets => s.candidates.next_multiple_of(64) + s.tets,
                 Over::CandidatesThenRigidPoints => {
                     s.candidates.next_multiple_of(64) + (s.points - s.soft_points)

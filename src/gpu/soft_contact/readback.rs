@@ -5,6 +5,7 @@ use glam::Vec3A;
 
 use super::{ATOMICS, ContactStep, DeviceRow, NONE, ROW_ALIVE, ROW_COARSE, ROWS, RowOut, STATE};
 use super::{BODY_MOVES, GpuError};
+use super::{ST_FLOOR, STATUS_BYTES, STATUS_WORDS};
 use crate::config::SolverConfig;
 use crate::deformable::set::DeformableSet;
 use crate::pipeline::surface_contact::SurfaceContact;
@@ -19,7 +20,7 @@ impl ContactStep {
             return 0;
         }
         let s = self.sizes;
-        self.status_offset() + 16 + 16 * s.objects as u64
+        self.status_offset() + STATUS_BYTES + 16 * s.objects as u64
     }
 
     /// The rows the step left (`count` of them, from the status), from this stage's
@@ -111,7 +112,7 @@ impl ContactStep {
                 4 * o.rows_out as u64,
                 std::mem::size_of::<RowOut>() as u64 * s.read_rows as u64,
             ),
-            (ATOMICS, 0, 16),
+            (ATOMICS, 0, STATUS_BYTES),
             (STATE, 16 * o.beta as u64, 16 * s.objects as u64),
         ] {
             if len > 0 {
@@ -135,7 +136,11 @@ impl ContactStep {
     ) -> Result<u64, GpuError> {
         let s = self.sizes;
         let x = &data[..16 * s.soft_points as usize];
-        let beta_at = self.status_offset() as usize + 16;
+        let status_at = self.status_offset() as usize;
+        let status: [u32; STATUS_WORDS] =
+            bytemuck::pod_read_unaligned(&data[status_at..status_at + STATUS_BYTES as usize]);
+        contact.stats.floor_stopped += status[ST_FLOOR] as usize;
+        let beta_at = status_at + STATUS_BYTES as usize;
         let beta: &[[f32; 4]] =
             bytemuck::cast_slice(&data[beta_at..beta_at + 16 * s.objects as usize]);
         let x: &[[f32; 4]] = bytemuck::cast_slice(x);

@@ -142,7 +142,7 @@ impl ContactStep {
         // Atomics: status, candidate rows, the lists and their lengths, island steps, the
         // growth filter. None of it is uploaded: the frame's first kernels write it
         // (contact_lists.wgsl), from the carried rows.
-        let mut atomics = 4;
+        let mut atomics = super::STATUS_WORDS as u32;
         let mut room = |n: usize| {
             atomics += n as u32;
             atomics - n as u32
@@ -162,6 +162,7 @@ impl ContactStep {
         o.separation = room(n_bodies);
         o.earliest_t = room(n_points);
         o.earliest_k = room(n_points);
+        o.hold = room(2 * soft_points);
         // The rows as the readback takes them (`RowOut`, 16 words), written at the frame's end.
         o.rows_out = room(16 * capacity);
         let atomics_bytes = 4 * atomics as usize;

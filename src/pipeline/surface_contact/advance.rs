@@ -139,15 +139,18 @@ impl SurfaceContact {
         poses: &mut Vec<Pose>,
     ) {
         self.iterate_poses(bodies, iterate, poses);
-        if self
-            .cages
-            .escaped(set, bodies, &self.geometry, &vs.x, poses)
-        {
+        let t0 = std::time::Instant::now();
+        // The volume floor first: X goes towards its targets (the iterate, less what the
+        // floor holds back), which the cages and the CCD must see.
+        let floor = inversion::hold(set, &self.certified, &vs.x);
+        self.stats.floor_stopped += floor.stopped;
+        let x: &[Vec3A] = floor.targets.as_deref().unwrap_or(&vs.x);
+        self.stats.ccd_ms += t0.elapsed().as_secs_f64() * 1e3;
+        if self.cages.escaped(set, bodies, &self.geometry, x, poses) {
             self.stats.rebuilds += 1;
-            self.build_candidates(cfg, set, bodies, &vs.x, poses, &vs.yd);
+            self.build_candidates(cfg, set, bodies, x, poses, &vs.yd);
         }
         let t0 = std::time::Instant::now();
-        let x = &vs.x;
         // A pair whose distance at R, less how far its points are from R at either end of
         // the segment, stays beyond δ (beyond ξ for a row) needs no CCD.
         let (moved, moved_in_body) = self.cages.motion(
@@ -219,10 +222,7 @@ impl SurfaceContact {
             }
         }
         // No element of X below its volume floor.
-        for (b, t) in inversion::steps(set, &self.certified, &vs.x)
-            .into_iter()
-            .enumerate()
-        {
+        for (b, t) in floor.steps.into_iter().enumerate() {
             let i = self.island_of[b] as usize;
             alpha[i] = alpha[i].min(t);
         }
@@ -298,7 +298,7 @@ impl SurfaceContact {
                 continue;
             }
             for v in set.vertex_range(b) {
-                let to = vs.x[v];
+                let to = x[v];
                 let from = self.certified[v];
                 self.certified[v] = if a >= 1.0 { to } else { from + (to - from) * a };
             }

@@ -3,6 +3,13 @@
 //! (nor, if a start state has it smaller already, below its volume at X), so a frame never
 //! ends with an inverted or flattened element, whatever the iterate did on its way. Stable Neo-Hookean
 //! tolerates inversion in the iterate; the certified configuration does not need to.
+//!
+//! The floor holds back the vertices of the elements it stops, not their islands: an
+//! element crushed to the floor between two bodies would otherwise stop every body it
+//! touches for as long as the iterate presses it, a whole frame's motion of a pile lost
+//! (27 `squishy_balls`: 2 of 24 frames). Each vertex goes `h` of its way to the iterate,
+//! `h` the least step of its tetrahedra (two passes, the second along the first's
+//! targets); what the hold leaves below the floor still cuts its island's step.
 
 use glam::{DVec3, Vec3A};
 use rayon::prelude::*;
@@ -35,6 +42,9 @@ fn tet_step(x: [DVec3; 4], d: [DVec3; 4], floor: f64) -> f64 {
     let p = |t: f64| c0 + t * (c1 + t * (c2 + t * c3));
     if c0.is_nan() || c0 <= 0.0 {
         return 1.0; // inverted at X: not this filter's to fix (the start was inverted)
+    }
+    if d.iter().all(|d| *d == DVec3::ZERO) {
+        return 1.0; // held still (the test below would stop an element at its own volume)
     }
     // Not "half of X's volume where X is below the floor": one advance after another would
     // halve an element down to nothing.
@@ -71,27 +81,79 @@ fn tet_step(x: [DVec3; 4], d: [DVec3; 4], floor: f64) -> f64 {
     1.0
 }
 
-/// Per deformable body: the largest step from `certified` towards `x` that keeps every
-/// tetrahedron above the floor.
-pub fn steps(set: &DeformableSet, certified: &[Vec3A], x: &[Vec3A]) -> Vec<f32> {
-    let per_tet: Vec<(u32, f32)> = set
-        .tets
+/// Passes of the hold: the vertices of an element stopped by the floor move less, which
+/// can stop a neighbour; its vertices are held in the second pass.
+const HOLD_PASSES: usize = 2;
+
+/// The volume floor of one advance from `certified` towards the iterate `x`.
+pub struct Floor {
+    /// Where each vertex goes, `X + h (x − X)`; `None` where no vertex is held (`h = 1`).
+    pub targets: Option<Vec<Vec3A>>,
+    /// Per deformable body, the largest step along the targets that keeps every
+    /// tetrahedron above the floor (1 unless the hold left one below).
+    pub steps: Vec<f32>,
+    /// Tetrahedra the floor stopped on the way to the iterate (before the hold).
+    pub stopped: usize,
+}
+
+/// Each tetrahedron's largest step from `certified` towards `targets`.
+fn tet_steps(set: &DeformableSet, certified: &[Vec3A], targets: &[Vec3A]) -> Vec<f32> {
+    set.tets
         .par_iter()
         .with_min_len(CHUNK)
         .map(|t| {
             let at = |v: u32| glam::Vec3::from(certified[v as usize]).as_dvec3();
-            let to = |v: u32| glam::Vec3::from(x[v as usize]).as_dvec3();
+            let to = |v: u32| glam::Vec3::from(targets[v as usize]).as_dvec3();
             let xs = t.v.map(at);
             let ds = [0, 1, 2, 3].map(|k| to(t.v[k]) - xs[k]);
-            let step = tet_step(xs, ds, FLOOR * t.volume as f64);
-            (set.owner[t.v[0] as usize], step as f32)
+            tet_step(xs, ds, FLOOR * t.volume as f64) as f32
         })
-        .collect();
-    let mut out = vec![1.0f32; set.len()];
-    for (b, s) in per_tet {
-        out[b as usize] = out[b as usize].min(s);
+        .collect()
+}
+
+/// The floor of the advance from `certified` towards `x`: the vertices of the
+/// tetrahedra it stops held back, then each body's step along the targets.
+pub fn hold(set: &DeformableSet, certified: &[Vec3A], x: &[Vec3A]) -> Floor {
+    let mut steps = tet_steps(set, certified, x);
+    let stopped = steps.iter().filter(|&&s| s < 1.0).count();
+    let mut targets: Option<Vec<Vec3A>> = None;
+    let mut h: Vec<f32> = Vec::new();
+    for _ in 0..HOLD_PASSES {
+        if steps.iter().all(|&s| s >= 1.0) {
+            break;
+        }
+        if h.is_empty() {
+            h = vec![1.0; set.vertex_count()];
+        }
+        // Each vertex's share, the least over its tetrahedra of its share times the step.
+        let last = h.clone();
+        for (t, &s) in set.tets.iter().zip(&steps) {
+            if s < 1.0 {
+                for v in t.v {
+                    let v = v as usize;
+                    h[v] = h[v].min(last[v] * s);
+                }
+            }
+        }
+        let held: Vec<Vec3A> = x
+            .iter()
+            .zip(certified)
+            .zip(&h)
+            .map(|((&to, &from), &h)| if h >= 1.0 { to } else { from + (to - from) * h })
+            .collect();
+        steps = tet_steps(set, certified, &held);
+        targets = Some(held);
     }
-    out
+    let mut out = vec![1.0f32; set.len()];
+    for (t, s) in set.tets.iter().zip(steps) {
+        let b = set.owner[t.v[0] as usize] as usize;
+        out[b] = out[b].min(s);
+    }
+    Floor {
+        targets,
+        steps: out,
+        stopped,
+    }
 }
 
 #[cfg(test)]
@@ -164,6 +226,96 @@ mod tests {
         let expected = (1.0 - (AIM * 0.01f64).sqrt()) / 2.0;
         assert!((t - expected).abs() < 1e-9, "t = {t}");
         assert_eq!(tet_step(x, [DVec3::ZERO; 4], 0.01 / 6.0), 1.0);
+    }
+
+    /// Six times each tetrahedron's volume at `x` over its rest volume's.
+    fn ratios(set: &DeformableSet, x: &[Vec3A]) -> Vec<f64> {
+        set.tets
+            .iter()
+            .map(|t| {
+                let p = t.v.map(|v| glam::Vec3::from(x[v as usize]).as_dvec3());
+                (p[1] - p[0]).dot((p[2] - p[0]).cross(p[3] - p[0])) / (6.0 * t.volume as f64)
+            })
+            .collect()
+    }
+
+    /// A block of 2 × 1 × 2 cells slides 10 cm while one corner is driven through the
+    /// block (an iterate that crushes the corner's tetrahedra): the floor holds the
+    /// corner's vertices back and lets the rest slide all the way, where it used to stop
+    /// the whole body (its step was the crushed tetrahedron's).
+    #[test]
+    fn a_crushed_corner_is_held_and_the_body_slides_on() {
+        use crate::deformable::{DeformableDesc, SolidMaterial, TetMesh, TetPattern};
+        let mut set = DeformableSet::default();
+        let mesh = TetMesh::box_grid(glam::Vec3::new(2.0, 1.0, 2.0), [2, 1, 2], TetPattern::Six);
+        set.add(&DeformableDesc::solid(mesh, SolidMaterial::default()))
+            .unwrap();
+        let certified = set.positions.clone();
+        let slide = Vec3A::new(0.1, 0.0, 0.0);
+        let mut x: Vec<Vec3A> = certified.iter().map(|&p| p + slide).collect();
+        // The corner at the box's least x, y and z, driven 1.5 m into it.
+        let lo = certified
+            .iter()
+            .fold(Vec3A::splat(f32::MAX), |a, &p| a.min(p));
+        let corner = certified.iter().position(|&p| p == lo).unwrap();
+        x[corner] += Vec3A::new(1.5, 0.9, 1.5);
+        let crushed: Vec<usize> = set
+            .tets
+            .iter()
+            .enumerate()
+            .filter(|(_, t)| t.v.contains(&(corner as u32)))
+            .map(|(e, _)| e)
+            .collect();
+        assert!(
+            ratios(&set, &x).iter().any(|&r| r < FLOOR),
+            "the iterate crushes the corner"
+        );
+        // Before the hold, the body's step was that of its most crushed tetrahedron.
+        let plain = tet_steps(&set, &certified, &x);
+        let old_step = plain.iter().fold(1.0f32, |a, &s| a.min(s));
+        assert!(old_step < 0.9, "step without the hold: {old_step}");
+
+        let floor = hold(&set, &certified, &x);
+        // Only the corner's tetrahedra change shape, so only they can be stopped.
+        assert!(
+            (1..=crushed.len()).contains(&floor.stopped),
+            "{}",
+            floor.stopped
+        );
+        let targets = floor.targets.expect("vertices held");
+        // Every tetrahedron stays above the floor at its targets, and the body steps
+        // (all but the rounding of the held targets, aimed 1% above the floor) all the way.
+        for (e, r) in ratios(&set, &targets).into_iter().enumerate() {
+            assert!(r >= FLOOR, "tet {e}: {r} of its rest volume");
+        }
+        assert!(floor.steps[0] > 0.999, "body step {}", floor.steps[0]);
+        // The corner is held back; a vertex that shares no tetrahedron with it slides
+        // all the way.
+        let (d, full) = (
+            targets[corner] - certified[corner],
+            x[corner] - certified[corner],
+        );
+        // (its share: the step of its most crushed tetrahedron)
+        let share = d.length() / full.length();
+        assert!(
+            (share - old_step).abs() < 1e-4,
+            "corner went {share} of its way"
+        );
+        let mut far = 0;
+        for v in 0..x.len() {
+            if !crushed.iter().any(|&e| set.tets[e].v.contains(&(v as u32))) {
+                assert_eq!(targets[v], x[v], "vertex {v} slides all the way");
+                far += 1;
+            }
+        }
+        assert!(far >= 9, "{far} vertices away from the corner");
+        // Nothing to hold: no targets, every step 1.
+        let free = hold(
+            &set,
+            &certified,
+            &certified.iter().map(|&p| p + slide).collect::<Vec<_>>(),
+        );
+        assert!(free.targets.is_none() && free.stopped == 0 && free.steps == vec![1.0]);
     }
 
     #[test]
