@@ -535,7 +535,7 @@ fn contact_hold_first(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgr
     if (cparams.on == 0u || e >= cparams.n_tets) {
         return;
     }
-    let s = hold_step(e, false);
+    let s = tet_step_to(e, TO_ITERATE);
     if (s < 1.0) {
         atomicAdd(&ca[ST_FLOOR_NOW], 1u);
         let t = tets[e];
@@ -553,7 +553,7 @@ fn contact_hold_second(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workg
     if (cparams.on == 0u || e >= cparams.n_tets || atomicLoad(&ca[ST_FLOOR_NOW]) == 0u) {
         return;
     }
-    let s = hold_step(e, true);
+    let s = tet_step_to(e, TO_HELD);
     if (s < 1.0) {
         let t = tets[e];
         for (var k = 0u; k < 4u; k++) {
@@ -563,20 +563,27 @@ fn contact_hold_second(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workg
     }
 }
 
-// Tet e's largest step from X towards its vertices' targets: the iterate, or (`held`)
-// where the first pass holds them.
-fn hold_step(e: u32, held: bool) -> f32 {
+// Where a tet's path from X goes: the iterate (the hold's first pass), where the first
+// pass holds the vertices (its second), or where the advance takes them.
+const TO_ITERATE: u32 = 0u;
+const TO_HELD: u32 = 1u;
+const TO_TARGET: u32 = 2u;
+
+// Tet e's largest step from X along its path `to` before its volume falls to the floor.
+fn tet_step_to(e: u32, to: u32) -> f32 {
     let t = tets[e];
     var x: array<vec3<f32>, 4>;
     var d: array<vec3<f32>, 4>;
     for (var k = 0u; k < 4u; k++) {
         let v = t.v[k];
         x[k] = cf[cparams.o_certified + v].xyz;
-        var h = 1.0;
-        if (held) {
-            h = bitcast<f32>(atomicLoad(&ca[cparams.o_hold + v]));
+        var end = point_now(v);
+        if (to == TO_HELD) {
+            end = held_point(v, bitcast<f32>(atomicLoad(&ca[cparams.o_hold + v])));
+        } else if (to == TO_TARGET) {
+            end = point_target(v);
         }
-        d[k] = held_point(v, h) - x[k];
+        d[k] = end - x[k];
     }
     return tet_step(x, d, 0.01 * t.volume);
 }
@@ -629,16 +636,8 @@ fn tet_volume_floor(e: u32) {
     if (e >= cparams.n_tets || atomicLoad(&ca[ST_FLOOR_NOW]) == 0u) {
         return;
     }
-    let t = tets[e];
-    var x: array<vec3<f32>, 4>;
-    var d: array<vec3<f32>, 4>;
-    for (var k = 0u; k < 4u; k++) {
-        let v = t.v[k];
-        x[k] = cf[cparams.o_certified + v].xyz;
-        d[k] = point_target(v) - x[k];
-    }
-    let s = tet_step(x, d, 0.01 * t.volume);
+    let s = tet_step_to(e, TO_TARGET);
     if (s < 1.0) {
-        atomicMin(&ca[cparams.o_alpha + island_of_point(t.v.x)], key_of(s));
+        atomicMin(&ca[cparams.o_alpha + island_of_point(tets[e].v.x)], key_of(s));
     }
 }

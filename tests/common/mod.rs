@@ -199,33 +199,56 @@ pub fn box_on_the_slab(scene: &Scene) -> (f64, f64, f64) {
 /// apex driven 2 cm a frame straight down through the base, `frames` frames in `world`.
 /// Returns V/V₀ at each frame's end.
 pub fn crush_one_tet(world: &mut bevy_avbd::PhysicsWorld, frames: u32) -> Vec<f32> {
-    use bevy_avbd::glam::Vec3;
-    use bevy_avbd::{DeformableDesc, SolidMaterial, TetMesh};
-    let mesh = TetMesh {
-        vertices: vec![
-            Vec3::ZERO,
-            Vec3::new(0.0, 0.0, 0.1),
-            Vec3::new(0.1, 0.0, 0.0),
-            Vec3::new(0.0, 0.1, 0.0),
-        ],
-        tets: vec![[0, 1, 2, 3]],
-    };
-    let at = Vec3::new(0.0, 0.5, 0.0);
-    let h = world
-        .add_deformable(
-            DeformableDesc::solid(mesh, SolidMaterial::default())
-                .at(at)
-                .pinned([0, 1, 2]),
-        )
-        .expect("a valid tetrahedron");
+    let h = add_crushed_tet(world, &[]);
     (0..frames)
         .map(|k| {
-            let apex = at + Vec3::new(0.0, 0.1 - 0.02 * (k + 1) as f32, 0.0);
-            world.drive_vertices(h, &[(3, apex)]).expect("the apex");
-            world.step().expect("a step");
+            step_crushing(world, h, k);
             world.deformable(h).expect("the body").min_volume_ratio().0
         })
         .collect()
+}
+
+/// Where the crushed tetrahedron's body stands.
+const CRUSHED_AT: bevy_avbd::glam::Vec3 = bevy_avbd::glam::Vec3::new(0.0, 0.5, 0.0);
+
+/// The legs of the crushed tetrahedron, 0.1 m along z, x and y (its apex).
+fn corner_tet() -> [bevy_avbd::glam::Vec3; 4] {
+    use bevy_avbd::glam::Vec3;
+    [Vec3::ZERO, 0.1 * Vec3::Z, 0.1 * Vec3::X, 0.1 * Vec3::Y]
+}
+
+/// A body of the crushed tetrahedron (its base pinned) and of one more free one at each
+/// of `free` (offsets from it).
+fn add_crushed_tet(
+    world: &mut bevy_avbd::PhysicsWorld,
+    free: &[bevy_avbd::glam::Vec3],
+) -> bevy_avbd::DeformableHandle {
+    use bevy_avbd::{DeformableDesc, SolidMaterial, TetMesh};
+    let corner = corner_tet();
+    let mut mesh = TetMesh {
+        vertices: corner.to_vec(),
+        tets: vec![[0, 1, 2, 3]],
+    };
+    for &offset in free {
+        let first = mesh.vertices.len() as u32;
+        mesh.vertices.extend(corner.map(|p| p + offset));
+        mesh.tets.push([first, first + 1, first + 2, first + 3]);
+    }
+    world
+        .add_deformable(
+            DeformableDesc::solid(mesh, SolidMaterial::default())
+                .at(CRUSHED_AT)
+                .pinned([0, 1, 2]),
+        )
+        .expect("valid tetrahedra")
+}
+
+/// Frame `k` (from 0) of the crushing: the apex driven 2 cm a frame down from its rest
+/// place, and a step.
+fn step_crushing(world: &mut bevy_avbd::PhysicsWorld, h: bevy_avbd::DeformableHandle, k: u32) {
+    let apex = CRUSHED_AT + bevy_avbd::glam::Vec3::new(0.0, 0.1 - 0.02 * (k + 1) as f32, 0.0);
+    world.drive_vertices(h, &[(3, apex)]).expect("the apex");
+    world.step().expect("a step");
 }
 
 /// The tetrahedron of [`crush_one_tet`] (three vertices pinned, the apex driven 2 cm a
@@ -236,31 +259,7 @@ pub fn crush_one_tet_beside_a_falling_one(
     world: &mut bevy_avbd::PhysicsWorld,
     frames: u32,
 ) -> Vec<(f32, f32)> {
-    use bevy_avbd::glam::Vec3;
-    use bevy_avbd::{DeformableDesc, SolidMaterial, TetMesh};
-    let corner = [
-        Vec3::ZERO,
-        Vec3::new(0.0, 0.0, 0.1),
-        Vec3::new(0.1, 0.0, 0.0),
-        Vec3::new(0.0, 0.1, 0.0),
-    ];
-    let away = Vec3::new(1.0, 0.0, 0.0);
-    let mesh = TetMesh {
-        vertices: corner
-            .iter()
-            .chain(&corner.map(|p| p + away))
-            .copied()
-            .collect(),
-        tets: vec![[0, 1, 2, 3], [4, 5, 6, 7]],
-    };
-    let at = Vec3::new(0.0, 0.5, 0.0);
-    let h = world
-        .add_deformable(
-            DeformableDesc::solid(mesh, SolidMaterial::default())
-                .at(at)
-                .pinned([0, 1, 2]),
-        )
-        .expect("two valid tetrahedra");
+    let h = add_crushed_tet(world, &[bevy_avbd::glam::Vec3::X]);
     let centre = |w: &bevy_avbd::PhysicsWorld| -> f32 {
         let body = w.deformable(h).expect("the body");
         body.positions()[4..].iter().map(|p| p.y).sum::<f32>() / 4.0
@@ -268,9 +267,7 @@ pub fn crush_one_tet_beside_a_falling_one(
     let start = centre(world);
     (0..frames)
         .map(|k| {
-            let apex = at + Vec3::new(0.0, 0.1 - 0.02 * (k + 1) as f32, 0.0);
-            world.drive_vertices(h, &[(3, apex)]).expect("the apex");
-            world.step().expect("a step");
+            step_crushing(world, h, k);
             let j = world.deformable(h).expect("the body").min_volume_ratio().0;
             (j, start - centre(world))
         })
