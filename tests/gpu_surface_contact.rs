@@ -107,16 +107,13 @@ fn an_element_driven_through_itself_stops_at_the_floor_on_the_gpu() {
 
 /// The device's hold (the test of `tests/contact.rs`): beside the tetrahedron driven
 /// through itself, a second one of the same body falls freely within 10 µm of implicit
-/// Euler's fall, and the crushed one stays above the floor. Under 1 m/s²: the held apex
-/// stays where it was while the body's mean moves on, and at 9.81 m/s² that takes it out
-/// of its comoving cage by frame 6; the device then stops the body at the cage (the CPU
-/// runs its broad phase again), and the free tetrahedron lost half that frame's motion.
+/// Euler's fall, the crushed one stays above the floor, and no step runs again. (Until
+/// 2026-11-30 the held apex, staying where it was while the body's mean fell on, left its
+/// comoving cage by frame 6 at 9.81 m/s²; the device then stopped the body at the cage, and
+/// the free tetrahedron lost half that frame's motion. The test ran under 1 m/s².)
 #[test]
 fn a_crushed_element_does_not_hold_its_body_still_on_the_gpu() {
-    let cfg = SolverConfig {
-        gravity: bevy_avbd::glam::Vec3::new(0.0, -1.0, 0.0),
-        ..SolverConfig::default()
-    };
+    let cfg = SolverConfig::default();
     let Some(mut w) = common::gpu_world_with(cfg.clone()) else {
         return;
     };

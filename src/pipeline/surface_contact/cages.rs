@@ -11,7 +11,10 @@
 //!   its body's mean displacement τ_b. The distance between two points of one body does
 //!   not depend on τ_b, so a body falling or flying fast has small comoving cages and few
 //!   self-contact candidates. τ_b is linear in the positions and every point of a body
-//!   moves by the same α, so X stays in the comoving cages as well.
+//!   moves by the same α, so X stays in the comoving cages as well. Where the volume floor
+//!   may hold vertices back (`inversion::may_hold`), the mean may move less than the
+//!   iterate's, and a held vertex may stay at R while its body moves on: the cages of
+//!   such a body allow for both.
 //!
 //! Rigid points have an absolute cage over their positions at the reference and current
 //! poses.
@@ -19,6 +22,7 @@
 use glam::{Vec3, Vec3A};
 
 use super::geometry::{self, Geometry, Pose};
+use super::inversion;
 use crate::config::SolverConfig;
 use crate::deformable::DeformableSet;
 use crate::rigid::BodySet;
@@ -89,6 +93,33 @@ impl Cages {
             .collect()
     }
 
+    /// Per deformable with vertices the volume floor may hold (`held`): its mean
+    /// displacement from R at each of `ends` (guess, target, reached) with those vertices
+    /// staying at R instead, the other end of the range its mean may take this frame.
+    fn held_translations(
+        &self,
+        set: &DeformableSet,
+        held: &[bool],
+        ends: [&[Vec3A]; 3],
+    ) -> Vec<Option<[Vec3A; 3]>> {
+        (0..set.len())
+            .map(|b| {
+                let r = set.vertex_range(b);
+                if !r.clone().any(|v| held[v]) {
+                    return None;
+                }
+                let n = r.len().max(1) as f32;
+                Some(ends.map(|x| {
+                    let sum: Vec3A = r
+                        .clone()
+                        .map(|v| if held[v] { self.reference[v] } else { x[v] })
+                        .sum();
+                    sum / n - self.body_reference[b]
+                }))
+            })
+            .collect()
+    }
+
     /// Builds the cages at R = the certified configuration (`certified`, `certified_pose`),
     /// around the iterate (`x`, `poses`) and the inertial targets `target`, and around
     /// `reached` too where it is given (the deformables' final iterate of a first run of
@@ -154,6 +185,12 @@ impl Cages {
         let near = |z: Vec3A, (lo, hi): Box3, pad: f32| {
             z.clamp(lo - Vec3A::splat(2.0 * pad), hi + Vec3A::splat(2.0 * pad))
         };
+        let ends: &[&[Vec3A]] = match std::ptr::eq(reached, x) {
+            true => &[x, &targets],
+            false => &[x, &targets, reached],
+        };
+        let held = inversion::may_hold(set, certified, ends);
+        let holds = self.held_translations(set, &held, [x, &targets, reached]);
         for v in 0..soft {
             let (r, guess, y) = (certified[v], x[v], targets[v]);
             let b = set.owner[v] as usize;
@@ -165,6 +202,23 @@ impl Cages {
             let box0 = hull(&[Vec3A::ZERO, eg, ey], 0.0);
             let ez = near(reached[v] - r - tau_r[b], box0, p);
             let mut cage = hull(&[Vec3A::ZERO, eg, ey, ez], p);
+            if let Some(held_tau) = holds[b] {
+                // The body's mean may move less (its held vertices stay), and a held
+                // vertex may stay at R (e = −τ): within 4 pads, as the cross terms below.
+                let moved = [guess, y, reached[v]];
+                let mut allow = |e: Vec3A| {
+                    let e = near(e, box0, 4.0 * p);
+                    cage.0 = cage.0.min(e - Vec3A::splat(p));
+                    cage.1 = cage.1.max(e + Vec3A::splat(p));
+                };
+                for (k, tau) in [tau_x[b], tau_y[b], tau_r[b]].into_iter().enumerate() {
+                    allow(moved[k] - r - held_tau[k]);
+                    if held[v] {
+                        allow(-tau);
+                        allow(-held_tau[k]);
+                    }
+                }
+            }
             if cross {
                 // Within 8 pads: four times the reach allowed a reached point.
                 for a in [guess, y, reached[v]] {

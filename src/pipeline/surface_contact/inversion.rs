@@ -156,6 +156,51 @@ pub fn hold(set: &DeformableSet, certified: &[Vec3A], x: &[Vec3A]) -> Floor {
     }
 }
 
+/// Per vertex, whether the hold may keep it near `certified` this frame: the vertices of
+/// the tetrahedra the floor stops on the straight way to any of `ends` (the cages' guess,
+/// target and reached configurations), and of the tetrahedra sharing a vertex with those
+/// (the hold's second pass moves them less too). Such a vertex may stay while its body's
+/// mean moves on, which its comoving cage has to allow for (`Cages::build`).
+pub fn may_hold(set: &DeformableSet, certified: &[Vec3A], ends: &[&[Vec3A]]) -> Vec<bool> {
+    let n = set.vertex_count();
+    let ends: Vec<&[Vec3A]> = ends.iter().copied().filter(|e| e.len() >= n).collect();
+    let stopped: Vec<bool> = set
+        .tets
+        .par_iter()
+        .with_min_len(CHUNK)
+        .map(|t| {
+            let at = |x: &[Vec3A], v: u32| glam::Vec3::from(x[v as usize]).as_dvec3();
+            let xs = t.v.map(|v| at(certified, v));
+            let six_volume = |p: [DVec3; 4]| (p[1] - p[0]).dot((p[2] - p[0]).cross(p[3] - p[0]));
+            ends.iter().any(|end| {
+                let ys = t.v.map(|v| at(end, v));
+                // Only an element squeezed to a quarter of its volume at either end is
+                // looked at closely (the cubic's least root is the costly part).
+                let quarter = 6.0 * 0.25 * t.volume as f64;
+                if six_volume(xs).min(six_volume(ys)) > quarter {
+                    return false;
+                }
+                let ds = [0, 1, 2, 3].map(|k| ys[k] - xs[k]);
+                tet_step(xs, ds, FLOOR * t.volume as f64) < 1.0
+            })
+        })
+        .collect();
+    let mut held = vec![false; n];
+    if !stopped.contains(&true) {
+        return held;
+    }
+    for (t, _) in set.tets.iter().zip(&stopped).filter(|(_, s)| **s) {
+        t.v.iter().for_each(|&v| held[v as usize] = true);
+    }
+    let first = held.clone();
+    for t in &set.tets {
+        if t.v.iter().any(|&v| first[v as usize]) {
+            t.v.iter().for_each(|&v| held[v as usize] = true);
+        }
+    }
+    held
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
