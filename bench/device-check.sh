@@ -47,6 +47,12 @@ for bin in "$avbd" ${BASE:+"$BASE"}; do
     run "$bin" run squishy_balls --backend gpu --set count=$balls --frames $frames --json \
         > "$out/${tag}squishy_balls.json"
 done
+# #22: where the deformables' GPU time goes, kernel by kernel (SolverConfig::gpu_kernel_timings:
+# a timestamp inside the pass after each dispatch; `kernel_ms` in the JSON, per frame).
+run "$avbd" run cloth_drape --backend gpu $short --config gpu_kernel_timings=1 --json \
+    > "$out/kernels-cloth_drape.json"
+run "$avbd" run squishy_balls --backend gpu --set count=$balls --frames $frames \
+    --config gpu_kernel_timings=1 --json > "$out/kernels-squishy_balls.json"
 # #22: the contact broad phase on the device (the default on a GPU) against the host's BVHs
 # (SolverConfig::gpu_contact_broad_phase): the frame and the set-up's broad-phase ms, beside
 # the default runs above.

@@ -87,6 +87,11 @@ pub struct SolverConfig {
     /// projection on) read them back whatever this says. The CPU backend ignores it.
     /// Default true.
     pub gpu_velocity_readback: bool,
+    /// GPU backend, for profiling: time each kernel of the deformables' vertex sweeps and
+    /// contact passes with a timestamp inside its pass (where the adapter has
+    /// `TIMESTAMP_QUERY_INSIDE_PASSES`), read back after each step with a blocking copy of
+    /// its own ([`crate::PhysicsWorld::gpu_kernel_timings`]). Default false.
+    pub gpu_kernel_timings: bool,
     /// Contact of deformable surfaces with each other, themselves and rigid bodies
     /// (`pipeline::surface_contact`). Off, deformable bodies pass through everything, which
     /// saves the contact stage where nothing can meet (a hanging flag, a soft rod on its
@@ -190,6 +195,7 @@ impl Default for SolverConfig {
             coarse_nodes: 64,
             gpu_vertex_lanes: 1,
             gpu_velocity_readback: true,
+            gpu_kernel_timings: false,
             deformable_contact: true,
             contact_gap: 1e-3,
             contact_min_separation: 1e-4,
@@ -228,6 +234,7 @@ impl SolverConfig {
         "coarse_nodes",
         "gpu_vertex_lanes",
         "gpu_velocity_readback",
+        "gpu_kernel_timings",
         "deformable_contact",
         "contact_gap",
         "contact_min_separation",
@@ -348,6 +355,15 @@ impl SolverConfig {
                     });
                 }
                 self.deformable_contact = value == 1.0
+            }
+            "gpu_kernel_timings" => {
+                if value != 0.0 && value != 1.0 {
+                    return Err(crate::PhysicsError::InvalidConfig {
+                        field: "gpu_kernel_timings",
+                        value: v,
+                    });
+                }
+                self.gpu_kernel_timings = value == 1.0
             }
             "gpu_velocity_readback" => {
                 if value != 0.0 && value != 1.0 {

@@ -273,6 +273,56 @@ fn gpu_timings_split_out_the_deformable_passes() {
     assert!(sum <= t.span_ms * (1.0 + 1e-6) + 1e-6, "{t:?}");
 }
 
+/// Kernel timings (`gpu_kernel_timings`, timestamps inside the deformables' passes) name
+/// every kernel of the vertex sweeps and of the contact passes a frame with contact runs,
+/// each with a time of its own, and change nothing in the results: `soft_drop` for 20
+/// frames, landing included, ends with the same bits either way.
+#[test]
+fn kernel_timings_name_each_deformable_kernel_and_keep_the_bits() {
+    let timed = SolverConfig {
+        gpu_kernel_timings: true,
+        ..SolverConfig::default()
+    };
+    let Some(a) = run_gpu("soft_drop", &[], timed, 20) else {
+        return;
+    };
+    let b = run_gpu("soft_drop", &[], SolverConfig::default(), 20).expect("the same adapter");
+    assert_eq!(
+        common::all_positions(&a.world),
+        common::all_positions(&b.world)
+    );
+    assert!(b.kernel_profile().is_empty());
+    let kernels = a.world.gpu_kernel_timings().expect("on the GPU backend");
+    if kernels.is_empty() {
+        // The adapter cannot write timestamps inside passes; wgpu's Vulkan backend (CI's
+        // lavapipe) can wherever it has timestamps at all.
+        let timestamps = a.world.gpu_timings().is_some_and(|t| t.supported);
+        assert!(!(timestamps && common::require_gpu()), "no kernel timings");
+        return;
+    }
+    let names: Vec<&str> = kernels.iter().map(|&(k, _)| k).collect();
+    for kernel in [
+        "coarse_residual",
+        "coarse_solve",
+        "coarse_prolong",
+        "vbd_sweep",
+        "contact_start",
+        "contact_list_offsets",
+        "contact_dual",
+        "contact_hold_first",
+        "contact_ccd",
+        "contact_advance",
+        "contact_linearise",
+        "contact_pack_rows",
+    ] {
+        assert!(names.contains(&kernel), "{kernel} not in {names:?}");
+    }
+    assert!(kernels.iter().all(|&(_, ms)| ms.is_finite() && ms >= 0.0));
+    assert!(kernels.iter().any(|&(_, ms)| ms > 0.0), "{kernels:?}");
+    let profile = a.kernel_profile();
+    assert_eq!(profile.len(), names.len(), "{profile:?}");
+}
+
 /// The rigid and deformable halves coupled in one submission: a 100 kg box hanging from a
 /// 1 kg soft rod by hard attachments (the box's rows read the vertices, the vertices' rows
 /// the box, both dual updates on the device). The checks of `tests/deformable.rs` (gap

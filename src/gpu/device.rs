@@ -66,8 +66,10 @@ impl GpuSolver {
             .ilog2()
             .min(31);
         let timestamp = adapter.features().contains(wgpu::Features::TIMESTAMP_QUERY);
+        // Timestamps inside passes only for `SolverConfig::gpu_kernel_timings` (profiling).
         let required_features = if timestamp {
             wgpu::Features::TIMESTAMP_QUERY
+                | (adapter.features() & wgpu::Features::TIMESTAMP_QUERY_INSIDE_PASSES)
         } else {
             wgpu::Features::empty()
         };
@@ -442,6 +444,9 @@ impl GpuSolver {
                 supported: timestamp,
                 ..Default::default()
             },
+            kernel_clock: None,
+            kernel_timing: false,
+            last_kernel_timings: Vec::new(),
             last_traffic: GpuTraffic::default(),
             counts: (0, 0, 0),
             color_capacity: 1,
@@ -459,6 +464,7 @@ impl GpuSolver {
             reallocations: 0,
         };
         solver.rebuild_bind_groups();
+        solver.kernel_clock = super::kernel_clock::KernelClock::new(&solver.device, &solver.queue);
         Ok(solver)
     }
 }

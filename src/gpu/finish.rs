@@ -214,6 +214,10 @@ impl GpuSolver {
                 // What this step's contacts carry is now the state the next step reads.
                 self.carried_side = 1 - self.carried_side;
                 self.last_timings.host = host;
+                self.last_kernel_timings = match (&self.kernel_clock, self.kernel_timing) {
+                    (Some(clock), true) => clock.read(&self.device, &self.queue)?,
+                    _ => Vec::new(),
+                };
                 if let (true, Some((set, attachments))) = (self.soft_active, soft.as_mut()) {
                     let step = self.soft.as_mut().expect("uploaded");
                     step.finish(cfg, set, bodies, &mut s.vertices, attachments)?;

@@ -144,6 +144,7 @@ pub mod ccd;
 pub mod contact_broad;
 mod device;
 mod finish;
+mod kernel_clock;
 pub mod narrow;
 mod pipelines;
 mod readback;
@@ -510,6 +511,11 @@ pub struct GpuSolver {
     last_palette: u32,
     last_serial: u32,
     last_timings: GpuTimings,
+    /// Per-kernel timestamps inside the deformables' passes, where the device can write
+    /// them; used while `kernel_timing` (`SolverConfig::gpu_kernel_timings`) is set.
+    kernel_clock: Option<kernel_clock::KernelClock>,
+    kernel_timing: bool,
+    last_kernel_timings: Vec<(&'static str, f64)>,
     last_traffic: GpuTraffic,
     counts: (usize, usize, usize),
     /// Colour dispatches recorded per sweep: grows to the colours a step used (the step is
@@ -724,6 +730,13 @@ impl GpuSolver {
     /// `Features::TIMESTAMP_QUERY`).
     pub fn timings(&self) -> GpuTimings {
         self.last_timings
+    }
+
+    /// Per-kernel GPU times of the last step's deformable passes, summed per kernel (ms), in
+    /// the order first recorded; empty unless `SolverConfig::gpu_kernel_timings` is set and
+    /// the device writes timestamps inside passes.
+    pub fn kernel_timings(&self) -> &[(&'static str, f64)] {
+        &self.last_kernel_timings
     }
 
     /// Whether the adapter supports timestamp queries.

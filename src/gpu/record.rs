@@ -95,6 +95,8 @@ impl GpuSolver {
             }
             w
         };
+        let clock = self.kernel_clock.as_ref().filter(|_| self.kernel_timing);
+        clock.inspect(|c| c.reset());
         let p = &self.pipelines;
         let all = groups(n).max(1);
         let warm_group =
@@ -307,13 +309,17 @@ impl GpuSolver {
         };
         if let Some(soft) = soft {
             // The contact rows' lists, which the first iteration reads.
-            dispatches += soft.record_start(&mut encoder, || writes(Stage::DeformableContact));
+            dispatches +=
+                soft.record_start(&mut encoder, || writes(Stage::DeformableContact), clock);
         }
         for _ in 0..iterations {
             if let Some(soft) = soft {
                 // The deformables' contact rows on the moving bodies, for their solves.
-                dispatches +=
-                    soft.record_body_terms(&mut encoder, || writes(Stage::DeformableContact));
+                dispatches += soft.record_body_terms(
+                    &mut encoder,
+                    || writes(Stage::DeformableContact),
+                    clock,
+                );
             }
             {
                 let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
@@ -337,7 +343,7 @@ impl GpuSolver {
                 }
             }
             if let Some(soft) = soft {
-                dispatches += soft.record_sweep(&mut encoder, writes(Stage::Deformable));
+                dispatches += soft.record_sweep(&mut encoder, writes(Stage::Deformable), clock);
             }
             let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
                 label: Some("avbd dual"),
@@ -358,12 +364,13 @@ impl GpuSolver {
             }
             drop(pass);
             if let Some(soft) = soft {
-                dispatches += soft.record_dual(&mut encoder, || writes(Stage::DeformableContact));
+                dispatches +=
+                    soft.record_dual(&mut encoder, || writes(Stage::DeformableContact), clock);
             }
         }
         if let Some(soft) = soft {
             // Bodies coupled to deformables end the frame at their certified poses.
-            dispatches += soft.record_end(&mut encoder, || writes(Stage::DeformableContact));
+            dispatches += soft.record_end(&mut encoder, || writes(Stage::DeformableContact), clock);
         }
         // The count of bodies whose result was not finite (`end_bodies` appends to its list).
         encoder.clear_buffer(&self.buffers[STATUS].buffer, 0, Some(4));

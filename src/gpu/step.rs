@@ -119,6 +119,7 @@ impl GpuSolver {
             self.flags_layout = Some(layout);
         }
         self.velocities_stay = Self::keeps_velocities(cfg, pairs.active(), soft.is_some());
+        self.kernel_timing = cfg.gpu_kernel_timings;
         if self.velocities_newer && !self.velocities_stay {
             return Err(GpuError::Step(
                 "the step reads the velocities back, but the CPU's copy is stale \

@@ -417,6 +417,9 @@ pub(crate) struct Tracker {
     /// Sums over the frames of the step's stage times (ms), of the contact broad phase's
     /// runs and candidates, for [`Scene::profile`].
     pub profile: [f64; 13],
+    /// Sums over the frames of each GPU kernel's time (`SolverConfig::gpu_kernel_timings`),
+    /// for [`Scene::kernel_profile`].
+    pub kernels: Vec<(&'static str, f64)>,
     /// Bodies whose start positions define `max_drift`, and their start positions.
     pub drift_bodies: Vec<(BodyHandle, Vec3)>,
     /// Frame at which a projectile is launched: drift stops being tracked.
@@ -604,6 +607,12 @@ impl Scene {
         ]) {
             *sum += ms;
         }
+        for (kernel, ms) in w.gpu_kernel_timings().unwrap_or_default() {
+            match t.kernels.iter_mut().find(|(k, _)| *k == kernel) {
+                Some(entry) => entry.1 += ms,
+                None => t.kernels.push((kernel, ms)),
+            }
+        }
         t.broken += report.broken.len();
         t.finite &= report.frozen.is_empty();
         t.max_penetration = t.max_penetration.max(w.stats().max_penetration);
@@ -703,6 +712,17 @@ impl Scene {
         .zip(self.tracker.profile)
         .map(|(k, v)| (k.to_string(), v / frames))
         .collect()
+    }
+
+    /// Per GPU kernel, its mean time per frame (ms) over the frames run, with
+    /// `SolverConfig::gpu_kernel_timings` on the GPU backend (empty otherwise).
+    pub fn kernel_profile(&self) -> BTreeMap<String, f64> {
+        let frames = self.frame.max(1) as f64;
+        self.tracker
+            .kernels
+            .iter()
+            .map(|(k, v)| (k.to_string(), v / frames))
+            .collect()
     }
 
     /// The scene's metrics, named as in the README.

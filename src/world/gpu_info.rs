@@ -20,9 +20,16 @@ impl PhysicsWorld {
         self.gpu.as_ref().map(|g| g.memory())
     }
 
-    /// Per-kernel GPU times of the last step (timestamp queries), when on the GPU backend.
+    /// Per-stage GPU times of the last step (timestamp queries), when on the GPU backend.
     pub fn gpu_timings(&self) -> Option<crate::gpu::GpuTimings> {
         self.gpu.as_ref().map(|g| g.timings())
+    }
+
+    /// Per-kernel GPU times of the last step's deformable passes (ms, summed per kernel
+    /// over the step), with `SolverConfig::gpu_kernel_timings` on a device that writes
+    /// timestamps inside passes; empty otherwise, `None` off the GPU backend.
+    pub fn gpu_kernel_timings(&self) -> Option<Vec<(&'static str, f64)>> {
+        self.gpu.as_ref().map(|g| g.kernel_timings().to_vec())
     }
 
     /// Bytes uploaded to the GPU in the last step, when on the GPU backend.

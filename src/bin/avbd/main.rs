@@ -379,6 +379,7 @@ fn run(cli: Cli, out: &mut impl Write) -> std::io::Result<ExitCode> {
                     "timing_ms": {"median": median, "p95": p95, "max": max},
                     "metrics": metrics,
                     "profile_ms": sc.profile(),
+                    "kernel_ms": sc.kernel_profile(),
                     "gpu": gpu_report(w),
                 });
                 writeln!(out, "{report}")?;

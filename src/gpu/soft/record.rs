@@ -5,6 +5,7 @@
 //! readback copies.
 
 use super::{ATTACHMENTS, DISP, SLOT, SoftStep, WG};
+use crate::gpu::kernel_clock::KernelClock;
 
 /// A pass's timestamp writes, asked for only when the pass is recorded.
 type Writes<'a> = Option<wgpu::ComputePassTimestampWrites<'a>>;
@@ -19,6 +20,7 @@ impl SoftStep {
         &self,
         encoder: &mut wgpu::CommandEncoder,
         timestamp_writes: Writes<'_>,
+        clock: Option<&KernelClock>,
     ) -> u32 {
         let group = self.group.as_ref().expect("bound before recording");
         let (vx, vy) = self.grid(self.n_vertices, WG);
@@ -30,18 +32,23 @@ impl SoftStep {
         pass.set_bind_group(0, group, &[]);
         pass.set_bind_group(1, &self.range_group, &[0]);
         pass.set_bind_group(2, self.contact.group(), &[]);
+        clock.inspect(|c| c.start(&mut pass));
         let mut dispatches = 0;
         if self.coarse_on {
-            let mut passes = vec![(&self.residual, (vx, vy)), (&self.solve, (bx, by))];
-            passes.push((&self.prolong, (vx, vy)));
+            let mut passes = vec![
+                (&self.residual, (vx, vy), "coarse_residual"),
+                (&self.solve, (bx, by), "coarse_solve"),
+            ];
+            passes.push((&self.prolong, (vx, vy), "coarse_prolong"));
             if self.line_search {
-                passes.push((&self.checked_residual, (vx, vy)));
-                passes.push((&self.line_search_cut, (bx, by)));
-                passes.push((&self.checked_prolong, (vx, vy)));
+                passes.push((&self.checked_residual, (vx, vy), "coarse_residual_checked"));
+                passes.push((&self.line_search_cut, (bx, by), "coarse_line_search"));
+                passes.push((&self.checked_prolong, (vx, vy), "coarse_prolong_checked"));
             }
-            for (pipeline, (x, y)) in passes {
+            for (pipeline, (x, y), kernel) in passes {
                 pass.set_pipeline(pipeline);
                 pass.dispatch_workgroups(x, y, 1);
+                clock.inspect(|c| c.end(&mut pass, kernel));
                 dispatches += 1;
             }
         }
@@ -49,6 +56,7 @@ impl SoftStep {
         if self.contact.on() && !(self.coarse_on && self.line_search) {
             pass.set_pipeline(&self.snapshot);
             pass.dispatch_workgroups(vx, vy, 1);
+            clock.inspect(|c| c.end(&mut pass, "vbd_snapshot"));
             dispatches += 1;
         }
         for (c, &(_, count)) in self.colors.iter().enumerate() {
@@ -65,6 +73,7 @@ impl SoftStep {
                 }
             };
             pass.dispatch_workgroups(x, y, 1);
+            clock.inspect(|c| c.end(&mut pass, "vbd_sweep"));
             dispatches += 1;
         }
         dispatches
@@ -75,12 +84,14 @@ impl SoftStep {
         &self,
         encoder: &mut wgpu::CommandEncoder,
         writes: impl FnOnce() -> Writes<'a>,
+        clock: Option<&KernelClock>,
     ) -> u32 {
         self.record_bodies(
             encoder,
             "avbd contact terms of the bodies",
             writes,
-            |c, pass| c.record_body_terms(pass),
+            clock,
+            |c, pass| c.record_body_terms(pass, clock),
         )
     }
 
@@ -90,12 +101,14 @@ impl SoftStep {
         &self,
         encoder: &mut wgpu::CommandEncoder,
         writes: impl FnOnce() -> Writes<'a>,
+        clock: Option<&KernelClock>,
     ) -> u32 {
         if !self.contact.on() {
             return 0;
         }
-        let mut pass = self.begin_pass(encoder, "avbd contact frame end", writes());
-        self.contact.record_end(&mut pass, self.dispatch_groups)
+        let mut pass = self.begin_pass(encoder, "avbd contact frame end", writes(), clock);
+        self.contact
+            .record_end(&mut pass, self.dispatch_groups, clock)
     }
 
     fn record_bodies<'a>(
@@ -103,12 +116,13 @@ impl SoftStep {
         encoder: &mut wgpu::CommandEncoder,
         label: &str,
         writes: impl FnOnce() -> Writes<'a>,
+        clock: Option<&KernelClock>,
         record: impl FnOnce(&crate::gpu::soft_contact::ContactStep, &mut wgpu::ComputePass) -> u32,
     ) -> u32 {
         if !self.contact.moving() {
             return 0;
         }
-        let mut pass = self.begin_pass(encoder, label, writes());
+        let mut pass = self.begin_pass(encoder, label, writes(), clock);
         record(&self.contact, &mut pass)
     }
 
@@ -118,12 +132,14 @@ impl SoftStep {
         encoder: &'e mut wgpu::CommandEncoder,
         label: &str,
         timestamp_writes: Writes<'_>,
+        clock: Option<&KernelClock>,
     ) -> wgpu::ComputePass<'e> {
         let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
             label: Some(label),
             timestamp_writes,
         });
         self.set_groups(&mut pass);
+        clock.inspect(|c| c.start(&mut pass));
         pass
     }
 
@@ -140,15 +156,22 @@ impl SoftStep {
         &self,
         encoder: &mut wgpu::CommandEncoder,
         writes: impl FnOnce() -> Writes<'a>,
+        clock: Option<&KernelClock>,
     ) -> u32 {
         if !self.contact.on() {
             return 0;
         }
-        let mut pass = self.begin_pass(encoder, "avbd contact lists", writes());
-        let mut dispatches = self.contact.record_start(&mut pass, self.dispatch_groups);
+        let mut pass = self.begin_pass(encoder, "avbd contact lists", writes(), clock);
+        let mut dispatches = self
+            .contact
+            .record_start(&mut pass, self.dispatch_groups, clock);
         dispatches += self.contact.record_list_offsets(&mut pass);
+        clock.inspect(|c| c.end(&mut pass, "contact_list_offsets"));
         self.set_groups(&mut pass);
-        dispatches + self.contact.record_lists(&mut pass, self.dispatch_groups)
+        dispatches
+            + self
+                .contact
+                .record_lists(&mut pass, self.dispatch_groups, clock)
     }
 
     /// The attachments' dual update (after the rigid dual updates), then the contact
@@ -157,20 +180,25 @@ impl SoftStep {
         &self,
         encoder: &mut wgpu::CommandEncoder,
         writes: impl FnOnce() -> Writes<'a>,
+        clock: Option<&KernelClock>,
     ) -> u32 {
         if self.n_attachments == 0 && !self.contact.on() {
             return 0;
         }
-        let mut pass = self.begin_pass(encoder, "avbd vbd dual and advance", writes());
+        let mut pass = self.begin_pass(encoder, "avbd vbd dual and advance", writes(), clock);
         pass.set_bind_group(2, self.contact.group(), &[]);
         let mut dispatches = 0;
         if self.n_attachments > 0 {
             pass.set_pipeline(&self.attachment_dual);
             let (x, y) = self.grid(self.n_attachments, WG);
             pass.dispatch_workgroups(x, y, 1);
+            clock.inspect(|c| c.end(&mut pass, "attachment_dual"));
             dispatches += 1;
         }
-        dispatches + self.contact.record_advance(&mut pass, self.dispatch_groups)
+        dispatches
+            + self
+                .contact
+                .record_advance(&mut pass, self.dispatch_groups, clock)
     }
 
     /// The 2-D grid of workgroups of `per_group` items each over `items` (rows of at most

@@ -52,6 +52,7 @@ use glam::Vec3A;
 
 use super::GpuError;
 use super::ccd::{CcdMargins, CcdParams};
+use super::kernel_clock::KernelClock;
 use super::pipelines::{compute_pipeline, storage_entry, uniform_entry};
 use crate::config::SolverConfig;
 use crate::deformable::set::DeformableSet;
@@ -307,10 +308,10 @@ pub(super) struct ContactStep {
     params: wgpu::Buffer,
     buffers: Vec<wgpu::Buffer>,
     group: wgpu::BindGroup,
-    pipelines: Vec<(wgpu::ComputePipeline, Over)>,
-    count: Vec<(wgpu::ComputePipeline, Over)>,
-    lists: Vec<(wgpu::ComputePipeline, Over)>,
-    end: Vec<(wgpu::ComputePipeline, Over)>,
+    pipelines: Vec<(wgpu::ComputePipeline, Over, &'static str)>,
+    count: Vec<(wgpu::ComputePipeline, Over, &'static str)>,
+    lists: Vec<(wgpu::ComputePipeline, Over, &'static str)>,
+    end: Vec<(wgpu::ComputePipeline, Over, &'static str)>,
     /// The prefix sum of the lists' room (scan.wgsl over a region of the atomics): the
     /// solver's kernels, and this stage's parameters (length, first), block sums and group.
     scan: super::broad::PrefixSum,
@@ -377,9 +378,9 @@ impl ContactStep {
         let buffers: Vec<wgpu::Buffer> = (0..BUFFERS).map(|_| resident(device, 256)).collect();
         let group = Self::make_group(device, &layout, &params, &buffers);
         let pipeline = |entry: &str| compute_pipeline(device, pipeline_layout, module, entry);
-        let kernels = |list: &[(&str, Over)]| {
+        let kernels = |list: &[(&'static str, Over)]| {
             list.iter()
-                .map(|&(entry, over)| (pipeline(entry), over))
+                .map(|&(entry, over)| (pipeline(entry), over, entry))
                 .collect::<Vec<_>>()
         };
         let (pipelines, count, lists, end) = (
@@ -561,8 +562,13 @@ impl ContactStep {
     /// The frame's start (before the first iteration), into `pass` with groups 0 and 1
     /// set: the atomics' state and the lists' room. [`Self::record_list_offsets`] and
     /// [`Self::record_lists`] follow. Returns the dispatches.
-    pub(super) fn record_start(&self, pass: &mut wgpu::ComputePass, max_groups: u32) -> u32 {
-        self.record_kernels(pass, &self.count, max_groups)
+    pub(super) fn record_start(
+        &self,
+        pass: &mut wgpu::ComputePass,
+        max_groups: u32,
+        clock: Option<&KernelClock>,
+    ) -> u32 {
+        self.record_kernels(pass, &self.count, max_groups, clock)
     }
 
     /// The lists' offsets: a prefix sum of their room. Sets group 0 to its own: the caller
@@ -578,21 +584,32 @@ impl ContactStep {
 
     /// The carried rows in their candidates and their points' lists, into `pass` with
     /// groups 0 and 1 set. Returns the dispatches.
-    pub(super) fn record_lists(&self, pass: &mut wgpu::ComputePass, max_groups: u32) -> u32 {
-        self.record_kernels(pass, &self.lists, max_groups)
+    pub(super) fn record_lists(
+        &self,
+        pass: &mut wgpu::ComputePass,
+        max_groups: u32,
+        clock: Option<&KernelClock>,
+    ) -> u32 {
+        self.record_kernels(pass, &self.lists, max_groups, clock)
     }
 
     /// One advance (after the dual updates of an iteration), into `pass` with groups 0 and
     /// 1 set. Returns the dispatches.
-    pub(super) fn record_advance(&self, pass: &mut wgpu::ComputePass, max_groups: u32) -> u32 {
-        self.record_kernels(pass, &self.pipelines, max_groups)
+    pub(super) fn record_advance(
+        &self,
+        pass: &mut wgpu::ComputePass,
+        max_groups: u32,
+        clock: Option<&KernelClock>,
+    ) -> u32 {
+        self.record_kernels(pass, &self.pipelines, max_groups, clock)
     }
 
     fn record_kernels(
         &self,
         pass: &mut wgpu::ComputePass,
-        kernels: &[(wgpu::ComputePipeline, Over)],
+        kernels: &[(wgpu::ComputePipeline, Over, &'static str)],
         max_groups: u32,
+        clock: Option<&KernelClock>,
     ) -> u32 {
         if !self.on {
             return 0;
@@ -600,7 +617,7 @@ impl ContactStep {
         pass.set_bind_group(2, &self.group, &[]);
         let s = self.sizes;
         let mut dispatches = 0;
-        for (p, over) in kernels {
+        for (p, over, kernel) in kernels {
             let n = match over {
                 Over::Rows => s.row_capacity,
                 Over::RowsThenSoftBodies => {
@@ -626,6 +643,7 @@ impl ContactStep {
             let (x, y) = crate::gpu::grid(n.div_ceil(64).max(1), max_groups);
             pass.set_pipeline(p);
             pass.dispatch_workgroups(x, y, 1);
+            clock.inspect(|c| c.end(pass, kernel));
             dispatches += 1;
         }
         dispatches
@@ -655,16 +673,29 @@ impl ContactStep {
 
     /// Before a rigid primal sweep: the rows' terms of every rigid body's system (into
     /// `pass` with groups 0 and 1 set). Returns the dispatches.
-    pub(super) fn record_body_terms(&self, pass: &mut wgpu::ComputePass) -> u32 {
-        self.record_over_bodies(pass, &self.body_terms)
+    pub(super) fn record_body_terms(
+        &self,
+        pass: &mut wgpu::ComputePass,
+        clock: Option<&KernelClock>,
+    ) -> u32 {
+        let dispatches = self.record_over_bodies(pass, &self.body_terms);
+        clock.inspect(|c| c.end(pass, "contact_body_terms"));
+        dispatches
     }
 
     /// The frame's end, before the integration (into `pass` with groups 0 and 1 set): the
     /// rows as the readback takes them, and each coupled moving body's iterate at its
     /// certified pose. Returns the dispatches.
-    pub(super) fn record_end(&self, pass: &mut wgpu::ComputePass, max_groups: u32) -> u32 {
-        self.record_kernels(pass, &self.end, max_groups)
-            + self.record_over_bodies(pass, &self.end_bodies)
+    pub(super) fn record_end(
+        &self,
+        pass: &mut wgpu::ComputePass,
+        max_groups: u32,
+        clock: Option<&KernelClock>,
+    ) -> u32 {
+        let dispatches = self.record_kernels(pass, &self.end, max_groups, clock)
+            + self.record_over_bodies(pass, &self.end_bodies);
+        clock.inspect(|c| c.end(pass, "contact_end_bodies"));
+        dispatches
     }
 
     fn record_over_bodies(&self, pass: &mut wgpu::ComputePass, p: &wgpu::ComputePipeline) -> u32 {
