@@ -4,8 +4,50 @@
 // for the frame, the secant line search, the prolongation. vbd.wgsl, prepended, holds the
 // bindings and the vertices' block assembly the residual uses.
 
-// The two-level step, 1: every solved vertex's force at the iterate (coarse.rs `residual`;
-// the block's force without its Hessian).
+// The two-level step, 0: each element's force on each of its vertices at the iterate,
+// once per element (coarse.rs `residual` keeps each element's forces the same way): the
+// residual below gathers them instead of working out each element once per vertex.
+@compute @workgroup_size(64)
+fn coarse_element_forces(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+    let i = lane_index(wid, nwg, lid);
+    if (i < params.n_tets) {
+        let t = tets[i];
+        let mat = materials[t.material];
+        let st = tet_state(t, mat);
+        for (var a = 0u; a < 4u; a++) {
+            element_forces[4u * i + a] = vec4<f32>(tet_share(t, mat, st, a).f, 0.0);
+        }
+    } else if (i < params.n_tets + params.n_tris) {
+        let t = tris[i - params.n_tets];
+        let mat = materials[t.material];
+        let st = tri_state(t, mat);
+        for (var a = 0u; a < 3u; a++) {
+            element_forces[4u * i + a] = vec4<f32>(tri_share(t, mat, st, a).f, 0.0);
+        }
+    } else if (i < params.n_tets + params.n_tris + params.n_hinges) {
+        let t = hinges[i - params.n_tets - params.n_tris];
+        let st = hinge_state(t, materials[t.material]);
+        for (var a = 0u; a < 4u; a++) {
+            element_forces[4u * i + a] = vec4<f32>(hinge_share(st, a).f, 0.0);
+        }
+    }
+}
+
+// An incident item's slot in `element_forces`.
+fn element_slot(item: u32) -> u32 {
+    let kind = (item >> 2u) & 3u;
+    var i = item >> 4u;
+    if (kind == ITEM_TRI) {
+        i += params.n_tets;
+    } else if (kind != ITEM_TET) {
+        i += params.n_tets + params.n_tris;
+    }
+    return 4u * i + (item & 3u);
+}
+
+// 1: every solved vertex's force at the iterate (coarse.rs `residual`; the block's force
+// without its Hessian): inertia, its elements' forces in list order (from
+// `coarse_element_forces`), attachments and contact rows.
 @compute @workgroup_size(64)
 fn coarse_residual(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
     let v = lane_index(wid, nwg, lid);
@@ -14,7 +56,11 @@ fn coarse_residual(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroup
     }
     var f = vec3<f32>(0.0);
     if (is_solved(v)) {
-        f = vertex_block(v).f;
+        var acc = inertia_block(v);
+        for (var k = incident_offsets[v]; k < incident_offsets[v + 1u]; k++) {
+            acc.f += element_forces[element_slot(incident[k])].xyz;
+        }
+        f = add_rows(v, acc).f;
     }
     residual[v] = vec4<f32>(f, 0.0);
 }

@@ -24,6 +24,11 @@ struct SoftParams {
     // Where each vertex's colour starts in `color_list` (after the colours' members; NONE:
     // not solved).
     color_of: u32,
+    // Elements by kind, for `coarse_element_forces`.
+    n_tets: u32,
+    n_tris: u32,
+    n_hinges: u32,
+    pad0: u32,
     pad1: u32,
 };
 
@@ -156,6 +161,10 @@ struct BodyIterate {
 @group(0) @binding(19) var<storage, read> att_vertex_items: array<u32>;
 @group(0) @binding(20) var<storage, read> body_poses: array<BodyPose>;
 @group(0) @binding(21) var<storage, read_write> body_iterate: array<BodyIterate>;
+// Each element's force on each of its vertices at the iterate, at 4i + a, i counting the
+// tets, then the membranes, then the hinges (coarse.wgsl `coarse_element_forces`, gathered
+// by the coarse residual).
+@group(0) @binding(22) var<storage, read_write> element_forces: array<vec4<f32>>;
 @group(1) @binding(0) var<uniform> range: ColorRange;
 
 const WG: u32 = 64u;
@@ -233,27 +242,46 @@ fn tet_deformation(t: Tet, x0: vec3<f32>, x1: vec3<f32>, x2: vec3<f32>, x3: vec3
         + outer(x3 - x0, tet_grad(t, 3u));
 }
 
-// Stable Neo-Hookean (TetRecord::vertex_block).
-fn tet_block(e: u32, a: u32) -> Block {
-    let t = tets[e];
-    let mat = materials[t.material];
+// What a tetrahedron's vertices share at the iterate: F, its cofactor, λ(J − α), and F at
+// the step's start where the material is viscous.
+struct TetState {
+    f: mat3x3<f32>,
+    cof: mat3x3<f32>,
+    s: f32,
+    ft: mat3x3<f32>,
+};
+
+fn tet_state(t: Tet, mat: Material) -> TetState {
     let f = tet_deformation(t, x_at(t.v.x), x_at(t.v.y), x_at(t.v.z), x_at(t.v.w));
     let cof = mat3x3<f32>(cross(f[1], f[2]), cross(f[2], f[0]), cross(f[0], f[1]));
     let j = dot(f[0], cof[0]);
-    let s = mat.lambda * (j - mat.alpha);
+    var ft = mat3x3<f32>();
+    if (mat.viscosity > 0.0) {
+        ft = tet_deformation(
+            t, start_at(t.v.x), start_at(t.v.y), start_at(t.v.z), start_at(t.v.w));
+    }
+    return TetState(f, cof, mat.lambda * (j - mat.alpha), ft);
+}
+
+// Stable Neo-Hookean (TetRecord::vertex_block): vertex `a`'s share, from the shared state.
+fn tet_share(t: Tet, mat: Material, st: TetState, a: u32) -> Block {
     let m = tet_grad(t, a);
-    let g = cof * m;
-    var force = -t.volume * (mat.mu * (f * m) + s * g);
+    let g = st.cof * m;
+    var force = -t.volume * (mat.mu * (st.f * m) + st.s * g);
     var h = diag(mat.mu * dot(m, m)) + outer(g, g * mat.lambda);
     h = h * t.volume;
     if (mat.viscosity > 0.0) {
-        let ft = tet_deformation(
-            t, start_at(t.v.x), start_at(t.v.y), start_at(t.v.z), start_at(t.v.w));
-        let d = viscous(f, ft, m, t.volume * mat.viscosity, params.inv_h);
+        let d = viscous(st.f, st.ft, m, t.volume * mat.viscosity, params.inv_h);
         force += d.f;
         h += d.h;
     }
     return Block(force, h);
+}
+
+fn tet_block(e: u32, a: u32) -> Block {
+    let t = tets[e];
+    let mat = materials[t.material];
+    return tet_share(t, mat, tet_state(t, mat), a);
 }
 
 fn tri_grad(t: Tri, a: u32) -> vec3<f32> {
@@ -266,40 +294,61 @@ fn tri_grad(t: Tri, a: u32) -> vec3<f32> {
     }
 }
 
-// Membrane (TriRecord::vertex_block).
-fn tri_block(e: u32, a: u32) -> Block {
-    let t = tris[e];
-    let mat = materials[t.material];
-    var x = array<vec3<f32>, 3>(x_at(t.v0), x_at(t.v1), x_at(t.v2));
+// What a membrane's vertices share at the iterate: positions, F (3×2), the normal and its
+// length, F at the step's start where the material is viscous.
+struct TriState {
+    x: array<vec3<f32>, 3>,
+    f: mat3x3<f32>,
+    n: vec3<f32>,
+    len: f32,
+    ft: mat3x3<f32>,
+};
+
+fn tri_state(t: Tri, mat: Material) -> TriState {
+    let x = array<vec3<f32>, 3>(x_at(t.v0), x_at(t.v1), x_at(t.v2));
     let f = outer(x[1] - x[0], tri_grad(t, 1u)) + outer(x[2] - x[0], tri_grad(t, 2u));
-    let m = tri_grad(t, a);
     let n = cross(x[1] - x[0], x[2] - x[0]);
-    let len = length(n);
-    var force = -(mat.mu * (f * m));
+    var ft = mat3x3<f32>();
+    if (mat.viscosity > 0.0) {
+        let s0 = start_at(t.v0);
+        ft = outer(start_at(t.v1) - s0, tri_grad(t, 1u))
+            + outer(start_at(t.v2) - s0, tri_grad(t, 2u));
+    }
+    return TriState(x, f, n, length(n), ft);
+}
+
+// Membrane (TriRecord::vertex_block): vertex `a`'s share, from the shared state.
+fn tri_share(t: Tri, mat: Material, st: TriState, a: u32) -> Block {
+    var x = st.x;
+    let m = tri_grad(t, a);
+    var force = -(mat.mu * (st.f * m));
     var h = diag(mat.mu * dot(m, m));
-    if (len > 0.0) {
-        let nh = n / len;
-        let j = len / (2.0 * t.area);
+    if (st.len > 0.0) {
+        let nh = st.n / st.len;
+        let j = st.len / (2.0 * t.area);
         let d = x[(a + 2u) % 3u] - x[(a + 1u) % 3u];
         let gj = cross(nh, d) / (2.0 * t.area);
         let s = mat.lambda * (j - mat.alpha);
         force -= s * gj;
         h += outer(gj, gj * mat.lambda);
         if (s > 0.0) {
-            h += outer(nh, nh) * (s * dot(d, d) / (2.0 * t.area * len));
+            h += outer(nh, nh) * (s * dot(d, d) / (2.0 * t.area * st.len));
         }
     }
     force *= t.area;
     h = h * t.area;
     if (mat.viscosity > 0.0) {
-        let s0 = start_at(t.v0);
-        let ft = outer(start_at(t.v1) - s0, tri_grad(t, 1u))
-            + outer(start_at(t.v2) - s0, tri_grad(t, 2u));
-        let dv = viscous(f, ft, m, t.area * mat.viscosity, params.inv_h);
+        let dv = viscous(st.f, st.ft, m, t.area * mat.viscosity, params.inv_h);
         force += dv.f;
         h += dv.h;
     }
     return Block(force, h);
+}
+
+fn tri_block(e: u32, a: u32) -> Block {
+    let t = tris[e];
+    let mat = materials[t.material];
+    return tri_share(t, mat, tri_state(t, mat), a);
 }
 
 // crate::math::atan2: the same polynomial, so both backends bend alike.
@@ -333,10 +382,20 @@ fn atan2_poly(y: f32, x: f32) -> f32 {
     return select(r, -r, y < 0.0);
 }
 
-// Bending (HingeRecord::vertex_block, with elastic.rs `dihedral`).
-fn hinge_block(e: u32, a: u32) -> Block {
-    let t = hinges[e];
-    let mat = materials[t.material];
+// What a hinge's vertices share at the iterate (elastic.rs `dihedral`): the dihedral
+// gradient's two normal terms and edge ratios, the angle's distance from rest and the
+// stiffness; `valid` false where a triangle or the edge is degenerate.
+struct HingeState {
+    g2: vec3<f32>,
+    g3: vec3<f32>,
+    sa: f32,
+    sb: f32,
+    diff: f32,
+    k: f32,
+    valid: bool,
+};
+
+fn hinge_state(t: Hinge, mat: Material) -> HingeState {
     let x0 = x_at(t.v.x);
     let x1 = x_at(t.v.y);
     let x2 = x_at(t.v.z);
@@ -347,33 +406,49 @@ fn hinge_block(e: u32, a: u32) -> Block {
     let la2 = dot(na, na);
     let lb2 = dot(nb, nb);
     let le2 = dot(ed, ed);
-    var blk = Block(vec3<f32>(0.0), mat3x3<f32>());
+    var st = HingeState(vec3<f32>(0.0), vec3<f32>(0.0), 0.0, 0.0, 0.0, 0.0, false);
     if (la2 <= 0.0 || lb2 <= 0.0 || le2 <= 0.0) {
-        return blk;
+        return st;
     }
     let le = sqrt(le2);
     let theta = atan2_poly(dot(cross(na, nb), ed) / le, dot(na, nb));
-    let g2 = na * (-le / la2);
-    let g3 = nb * (-le / lb2);
-    let sa = dot(x2 - x0, ed) / le2;
-    let sb = dot(x3 - x0, ed) / le2;
-    var g: vec3<f32>;
-    switch a {
-        case 0u: { g = g2 * (sa - 1.0) + g3 * (sb - 1.0); }
-        case 1u: { g = g2 * (-sa) + g3 * (-sb); }
-        case 2u: { g = g2; }
-        default: { g = g3; }
-    }
+    st.g2 = na * (-le / la2);
+    st.g3 = nb * (-le / lb2);
+    st.sa = dot(x2 - x0, ed) / le2;
+    st.sb = dot(x3 - x0, ed) / le2;
     var diff = theta - t.rest_angle;
     if (diff > PI) {
         diff -= 2.0 * PI;
     } else if (diff <= -PI) {
         diff += 2.0 * PI;
     }
-    let k = mat.bending * t.weight;
-    blk.f = g * (-k * diff);
-    blk.h = outer(g, g * k);
+    st.diff = diff;
+    st.k = mat.bending * t.weight;
+    st.valid = true;
+    return st;
+}
+
+// Bending (HingeRecord::vertex_block): vertex `a`'s share, from the shared state.
+fn hinge_share(st: HingeState, a: u32) -> Block {
+    var blk = Block(vec3<f32>(0.0), mat3x3<f32>());
+    if (!st.valid) {
+        return blk;
+    }
+    var g: vec3<f32>;
+    switch a {
+        case 0u: { g = st.g2 * (st.sa - 1.0) + st.g3 * (st.sb - 1.0); }
+        case 1u: { g = st.g2 * (-st.sa) + st.g3 * (-st.sb); }
+        case 2u: { g = st.g2; }
+        default: { g = st.g3; }
+    }
+    blk.f = g * (-st.k * st.diff);
+    blk.h = outer(g, g * st.k);
     return blk;
+}
+
+fn hinge_block(e: u32, a: u32) -> Block {
+    let t = hinges[e];
+    return hinge_share(hinge_state(t, materials[t.material]), a);
 }
 
 fn element_block(item: u32) -> Block {

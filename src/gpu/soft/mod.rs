@@ -71,7 +71,11 @@ struct SoftParams {
     search_at: u32,
     /// Where the vertices' colours start in the colour list (after the members).
     color_of: u32,
-    pad: u32,
+    /// Elements by kind, for `coarse_element_forces`.
+    n_tets: u32,
+    n_tris: u32,
+    n_hinges: u32,
+    pad: [u32; 2],
 }
 
 #[repr(C)]
@@ -134,7 +138,10 @@ const GROUP_BUFFERS: usize = 19;
 /// The attachments by body: bound by the rigid primal (`avbd.wgsl`, group 2) only.
 const ATT_BODY_OFFSETS: usize = 19;
 const ATT_BODY_ITEMS: usize = 20;
-const BUFFERS: usize = 21;
+/// Each element's force on each of its vertices at the iterate (`coarse_element_forces`,
+/// which the residual gathers): binding 22, after the rigid bodies' two.
+const ELEMENT_FORCES: usize = 21;
+const BUFFERS: usize = 22;
 /// Written by the kernels.
 const WRITTEN: [usize; 4] = [DISP, RESIDUAL, DELTA, ATTACHMENTS];
 
@@ -218,6 +225,8 @@ pub(super) struct SoftStep {
     /// The displacements before an iteration's colours, for the contact rows' reads
     /// (`vbd_snapshot`).
     snapshot: wgpu::ComputePipeline,
+    /// Each element's forces once, before the residual gathers them.
+    element_forces: wgpu::ComputePipeline,
     residual: wgpu::ComputePipeline,
     solve: wgpu::ComputePipeline,
     prolong: wgpu::ComputePipeline,
@@ -248,6 +257,8 @@ pub(super) struct SoftStep {
     coarse_bodies: u32,
     /// This step's sizes: vertices, attachments, iterations, whether the coarse step runs.
     n_vertices: u32,
+    /// Tetrahedra, membranes, hinges.
+    n_elements: [u32; 3],
     n_attachments: u32,
     iterations: u32,
     coarse_on: bool,
@@ -291,6 +302,7 @@ impl SoftStep {
         entries.extend([
             storage_entry(GROUP_BUFFERS as u32 + 1, true),
             storage_entry(GROUP_BUFFERS as u32 + 2, false),
+            storage_entry(GROUP_BUFFERS as u32 + 3, false),
         ]);
         let layout = device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
             label: Some("avbd vbd"),
@@ -339,6 +351,7 @@ impl SoftStep {
             module: module.clone(),
             pipeline_layout: pipeline_layout.clone(),
             snapshot: pipeline("vbd_snapshot"),
+            element_forces: pipeline("coarse_element_forces"),
             residual: pipeline("coarse_residual"),
             solve: pipeline("coarse_solve"),
             prolong: pipeline("coarse_prolong"),
@@ -359,6 +372,7 @@ impl SoftStep {
             color_of: 0,
             coarse_bodies: 0,
             n_vertices: 0,
+            n_elements: [0; 3],
             n_attachments: 0,
             iterations: 0,
             coarse_on: false,
@@ -416,7 +430,8 @@ impl SoftStep {
                     resource: b.as_entire_binding(),
                 }),
         );
-        for (k, b) in [poses, iterate].into_iter().enumerate() {
+        let forces = &self.buffers[ELEMENT_FORCES];
+        for (k, b) in [poses, iterate, forces].into_iter().enumerate() {
             entries.push(wgpu::BindGroupEntry {
                 binding: (GROUP_BUFFERS + 1 + k) as u32,
                 resource: b.as_entire_binding(),

@@ -35,10 +35,16 @@ impl SoftStep {
         clock.inspect(|c| c.start(&mut pass));
         let mut dispatches = 0;
         if self.coarse_on {
-            let mut passes = vec![
+            let mut passes = vec![];
+            let elements: u32 = self.n_elements.iter().sum();
+            if elements > 0 {
+                let grid = self.grid(elements, WG);
+                passes.push((&self.element_forces, grid, "coarse_element_forces"));
+            }
+            passes.extend([
                 (&self.residual, (vx, vy), "coarse_residual"),
                 (&self.solve, (bx, by), "coarse_solve"),
-            ];
+            ]);
             passes.push((&self.prolong, (vx, vy), "coarse_prolong"));
             if self.line_search {
                 passes.push((&self.checked_residual, (vx, vy), "coarse_residual_checked"));

@@ -162,6 +162,10 @@ impl SoftStep {
         if (16 * n as u64).max(16) > self.buffers[RESIDUAL].size() {
             self.buffers[RESIDUAL] = resident(&self.device, (16 * n as u64).next_power_of_two());
         }
+        let forces = 64 * (set.tets.len() + set.tris.len() + set.hinges.len()) as u64;
+        if forces > self.buffers[ELEMENT_FORCES].size() {
+            self.buffers[ELEMENT_FORCES] = resident(&self.device, forces.next_power_of_two());
+        }
         let (bodies, factor) = factors(cfg, set, vs);
         self.put(COARSE_BODIES, bytemuck::cast_slice(&bodies));
         self.put(FACTOR, bytemuck::cast_slice(&factor));
@@ -189,6 +193,7 @@ impl SoftStep {
         }
         self.queue.write_buffer(&self.ranges, 0, &ranges);
         self.n_vertices = n as u32;
+        self.n_elements = [set.tets.len(), set.tris.len(), set.hinges.len()].map(|n| n as u32);
         self.n_attachments = attachments.records.len() as u32;
         self.iterations = cfg.iterations;
         self.coarse_on = self.coarse_bodies > 0 && cfg.coarse_nodes > 0;
@@ -208,7 +213,10 @@ impl SoftStep {
             line_search: self.line_search as u32,
             search_at: self.search_at,
             color_of: self.color_of,
-            pad: 0,
+            n_tets: self.n_elements[0],
+            n_tris: self.n_elements[1],
+            n_hinges: self.n_elements[2],
+            pad: [0; 2],
         };
         self.queue
             .write_buffer(&self.params, 0, bytemuck::bytes_of(&params));
