@@ -260,6 +260,12 @@ impl SolverConfig {
 
     fn set_unchecked(&mut self, field: &str, value: f64) -> Result<(), crate::PhysicsError> {
         let v = value as f32;
+        // An on/off field: 1 or 0, nothing else.
+        let flag = |field: &'static str| match value {
+            0.0 => Ok(false),
+            1.0 => Ok(true),
+            _ => Err(crate::PhysicsError::InvalidConfig { field, value: v }),
+        };
         match field {
             "dt" => self.dt = v,
             "iterations" => {
@@ -347,42 +353,10 @@ impl SolverConfig {
                 }
                 self.gpu_vertex_lanes = value as u32
             }
-            "deformable_contact" => {
-                if value != 0.0 && value != 1.0 {
-                    return Err(crate::PhysicsError::InvalidConfig {
-                        field: "deformable_contact",
-                        value: v,
-                    });
-                }
-                self.deformable_contact = value == 1.0
-            }
-            "gpu_kernel_timings" => {
-                if value != 0.0 && value != 1.0 {
-                    return Err(crate::PhysicsError::InvalidConfig {
-                        field: "gpu_kernel_timings",
-                        value: v,
-                    });
-                }
-                self.gpu_kernel_timings = value == 1.0
-            }
-            "gpu_velocity_readback" => {
-                if value != 0.0 && value != 1.0 {
-                    return Err(crate::PhysicsError::InvalidConfig {
-                        field: "gpu_velocity_readback",
-                        value: v,
-                    });
-                }
-                self.gpu_velocity_readback = value == 1.0
-            }
-            "conserve_momentum" => {
-                if value != 0.0 && value != 1.0 {
-                    return Err(crate::PhysicsError::InvalidConfig {
-                        field: "conserve_momentum",
-                        value: v,
-                    });
-                }
-                self.conserve_momentum = value == 1.0
-            }
+            "deformable_contact" => self.deformable_contact = flag("deformable_contact")?,
+            "gpu_kernel_timings" => self.gpu_kernel_timings = flag("gpu_kernel_timings")?,
+            "gpu_velocity_readback" => self.gpu_velocity_readback = flag("gpu_velocity_readback")?,
+            "conserve_momentum" => self.conserve_momentum = flag("conserve_momentum")?,
             _ => return Err(crate::PhysicsError::UnknownConfigField(field.to_string())),
         }
         Ok(())
