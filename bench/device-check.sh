@@ -38,6 +38,13 @@ run "$avbd" bench --backend gpu --scene pile --pile-counts $pile4 --gpu-iteratio
 run "$avbd" bench --backend gpu --scene pile --pile-counts $pile4 --gpu-iterations 4 \
     --gpu-settle $settle --gpu-frames 10 --gpu-velocity-readback \
     --out "$out/pile-4it-velocities" > "$out/pile-4it-velocities.md"
+# #20: the same pile's GPU time kernel by kernel (every dispatch of the step timed:
+# `kernel_ms` and `kernel_dispatches` per frame), and at a tenth of the size, so that a
+# kernel's fixed cost per dispatch shows apart from its work.
+for count in $pile4 $((pile4 / 10)); do
+    run "$avbd" run pile --backend gpu --set count=$count --frames 40 --config iterations=4 \
+        --config gpu_kernel_timings=1 --json > "$out/kernels-pile-$count.json"
+done
 
 # #22: cloth_drape at 2,500 vertices (goal: <= 2 ms a frame) and squishy_balls at 140 balls,
 # 200,620 tets (<= 16 ms a frame), both with 0 intersections.
@@ -97,5 +104,8 @@ m, t = r.get("metrics", {}), r.get("timing_ms", {})
 print(f"{sys.argv[1].split('/')[-1]:28} {r['scene']:15} {r['backend']:3} frames {r['frames']:4} median {t.get('median', 0):9.3f} ms "
       f"p95 {t.get('p95', 0):9.3f} ms  intersections {m.get('intersections')} "
       f"inverted {m.get('inverted_elements')}  {r.get('adapter', '')}")
+k, d = r.get("kernel_ms", {}), r.get("kernel_dispatches", {})
+for name in sorted(k, key=k.get, reverse=True)[:10]:
+    print(f"    {name:28} {k[name]:9.3f} ms a frame in {d.get(name, 0):7.1f} dispatches")
 PY
 done

@@ -1842,3 +1842,63 @@ fn broken_joints_are_reported_by_handle() {
         assert!(w.joint_broken(weak).unwrap() && !w.joint_broken(strong).unwrap());
     }
 }
+
+/// Kernel timings (`gpu_kernel_timings`) time every dispatch of a rigid step exactly once
+/// (their counts sum to the step's dispatches), name the kernels of each stage, and leave
+/// the results' bits as they are: a wall of boxes held by breakable joints, on the ground
+/// (the device's broad and narrow phases, joints, fracture test, islands).
+#[test]
+fn kernel_timings_time_every_dispatch_of_a_rigid_step() {
+    let run = |timed: bool| {
+        let config = SolverConfig {
+            gpu_kernel_timings: timed,
+            ..SolverConfig::default()
+        };
+        let mut s = gpu_scene("breakable_wall", &[], config)?;
+        let mut steps = Vec::new();
+        for _ in 0..30 {
+            s.step().unwrap();
+            let kernels = s.world.gpu_kernel_timings().expect("on the GPU backend");
+            let dispatches = s.world.gpu_traffic().unwrap().dispatches;
+            steps.push((kernels, dispatches));
+        }
+        Some((pose_bits(&s.world), steps))
+    };
+    let (Some((timed, steps)), Some((untimed, plain))) = (run(true), run(false)) else {
+        return;
+    };
+    assert_eq!(timed, untimed, "the timings changed the results");
+    assert!(plain.iter().all(|(k, _)| k.is_empty()));
+    if steps.iter().all(|(k, _)| k.is_empty()) {
+        // The adapter cannot write timestamps inside passes (lavapipe can).
+        assert!(!require_gpu(), "no kernel timings");
+        return;
+    }
+    for (frame, (kernels, dispatches)) in steps.iter().enumerate() {
+        let timed: u32 = kernels.iter().map(|k| k.dispatches).sum();
+        assert_eq!(timed, *dispatches, "frame {frame}: {kernels:?}");
+        assert!(kernels.iter().all(|k| k.ms.is_finite() && k.ms >= 0.0));
+        let names: Vec<&str> = kernels.iter().map(|k| k.kernel).collect();
+        for kernel in [
+            "bp_write_pairs",
+            "begin_bodies",
+            "narrow_carry",
+            "narrow_collide",
+            "warm_start_joints",
+            "adj_sort",
+            "color_scatter",
+            "primal",
+            "dual_contacts",
+            "dual_joints",
+            "end_bodies",
+            "fracture_joints",
+            "store_contact_warm",
+            "island_link",
+        ] {
+            assert!(
+                names.contains(&kernel),
+                "frame {frame}: {kernel} not in {names:?}"
+            );
+        }
+    }
+}

@@ -274,14 +274,7 @@ impl GpuSolver {
             scan: super::broad::PrefixSum::new(&device),
             islands: {
                 let layout = single(&island_layout, "avbd islands");
-                [
-                    "island_init",
-                    "island_link",
-                    "island_flatten",
-                    "island_mark",
-                    "island_count",
-                ]
-                .map(|k| pipeline(&layout, &island_module, k))
+                super::pipelines::ISLAND_KERNELS.map(|k| pipeline(&layout, &island_module, k))
             },
             momentum: {
                 let layout = single(&momentum_layout, "avbd momentum projection");

@@ -1,8 +1,9 @@
 //! Per-kernel GPU times, for profiling (`SolverConfig::gpu_kernel_timings`): a timestamp
 //! written inside the compute pass at its start and after each timed dispatch, so that a
 //! stage's time (`GpuTimings`, one pair of timestamps per pass) splits into its kernels.
-//! The deformables' vertex sweeps and contact passes are timed so; the query set is
-//! resolved and read back after the step, with a blocking copy of its own.
+//! Every dispatch of the step is timed so, once (the rigid stages and the deformables'
+//! sweeps and contact passes); the query set is resolved and read back after the step,
+//! with a blocking copy of its own.
 //!
 //! Within a pass, a kernel's time is from the timestamp before its dispatch to the one
 //! after: with the barriers wgpu puts between dependent dispatches, that is its own
@@ -10,6 +11,16 @@
 //! wait is credited only up to it.
 
 use std::sync::Mutex;
+
+/// One kernel's GPU time over a step: its dispatches' times summed (ms), and how many
+/// there were (the mean tells a dispatch's fixed cost from its work, across sizes).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct KernelTime {
+    /// The kernel's entry point in the WGSL.
+    pub kernel: &'static str,
+    pub ms: f64,
+    pub dispatches: u32,
+}
 
 /// Timestamps one step may write (the rest of a longer step goes untimed).
 const CAPACITY: u32 = 4096;
@@ -79,12 +90,12 @@ impl KernelClock {
     }
 
     /// Reads the last recording's timestamps back once its submission is done (blocking):
-    /// per kernel, its time summed over the step (ms), in the order first met.
+    /// per kernel, its time summed over the step and its dispatches, in the order first met.
     pub(crate) fn read(
         &self,
         device: &wgpu::Device,
         queue: &wgpu::Queue,
-    ) -> Result<Vec<(&'static str, f64)>, super::GpuError> {
+    ) -> Result<Vec<KernelTime>, super::GpuError> {
         let marks = self.marks.lock().unwrap_or_else(|e| e.into_inner());
         if marks.is_empty() {
             return Ok(Vec::new());
@@ -116,13 +127,20 @@ impl KernelClock {
             bytemuck::pod_collect_to_vec(&view)
         };
         self.read.unmap();
-        let mut out: Vec<(&'static str, f64)> = Vec::new();
+        let mut out: Vec<KernelTime> = Vec::new();
         for (k, mark) in marks.iter().enumerate().skip(1) {
-            let Some(kernel) = mark else { continue };
+            let Some(kernel) = *mark else { continue };
             let ms = ticks[k].saturating_sub(ticks[k - 1]) as f64 * self.period_ns as f64 * 1e-6;
-            match out.iter_mut().find(|(name, _)| name == kernel) {
-                Some(entry) => entry.1 += ms,
-                None => out.push((kernel, ms)),
+            match out.iter_mut().find(|t| t.kernel == kernel) {
+                Some(t) => {
+                    t.ms += ms;
+                    t.dispatches += 1;
+                }
+                None => out.push(KernelTime {
+                    kernel,
+                    ms,
+                    dispatches: 1,
+                }),
             }
         }
         Ok(out)

@@ -153,6 +153,7 @@ mod soft;
 mod soft_contact;
 mod step;
 
+pub use kernel_clock::KernelTime;
 pub use soft::{DeformableStep, VBD_SHADER};
 
 use buffers::*;
@@ -515,7 +516,7 @@ pub struct GpuSolver {
     /// them; used while `kernel_timing` (`SolverConfig::gpu_kernel_timings`) is set.
     kernel_clock: Option<kernel_clock::KernelClock>,
     kernel_timing: bool,
-    last_kernel_timings: Vec<(&'static str, f64)>,
+    last_kernel_timings: Vec<KernelTime>,
     last_traffic: GpuTraffic,
     counts: (usize, usize, usize),
     /// Colour dispatches recorded per sweep: grows to the colours a step used (the step is
@@ -732,10 +733,10 @@ impl GpuSolver {
         self.last_timings
     }
 
-    /// Per-kernel GPU times of the last step's deformable passes, summed per kernel (ms), in
-    /// the order first recorded; empty unless `SolverConfig::gpu_kernel_timings` is set and
-    /// the device writes timestamps inside passes.
-    pub fn kernel_timings(&self) -> &[(&'static str, f64)] {
+    /// Per-kernel GPU times of the last step, summed per kernel, in the order first
+    /// recorded; empty unless `SolverConfig::gpu_kernel_timings` is set and the device
+    /// writes timestamps inside passes.
+    pub fn kernel_timings(&self) -> &[KernelTime] {
         &self.last_kernel_timings
     }
 

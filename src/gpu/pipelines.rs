@@ -218,6 +218,15 @@ pub(super) const fn broad_bindings(side: usize) -> [(usize, bool); 14] {
     ]
 }
 
+/// The islands' kernels, in dispatch order (`islands.wgsl`).
+pub(super) const ISLAND_KERNELS: [&str; 5] = [
+    "island_init",
+    "island_link",
+    "island_flatten",
+    "island_mark",
+    "island_count",
+];
+
 /// The momentum projection's kernels, in dispatch order (`momentum.wgsl`).
 pub(super) const MOMENTUM_KERNELS: [&str; 7] = [
     "momentum_targets",

@@ -4,6 +4,7 @@
 //! then the copies into the readback buffer, and the submission.
 
 use super::buffers::*;
+use super::pipelines::{ISLAND_KERNELS, MOMENTUM_KERNELS};
 use super::step::{Stage, StepShape, pass_count};
 use super::*;
 
@@ -97,6 +98,10 @@ impl GpuSolver {
         };
         let clock = self.kernel_clock.as_ref().filter(|_| self.kernel_timing);
         clock.inspect(|c| c.reset());
+        // With `SolverConfig::gpu_kernel_timings`, a timestamp at a pass's start and after
+        // each of its dispatches (`KernelClock`).
+        let start = |pass: &mut wgpu::ComputePass| clock.inspect(|c| c.start(pass));
+        let tick = |pass: &mut wgpu::ComputePass, kernel| clock.inspect(|c| c.end(pass, kernel));
         let p = &self.pipelines;
         let all = groups(n).max(1);
         let warm_group =
@@ -113,6 +118,7 @@ impl GpuSolver {
                 label: Some("avbd broad phase"),
                 timestamp_writes: writes(Stage::BroadPhase),
             });
+            start(&mut pass);
             if device_narrow {
                 let side = self.carried_side;
                 let broad = &self.broad_groups.as_ref().expect("built with the buffers")[side];
@@ -128,25 +134,26 @@ impl GpuSolver {
                 ] = &p.broad;
                 let buckets = table.div_ceil(WORKGROUP);
                 // A prefix sum of `len` counts with the scan group `g`.
-                let scan = |g, len: u32| p.scan.steps(len).map(move |(k, x)| (k, g, x));
+                let scan = |g, len: u32| p.scan.steps(len).map(move |(k, x)| (k, g, x, "bp_scan"));
                 let steps = [
-                    (bounds, broad, all),
-                    (count_cells, broad, all),
-                    (seed_scan, broad, buckets),
+                    (bounds, broad, all, "bp_bounds"),
+                    (count_cells, broad, all, "bp_count_cells"),
+                    (seed_scan, broad, buckets, "bp_seed_scan"),
                 ]
                 .into_iter()
                 .chain(scan(&scans[0], table))
                 .chain([
-                    (seed_fill, broad, buckets),
-                    (fill, broad, all),
-                    (count_pairs, broad, all),
+                    (seed_fill, broad, buckets, "bp_seed_fill"),
+                    (fill, broad, all, "bp_fill"),
+                    (count_pairs, broad, all, "bp_count_pairs"),
                 ])
                 .chain(scan(&scans[1 + side], n as u32))
-                .chain([(write_pairs, broad, all)]);
-                for (k, group, x) in steps {
+                .chain([(write_pairs, broad, all, "bp_write_pairs")]);
+                for (k, group, x, kernel) in steps {
                     pass.set_bind_group(0, group, &[]);
                     pass.set_pipeline(k);
                     pass.dispatch_workgroups(x, 1, 1);
+                    tick(&mut pass, kernel);
                     dispatches += 1;
                 }
             }
@@ -156,9 +163,11 @@ impl GpuSolver {
                 label: Some("avbd begin"),
                 timestamp_writes: writes(Stage::Integration),
             });
+            start(&mut pass);
             pass.set_bind_group(0, self.integration_group.as_ref(), &[]);
             pass.set_pipeline(&p.begin_bodies);
             pass.dispatch_workgroups(bx, by, 1);
+            tick(&mut pass, "begin_bodies");
             dispatches += 1;
         }
         if device_narrow {
@@ -174,6 +183,7 @@ impl GpuSolver {
                 label: Some("avbd contact warm start"),
                 timestamp_writes: writes(Stage::WarmStart),
             });
+            start(&mut pass);
             if device_narrow && n_pairs > 0 {
                 // Each pair's manifold, carried or (over the worklist) found again, and
                 // its points' records warm-started.
@@ -181,11 +191,14 @@ impl GpuSolver {
                 pass.set_pipeline(&p.narrow_carry);
                 let (x, y) = grid(groups(n_pairs), self.max_groups);
                 pass.dispatch_workgroups(x, y, 1);
+                tick(&mut pass, "narrow_carry");
                 pass.set_pipeline(&p.narrow_work_args);
                 pass.set_bind_group(1, &self.narrow_args_group, &[]);
                 pass.dispatch_workgroups(1, 1, 1);
+                tick(&mut pass, "narrow_work_args");
                 pass.set_pipeline(&p.narrow_collide);
                 pass.dispatch_workgroups_indirect(&self.narrow_args, 0);
+                tick(&mut pass, "narrow_collide");
                 dispatches += 2;
                 indirect_dispatches += 1;
             } else if !device_narrow && n_contacts > 0 {
@@ -193,6 +206,7 @@ impl GpuSolver {
                 pass.set_bind_group(0, warm_group, &[]);
                 pass.set_pipeline(&p.warm_start_contacts);
                 pass.dispatch_workgroups(cx, cy, 1);
+                tick(&mut pass, "warm_start_contacts");
                 dispatches += 1;
             }
         }
@@ -215,9 +229,11 @@ impl GpuSolver {
                 label: Some("avbd joint warm start"),
                 timestamp_writes: writes(Stage::WarmStart),
             });
+            start(&mut pass);
             solver_groups(&mut pass);
             pass.set_pipeline(&p.warm_start_joints);
             pass.dispatch_workgroups(jx, jy, 1);
+            tick(&mut pass, "warm_start_joints");
             dispatches += 1;
         }
         let coloring_group = &self
@@ -229,21 +245,23 @@ impl GpuSolver {
                 label: Some("avbd adjacency"),
                 timestamp_writes: writes(Stage::Adjacency),
             });
+            start(&mut pass);
             pass.set_bind_group(0, coloring_group, &[]);
             // The adjacency of this step's contacts and joints, then the colouring over it.
             let (ex, ey) = grid(groups(n_contacts + n_joints).max(1), self.max_groups);
             let blocks = (n as u32).div_ceil(ADJ_SCAN_BLOCK).max(1);
-            for (pipeline, (x, y)) in [
-                (&p.adj_clear, (all, 1)),
-                (&p.adj_count, (ex, ey)),
-                (&p.adj_scan_blocks, (blocks, 1)),
-                (&p.adj_scan_top, (1, 1)),
-                (&p.adj_scan_add, (blocks, 1)),
-                (&p.adj_fill, (ex, ey)),
-                (&p.adj_sort, (all, 1)),
+            for (pipeline, (x, y), kernel) in [
+                (&p.adj_clear, (all, 1), "adj_clear"),
+                (&p.adj_count, (ex, ey), "adj_count"),
+                (&p.adj_scan_blocks, (blocks, 1), "adj_scan_blocks"),
+                (&p.adj_scan_top, (1, 1), "adj_scan_top"),
+                (&p.adj_scan_add, (blocks, 1), "adj_scan_add"),
+                (&p.adj_fill, (ex, ey), "adj_fill"),
+                (&p.adj_sort, (all, 1), "adj_sort"),
             ] {
                 pass.set_pipeline(pipeline);
                 pass.dispatch_workgroups(x, y, 1);
+                tick(&mut pass, kernel);
                 dispatches += 1;
             }
         }
@@ -252,25 +270,33 @@ impl GpuSolver {
                 label: Some("avbd colouring"),
                 timestamp_writes: writes(Stage::Coloring),
             });
+            start(&mut pass);
             pass.set_bind_group(0, coloring_group, &[]);
             pass.set_pipeline(&p.color_init);
             pass.dispatch_workgroups(all.max(groups(COUNTERS as usize)), 1, 1);
+            tick(&mut pass, "color_init");
             dispatches += 1;
             // Last step's colours, less the loser of every pair of neighbours now sharing one;
             // the bodies left uncoloured make the worklist of the rounds.
-            for pipeline in [&p.color_unseed_mark, &p.color_unseed] {
+            for (pipeline, kernel) in [
+                (&p.color_unseed_mark, "color_unseed_mark"),
+                (&p.color_unseed, "color_unseed"),
+            ] {
                 pass.set_pipeline(pipeline);
                 pass.dispatch_workgroups(all, 1, 1);
+                tick(&mut pass, kernel);
                 dispatches += 1;
             }
             pass.set_pipeline(&p.color_work_args);
             pass.set_bind_group(1, &self.round_args_group, &[]);
             pass.dispatch_workgroups(1, 1, 1);
+            tick(&mut pass, "color_work_args");
             dispatches += 1;
             pass.set_pipeline(&p.color_round);
             for round in 0..self.rounds as u64 {
                 pass.set_bind_group(1, &self.slot_group, &[(round * COLOR_SLOT) as u32]);
                 pass.dispatch_workgroups_indirect(&self.round_args, 0);
+                tick(&mut pass, "color_round");
                 indirect_dispatches += 1;
             }
             // The colour classes greedily again, highest first, after a step whose rounds
@@ -284,20 +310,20 @@ impl GpuSolver {
             for class in 0..classes as u64 {
                 pass.set_bind_group(1, &self.slot_group, &[(class * COLOR_SLOT) as u32]);
                 pass.dispatch_workgroups(all, 1, 1);
+                tick(&mut pass, "color_regreedy");
                 dispatches += 1;
             }
-            pass.set_pipeline(&p.color_count);
-            pass.dispatch_workgroups(all, 1, 1);
-            dispatches += 1;
-            pass.set_pipeline(&p.color_scan);
-            pass.dispatch_workgroups(1, 1, 1);
-            dispatches += 1;
-            pass.set_pipeline(&p.color_serial_rank);
-            pass.dispatch_workgroups(all, 1, 1);
-            dispatches += 1;
-            pass.set_pipeline(&p.color_scatter);
-            pass.dispatch_workgroups(all, 1, 1);
-            dispatches += 1;
+            for (pipeline, x, kernel) in [
+                (&p.color_count, all, "color_count"),
+                (&p.color_scan, 1, "color_scan"),
+                (&p.color_serial_rank, all, "color_serial_rank"),
+                (&p.color_scatter, all, "color_scatter"),
+            ] {
+                pass.set_pipeline(pipeline);
+                pass.dispatch_workgroups(x, 1, 1);
+                tick(&mut pass, kernel);
+                dispatches += 1;
+            }
         }
         let indirect = &self.buffers[INDIRECT].buffer;
         let colors = self.color_capacity.min(palette) as u64;
@@ -326,12 +352,14 @@ impl GpuSolver {
                     label: Some("avbd primal"),
                     timestamp_writes: writes(Stage::Primal),
                 });
+                start(&mut pass);
                 pass.set_bind_group(0, self.solver_group.as_ref(), &[]);
                 pass.set_bind_group(2, coupling, &[]);
                 for c in 0..colors {
                     pass.set_bind_group(1, &self.slot_group, &[(c * COLOR_SLOT) as u32]);
                     pass.set_pipeline(primal);
                     pass.dispatch_workgroups_indirect(indirect, LANE_ARGS_AT + c * 12);
+                    tick(&mut pass, "primal");
                     indirect_dispatches += 1;
                 }
                 pass.set_pipeline(&p.primal_serial);
@@ -339,6 +367,7 @@ impl GpuSolver {
                     let slot = SERIAL_SLOT + j;
                     pass.set_bind_group(1, &self.slot_group, &[(slot * COLOR_SLOT) as u32]);
                     pass.dispatch_workgroups_indirect(indirect, SERIAL_SLOT * 12);
+                    tick(&mut pass, "primal_serial");
                     indirect_dispatches += 1;
                 }
             }
@@ -349,17 +378,20 @@ impl GpuSolver {
                 label: Some("avbd dual"),
                 timestamp_writes: writes(Stage::Dual),
             });
+            start(&mut pass);
             solver_groups(&mut pass);
             if n_contacts > 0 {
                 pass.set_pipeline(&p.dual_contacts);
                 let (x, y) = grid(groups(n_contacts), self.max_groups);
                 pass.dispatch_workgroups(x, y, 1);
+                tick(&mut pass, "dual_contacts");
                 dispatches += 1;
             }
             if n_joints > 0 {
                 pass.set_pipeline(&p.dual_joints);
                 let (x, y) = grid(groups(n_joints), self.max_groups);
                 pass.dispatch_workgroups(x, y, 1);
+                tick(&mut pass, "dual_joints");
                 dispatches += 1;
             }
             drop(pass);
@@ -379,23 +411,27 @@ impl GpuSolver {
                 label: Some("avbd end"),
                 timestamp_writes: writes(Stage::Integration),
             });
+            start(&mut pass);
             if momentum {
                 // The momentum projection's targets, from the start state `end_bodies`
                 // overwrites.
                 pass.set_bind_group(0, self.momentum_group.as_ref(), &[]);
                 pass.set_pipeline(&p.momentum[0]);
                 pass.dispatch_workgroups(bx, by, 1);
+                tick(&mut pass, MOMENTUM_KERNELS[0]);
                 dispatches += 1;
             }
             pass.set_bind_group(0, self.integration_group.as_ref(), &[]);
             pass.set_pipeline(&p.end_bodies);
             pass.dispatch_workgroups(bx, by, 1);
+            tick(&mut pass, "end_bodies");
             dispatches += 1;
             if broken_len > 0 {
                 // The fracture test at the step's final poses and multipliers.
                 solver_groups(&mut pass);
                 pass.set_pipeline(&p.fracture_joints);
                 pass.dispatch_workgroups(jx, jy, 1);
+                tick(&mut pass, "fracture_joints");
                 dispatches += 1;
             }
         }
@@ -404,11 +440,13 @@ impl GpuSolver {
                 label: Some("avbd contact store"),
                 timestamp_writes: writes(Stage::WarmStart),
             });
+            start(&mut pass);
             if n_contacts > 0 {
                 // What the contacts carry to the next step stays on the device.
                 pass.set_bind_group(0, warm_group, &[]);
                 pass.set_pipeline(&p.store_contact_warm);
                 pass.dispatch_workgroups(cx, cy, 1);
+                tick(&mut pass, "store_contact_warm");
                 dispatches += 1;
             }
             if device_narrow {
@@ -419,9 +457,10 @@ impl GpuSolver {
                 let (ex, ey) = grid(groups(n_pairs + n_joints).max(1), self.max_groups);
                 pass.set_bind_group(0, islands, &[]);
                 let sizes = [(all, 1), (ex, ey), (all, 1), (all, 1), (all, 1)];
-                for (k, (x, y)) in p.islands.iter().zip(sizes) {
+                for ((k, (x, y)), kernel) in p.islands.iter().zip(sizes).zip(ISLAND_KERNELS) {
                     pass.set_pipeline(k);
                     pass.dispatch_workgroups(x, y, 1);
+                    tick(&mut pass, kernel);
                     dispatches += 1;
                 }
             }
@@ -429,9 +468,10 @@ impl GpuSolver {
                 // The momentum of the islands anchored nowhere restored, in the velocities
                 // and in what the CPU reads back (`momentum.wgsl`).
                 pass.set_bind_group(0, self.momentum_group.as_ref(), &[]);
-                for k in &p.momentum[1..] {
+                for (k, kernel) in p.momentum[1..].iter().zip(&MOMENTUM_KERNELS[1..]) {
                     pass.set_pipeline(k);
                     pass.dispatch_workgroups(bx, by, 1);
+                    tick(&mut pass, kernel);
                     dispatches += 1;
                 }
             }

@@ -419,7 +419,7 @@ pub(crate) struct Tracker {
     pub profile: [f64; 13],
     /// Sums over the frames of each GPU kernel's time (`SolverConfig::gpu_kernel_timings`),
     /// for [`Scene::kernel_profile`].
-    pub kernels: Vec<(&'static str, f64)>,
+    pub kernels: Vec<crate::gpu::KernelTime>,
     /// Bodies whose start positions define `max_drift`, and their start positions.
     pub drift_bodies: Vec<(BodyHandle, Vec3)>,
     /// Frame at which a projectile is launched: drift stops being tracked.
@@ -607,10 +607,13 @@ impl Scene {
         ]) {
             *sum += ms;
         }
-        for (kernel, ms) in w.gpu_kernel_timings().unwrap_or_default() {
-            match t.kernels.iter_mut().find(|(k, _)| *k == kernel) {
-                Some(entry) => entry.1 += ms,
-                None => t.kernels.push((kernel, ms)),
+        for k in w.gpu_kernel_timings().unwrap_or_default() {
+            match t.kernels.iter_mut().find(|s| s.kernel == k.kernel) {
+                Some(sum) => {
+                    sum.ms += k.ms;
+                    sum.dispatches += k.dispatches;
+                }
+                None => t.kernels.push(k),
             }
         }
         t.broken += report.broken.len();
@@ -717,11 +720,20 @@ impl Scene {
     /// Per GPU kernel, its mean time per frame (ms) over the frames run, with
     /// `SolverConfig::gpu_kernel_timings` on the GPU backend (empty otherwise).
     pub fn kernel_profile(&self) -> BTreeMap<String, f64> {
+        self.per_kernel(|k| k.ms)
+    }
+
+    /// Per GPU kernel, its mean dispatches per frame, as [`Self::kernel_profile`].
+    pub fn kernel_dispatches(&self) -> BTreeMap<String, f64> {
+        self.per_kernel(|k| k.dispatches as f64)
+    }
+
+    fn per_kernel(&self, value: fn(&crate::gpu::KernelTime) -> f64) -> BTreeMap<String, f64> {
         let frames = self.frame.max(1) as f64;
         self.tracker
             .kernels
             .iter()
-            .map(|(k, v)| (k.to_string(), v / frames))
+            .map(|k| (k.kernel.to_string(), value(k) / frames))
             .collect()
     }
 

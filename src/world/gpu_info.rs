@@ -25,10 +25,10 @@ impl PhysicsWorld {
         self.gpu.as_ref().map(|g| g.timings())
     }
 
-    /// Per-kernel GPU times of the last step's deformable passes (ms, summed per kernel
-    /// over the step), with `SolverConfig::gpu_kernel_timings` on a device that writes
-    /// timestamps inside passes; empty otherwise, `None` off the GPU backend.
-    pub fn gpu_kernel_timings(&self) -> Option<Vec<(&'static str, f64)>> {
+    /// Per-kernel GPU times of the last step (every dispatch of the step's passes, summed
+    /// per kernel with their count), with `SolverConfig::gpu_kernel_timings` on a device
+    /// that writes timestamps inside passes; empty otherwise, `None` off the GPU backend.
+    pub fn gpu_kernel_timings(&self) -> Option<Vec<crate::gpu::KernelTime>> {
         self.gpu.as_ref().map(|g| g.kernel_timings().to_vec())
     }
 

@@ -380,6 +380,7 @@ fn run(cli: Cli, out: &mut impl Write) -> std::io::Result<ExitCode> {
                     "metrics": metrics,
                     "profile_ms": sc.profile(),
                     "kernel_ms": sc.kernel_profile(),
+                    "kernel_dispatches": sc.kernel_dispatches(),
                     "gpu": gpu_report(w),
                 });
                 writeln!(out, "{report}")?;

@@ -171,8 +171,7 @@ impl SoftStep {
         let mut dispatches = self
             .contact
             .record_start(&mut pass, self.dispatch_groups, clock);
-        dispatches += self.contact.record_list_offsets(&mut pass);
-        clock.inspect(|c| c.end(&mut pass, "contact_list_offsets"));
+        dispatches += self.contact.record_list_offsets(&mut pass, clock);
         self.set_groups(&mut pass);
         dispatches
             + self

@@ -573,13 +573,22 @@ impl ContactStep {
 
     /// The lists' offsets: a prefix sum of their room. Sets group 0 to its own: the caller
     /// sets the deformable kernels' groups again after it. Returns the dispatches.
-    pub(super) fn record_list_offsets(&self, pass: &mut wgpu::ComputePass) -> u32 {
+    pub(super) fn record_list_offsets(
+        &self,
+        pass: &mut wgpu::ComputePass,
+        clock: Option<&KernelClock>,
+    ) -> u32 {
         if !self.on {
             return 0;
         }
         let s = self.sizes;
-        self.scan
-            .record(pass, &self.scan_group, s.soft_points + s.bodies)
+        pass.set_bind_group(0, &self.scan_group, &[]);
+        for (k, groups) in self.scan.steps(s.soft_points + s.bodies) {
+            pass.set_pipeline(k);
+            pass.dispatch_workgroups(groups, 1, 1);
+            clock.inspect(|c| c.end(pass, "contact_list_offsets"));
+        }
+        3
     }
 
     /// The carried rows in their candidates and their points' lists, into `pass` with
@@ -678,9 +687,7 @@ impl ContactStep {
         pass: &mut wgpu::ComputePass,
         clock: Option<&KernelClock>,
     ) -> u32 {
-        let dispatches = self.record_over_bodies(pass, &self.body_terms);
-        clock.inspect(|c| c.end(pass, "contact_body_terms"));
-        dispatches
+        self.record_over_bodies(pass, &self.body_terms, clock, "contact_body_terms")
     }
 
     /// The frame's end, before the integration (into `pass` with groups 0 and 1 set): the
@@ -692,13 +699,18 @@ impl ContactStep {
         max_groups: u32,
         clock: Option<&KernelClock>,
     ) -> u32 {
-        let dispatches = self.record_kernels(pass, &self.end, max_groups, clock)
-            + self.record_over_bodies(pass, &self.end_bodies);
-        clock.inspect(|c| c.end(pass, "contact_end_bodies"));
-        dispatches
+        self.record_kernels(pass, &self.end, max_groups, clock)
+            + self.record_over_bodies(pass, &self.end_bodies, clock, "contact_end_bodies")
     }
 
-    fn record_over_bodies(&self, pass: &mut wgpu::ComputePass, p: &wgpu::ComputePipeline) -> u32 {
+    /// `kernel` over the rigid bodies, where a moving one has a surface.
+    fn record_over_bodies(
+        &self,
+        pass: &mut wgpu::ComputePass,
+        p: &wgpu::ComputePipeline,
+        clock: Option<&KernelClock>,
+        kernel: &'static str,
+    ) -> u32 {
         if !(self.on && self.moving) {
             return 0;
         }
@@ -706,6 +718,7 @@ impl ContactStep {
         pass.set_pipeline(p);
         // One row of workgroups: the rigid step refuses more bodies than one covers.
         pass.dispatch_workgroups(self.sizes.bodies.div_ceil(64).max(1), 1, 1);
+        clock.inspect(|c| c.end(pass, kernel));
         1
     }
 
