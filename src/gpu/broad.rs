@@ -129,10 +129,23 @@ impl PrefixSum {
         group: &wgpu::BindGroup,
         len: u32,
     ) -> u32 {
+        self.record_timed(pass, group, len, None, "")
+    }
+
+    /// [`Self::record`], each dispatch timed as `kernel` by `clock` (if any).
+    pub(super) fn record_timed(
+        &self,
+        pass: &mut wgpu::ComputePass,
+        group: &wgpu::BindGroup,
+        len: u32,
+        clock: Option<&super::kernel_clock::KernelClock>,
+        kernel: &'static str,
+    ) -> u32 {
         pass.set_bind_group(0, group, &[]);
         for (k, groups) in self.steps(len) {
             pass.set_pipeline(k);
             pass.dispatch_workgroups(groups, 1, 1);
+            clock.inspect(|c| c.end(pass, kernel));
         }
         3
     }

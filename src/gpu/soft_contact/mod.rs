@@ -581,14 +581,14 @@ impl ContactStep {
         if !self.on {
             return 0;
         }
-        let s = self.sizes;
-        pass.set_bind_group(0, &self.scan_group, &[]);
-        for (k, groups) in self.scan.steps(s.soft_points + s.bodies) {
-            pass.set_pipeline(k);
-            pass.dispatch_workgroups(groups, 1, 1);
-            clock.inspect(|c| c.end(pass, "contact_list_offsets"));
-        }
-        3
+        let (s, kernel) = (self.sizes, "contact_list_offsets");
+        self.scan.record_timed(
+            pass,
+            &self.scan_group,
+            s.soft_points + s.bodies,
+            clock,
+            kernel,
+        )
     }
 
     /// The carried rows in their candidates and their points' lists, into `pass` with
