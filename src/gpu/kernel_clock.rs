@@ -22,6 +22,19 @@ pub struct KernelTime {
     pub dispatches: u32,
 }
 
+impl KernelTime {
+    /// Adds this to `sums`: to its kernel's entry, or as a new one at the end.
+    pub(crate) fn add_to(self, sums: &mut Vec<KernelTime>) {
+        match sums.iter_mut().find(|t| t.kernel == self.kernel) {
+            Some(t) => {
+                t.ms += self.ms;
+                t.dispatches += self.dispatches;
+            }
+            None => sums.push(self),
+        }
+    }
+}
+
 /// Timestamps one step may write (the rest of a longer step goes untimed).
 const CAPACITY: u32 = 4096;
 
@@ -131,17 +144,13 @@ impl KernelClock {
         for (k, mark) in marks.iter().enumerate().skip(1) {
             let Some(kernel) = *mark else { continue };
             let ms = ticks[k].saturating_sub(ticks[k - 1]) as f64 * self.period_ns as f64 * 1e-6;
-            match out.iter_mut().find(|t| t.kernel == kernel) {
-                Some(t) => {
-                    t.ms += ms;
-                    t.dispatches += 1;
-                }
-                None => out.push(KernelTime {
-                    kernel,
-                    ms,
-                    dispatches: 1,
-                }),
+            let dispatches = 1;
+            KernelTime {
+                kernel,
+                ms,
+                dispatches,
             }
+            .add_to(&mut out);
         }
         Ok(out)
     }

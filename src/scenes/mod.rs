@@ -608,13 +608,7 @@ impl Scene {
             *sum += ms;
         }
         for k in w.gpu_kernel_timings().unwrap_or_default() {
-            match t.kernels.iter_mut().find(|s| s.kernel == k.kernel) {
-                Some(sum) => {
-                    sum.ms += k.ms;
-                    sum.dispatches += k.dispatches;
-                }
-                None => t.kernels.push(k),
-            }
+            k.add_to(&mut t.kernels);
         }
         t.broken += report.broken.len();
         t.finite &= report.frozen.is_empty();
