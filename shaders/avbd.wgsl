@@ -108,8 +108,8 @@ fn load_contact(i: u32) -> Contact {
     }
 }
 
-// The fields a dual update changes (flags, penalties, multipliers): writing them alone
-// halves the dual pass's store traffic against writing the whole 128-byte record.
+// The fields a dual update changes (penalties, multipliers, flags): writing them alone
+// writes a third of the 96-byte record.
 fn store_contact_dual(i: u32, v: Contact) {
     let j = i & ((1u << params.contact_shift) - 1u);
     switch (i >> params.contact_shift) {
@@ -296,8 +296,12 @@ struct ContactForce {
 
 fn contact_dirs(c: Contact) -> mat3x3<f32> {
     let n = c.normal.xyz;
-    let t = c.tangent.xyz;
+    let t = tangent_of(n);
     return mat3x3<f32>(t, cross(n, t), n);
+}
+
+fn contact_c0(c: Contact) -> vec3<f32> {
+    return vec3<f32>(c.normal.w, c.arm_a.w, c.arm_b.w);
 }
 
 fn contact_forces(c: Contact) -> ContactForce {
@@ -307,7 +311,7 @@ fn contact_forces(c: Contact) -> ContactForce {
     let dirs = contact_dirs(c);
     var out: ContactForce;
     // Rows written out (no loop index into the vectors: keeps them in registers).
-    let cc = c.c0 + vec3<f32>(dot(dirs[0], delta), dot(dirs[1], delta), dot(dirs[2], delta));
+    let cc = contact_c0(c) + vec3<f32>(dot(dirs[0], delta), dot(dirs[1], delta), dot(dirs[2], delta));
     var f = c.k.xyz * cc + c.lambda.xyz;
     var kh = c.k.xyz;
     out.normal_active = f.z < 0.0;
@@ -317,7 +321,7 @@ fn contact_forces(c: Contact) -> ContactForce {
             kh.z = abs((0.0 - c.lambda.z) / cc.z);
         }
     }
-    let mu = select(c.tangent.w, c.normal.w, (c.flags & STICK) != 0u);
+    let mu = select(c.mu.y, c.mu.x, (c.flags & STICK) != 0u);
     let limit = mu * -f.z;
     let ft2 = f.x * f.x + f.y * f.y;
     out.inside_cone = ft2 <= limit * limit;
@@ -611,7 +615,7 @@ fn dual_contacts(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_wor
         return; // an empty slot of a pair (contact_narrow.wgsl)
     }
     let cf = contact_forces(c);
-    c.lambda = vec4<f32>(clamp(cf.f, vec3<f32>(-params.lambda_max), vec3<f32>(params.lambda_max)), c.lambda.w);
+    c.lambda = clamp(cf.f, vec3<f32>(-params.lambda_max), vec3<f32>(params.lambda_max));
     let beta = params.beta_linear;
     if (cf.normal_active) {
         c.k.z = min(c.k.z + beta * abs(cf.c.z), params.k_max);

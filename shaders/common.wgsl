@@ -55,20 +55,19 @@ struct Force {
     torque: vec4<f32>,
 };
 
-// ContactRecord (src/contact.rs): written by contact_warm.wgsl, solved by avbd.wgsl.
+// ContactRecord (src/rigid/contact.rs): written by contact_warm.wgsl, solved by avbd.wgsl.
+// The frame [t, b, n] is a function of the normal (contact_dirs); the start errors ride in
+// the vectors' w.
 struct Contact {
     body_a: u32,
     body_b: u32,
-    prev: u32,          // index in the previous step's records
-    reserved: u32,
-    normal: vec4<f32>,  // xyz normal A→B, w static μ
-    tangent: vec4<f32>, // xyz tangent, w dynamic μ
-    arm_a: vec4<f32>,
-    arm_b: vec4<f32>,
-    c0: vec3<f32>,      // start errors of rows t, b, n (Eq. 18)
-    flags: u32,         // next to k and λ: the dual update writes one half of the record
+    mu: vec2<f32>,      // static, dynamic friction
+    normal: vec4<f32>,  // xyz normal A→B, w start error of row t (Eq. 18)
+    arm_a: vec4<f32>,   // w: start error of row b
+    arm_b: vec4<f32>,   // w: start error of row n
     k: vec4<f32>,       // penalties of rows t, b, n; w: the normal row's floor share
-    lambda: vec4<f32>,
+    lambda: vec3<f32>,
+    flags: u32,         // with k and λ: the dual update writes the record's last 32 bytes
 };
 
 struct Mass {

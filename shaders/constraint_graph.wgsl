@@ -7,9 +7,8 @@
 struct ContactHead {
     body_a: u32,
     body_b: u32,
-    flags: u32,
-    pad: u32,
-    rest: array<vec4<f32>, 7>,
+    mu: vec2<f32>,
+    rest: array<vec4<f32>, 5>,
 };
 
 struct JointHead {

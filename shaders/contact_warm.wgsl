@@ -33,7 +33,7 @@ const INSIDE_CONE: u32 = 2u;
 @group(0) @binding(1) var<storage, read> poses: array<Pose>;
 @group(0) @binding(2) var<storage, read> masses: array<Mass>;
 // Points, previous and current carried state: 64-byte records, 2 << contact_shift per
-// binding; records: 128 bytes, 1 << contact_shift per binding (as in avbd.wgsl).
+// binding; records: 96 bytes, 1 << contact_shift per binding (as in avbd.wgsl).
 @group(0) @binding(3) var<storage, read> points0: array<ContactPoint>;
 @group(0) @binding(4) var<storage, read> points1: array<ContactPoint>;
 @group(0) @binding(5) var<storage, read> points2: array<ContactPoint>;
@@ -184,15 +184,12 @@ fn warm_record(i: u32, p: ContactPoint) {
     c.body_a = p.body_a;
     c.body_b = p.body_b;
     c.flags = select(0u, STICK, !carried || stick);
-    c.prev = p.prev;
-    c.reserved = 0u;
-    c.normal = vec4<f32>(n, mu_s);
-    c.tangent = vec4<f32>(t, mu_d);
-    c.arm_a = vec4<f32>(p.arm_a.xyz, 0.0);
-    c.arm_b = vec4<f32>(p.arm_b.xyz, 0.0);
-    c.c0 = c0;
+    c.mu = vec2<f32>(mu_s, mu_d);
+    c.normal = vec4<f32>(n, c0.x);
+    c.arm_a = vec4<f32>(p.arm_a.xyz, c0.y);
+    c.arm_b = vec4<f32>(p.arm_b.xyz, c0.z);
     c.k = k;
-    c.lambda = vec4<f32>(lambda, 0.0);
+    c.lambda = lambda;
     store_record(i, c);
     store_anchors(i, vec4<f32>(anchor_a, 0.0), vec4<f32>(anchor_b, 0.0));
 }
@@ -207,5 +204,5 @@ fn store_contact_warm(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(nu
     if (c.body_a == WORLD) {
         return; // an empty slot of a pair (contact_narrow.wgsl): nothing to carry
     }
-    store_duals(i, c.k, vec4<u32>(bitcast<vec3<u32>>(c.lambda.xyz), c.flags));
+    store_duals(i, c.k, vec4<u32>(bitcast<vec3<u32>>(c.lambda), c.flags));
 }

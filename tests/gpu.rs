@@ -1069,7 +1069,7 @@ fn gpu_uploads_only_edited_bodies() {
     // 101 bodies: 3,232 bytes of poses, the same of velocities, of last velocities and
     // of forces; none of it changed.
     assert_eq!(gpu.gpu_body_upload_bytes(), Some(0));
-    // The contacts' multipliers, penalties and flags come back packed (32 of the 128 bytes
+    // The contacts' multipliers, penalties and flags come back packed (32 of the 96 bytes
     // of a record): each box rests alone on the ground, so no colour order differs and the
     // two backends agree to f32 rounding; the normal forces carry the boxes' weight.
     let (cc, gc) = (cpu.contacts().unwrap(), gpu.contacts().unwrap());

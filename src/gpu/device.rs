@@ -61,10 +61,12 @@ impl GpuSolver {
         let max_binding = limits
             .max_storage_buffer_binding_size
             .min(limits.max_buffer_size);
-        let contact_shift = (max_binding / std::mem::size_of::<ContactRecord>() as u64)
-            .max(1)
-            .ilog2()
-            .min(31);
+        // A chunk of 1 << shift records, and of 2 << shift points or carried states, must
+        // each fit one binding.
+        let per_record = std::mem::size_of::<ContactRecord>()
+            .max(2 * std::mem::size_of::<crate::rigid::contact::ContactPoint>())
+            .max(2 * std::mem::size_of::<crate::rigid::contact::ContactWarm>());
+        let contact_shift = (max_binding / per_record as u64).max(1).ilog2().min(31);
         let timestamp = adapter.features().contains(wgpu::Features::TIMESTAMP_QUERY);
         // Timestamps inside passes only for `SolverConfig::gpu_kernel_timings` (profiling).
         let required_features = if timestamp {

@@ -39,7 +39,7 @@
 //!    ones (a step run again reads the same); the broad phase (device contacts only);
 //!    `begin_bodies` (inertial targets and the adaptive initial guess,
 //!    `integration::begin_step`); `warm_start_contacts` (`contact_warm.wgsl`, the formulas
-//!    of `pipeline::warm_start`: each point becomes a 128-byte contact record carrying the
+//!    of `pipeline::warm_start`: each point becomes a 96-byte contact record carrying the
 //!    λ, k, stick flag and anchors its previous record left, read by index from the
 //!    resident carried state); `warm_start_joints` (`joints.wgsl`, `dual::warm_start_joints`:
 //!    start errors, hinge angles, Eq. 19 from the carried row states); the body →

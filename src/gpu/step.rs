@@ -228,15 +228,16 @@ impl GpuSolver {
             let bytes = records_len.saturating_sub(j * chunk_bytes).min(chunk_bytes);
             sizes.push((contact_chunk(j), bytes));
         }
-        // 64-byte records: twice as many per binding (2 << contact_shift), so a binding
-        // holds the bytes of one record chunk. The carried state the last step wrote is
-        // read by this one and keeps its buffers; the other side is written.
+        // 64-byte records: twice as many per binding (2 << contact_shift) as records. The
+        // carried state the last step wrote is read by this one and keeps its buffers; the
+        // other side is written.
         let points_len = s.points.len() * std::mem::size_of::<ContactPoint>();
         let half_len = n_contacts * std::mem::size_of::<ContactWarm>();
+        let half_bytes = std::mem::size_of::<ContactPoint>() << (self.contact_shift + 1);
         let side = self.carried_side;
         let next = CARRIED[1 - side];
         for j in 0..HALF_CHUNKS {
-            let part = |len: usize| len.saturating_sub(j * chunk_bytes).min(chunk_bytes);
+            let part = |len: usize| len.saturating_sub(j * half_bytes).min(half_bytes);
             sizes.push((POINTS + j, part(points_len)));
             sizes.push((next + j, part(half_len)));
         }

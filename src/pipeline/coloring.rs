@@ -20,10 +20,10 @@ pub struct Adjacency {
     pub offsets: Vec<u32>,
     pub items: Vec<u32>,
     /// The body on the other side of each item (`WORLD` for world joints): the colouring
-    /// reads this instead of the 128-byte constraint records.
+    /// reads this instead of the constraint records (96 bytes a contact).
     pub other: Vec<u32>,
     /// Scratch: `(body_a, body_b, item)` of every constraint, gathered once so the count
-    /// and fill passes read 12 bytes per constraint instead of a 128-byte record twice.
+    /// and fill passes read 12 bytes per constraint instead of a whole record twice.
     ends: Vec<(u32, u32, u32)>,
 }
 

@@ -16,14 +16,14 @@ use wide::f32x4;
 use crate::math::{Mat6, Vec6};
 use crate::rigid::contact::{ContactRecord, flags};
 
-/// Whether two contact records belong to the same manifold: the same bodies and the same
-/// frame (the tangent is a function of the normal, so the bits of both match).
+/// Whether two contact records belong to the same manifold: the same bodies, friction and
+/// normal (the frame is a function of the normal).
 #[inline(always)]
 pub fn same(a: &ContactRecord, b: &ContactRecord) -> bool {
     a.body_a == b.body_a
         && a.body_b == b.body_b
-        && a.normal.map(f32::to_bits) == b.normal.map(f32::to_bits)
-        && a.tangent.map(f32::to_bits) == b.tangent.map(f32::to_bits)
+        && a.mu.map(f32::to_bits) == b.mu.map(f32::to_bits)
+        && (0..3).all(|i| a.normal[i].to_bits() == b.normal[i].to_bits())
 }
 
 /// Hints the CPU to load the cache line holding `v` (nothing where there is no hint).
@@ -125,8 +125,8 @@ impl Frame {
             b,
             n,
             dirs: [t, b, n].map(|d| splat3(&d.to_array())),
-            mu_s: first.normal[3],
-            mu_d: first.tangent[3],
+            mu_s: first.mu[0],
+            mu_d: first.mu[1],
             lin_a: splat3(&dxa[..3]),
             ang_a: splat3(&dxa[3..]),
             lin_b: splat3(&dxb[..3]),
@@ -164,9 +164,9 @@ impl PointLanes {
         };
         let (arm_a, arm_b) = (lanes(|r| r.arm_a), lanes(|r| r.arm_b));
         let (c0, k, lambda) = (
-            lanes(|r| [r.c0[0], r.c0[1], r.c0[2], 0.0]),
+            lanes(|r| [r.normal[3], r.arm_a[3], r.arm_b[3], 0.0]),
             lanes(|r| r.k),
-            lanes(|r| r.lambda),
+            lanes(|r| [r.lambda[0], r.lambda[1], r.lambda[2], 0.0]),
         );
         let mu = f32x4::from([0, 1, 2, 3].map(|l| {
             if rec(l).flags & flags::STICK != 0 {
@@ -296,7 +296,7 @@ pub fn add(run: &[ContactRecord], side_a: bool, dxa: &Vec6, dxb: &Vec6, sums: &m
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::math::{Lcg, tangent_basis};
+    use crate::math::Lcg;
     use glam::Vec3;
 
     impl Lcg {
@@ -309,25 +309,23 @@ pub(crate) mod tests {
     /// warm-started) and random displacements of its two bodies.
     pub(crate) fn random_manifold(rng: &mut Lcg, len: usize) -> (Vec<ContactRecord>, Vec6, Vec6) {
         let n = rng.vec(1.0).normalize();
-        let (t, _) = tangent_basis(n);
         let run = (0..len)
             .map(|_| {
                 let k = 1e3 + 1e6 * rng.signed().abs();
                 let fresh = rng.signed() > 0.5;
                 let l = |rng: &mut Lcg, s: f32| if fresh { 0.0 } else { rng.signed() * s };
+                let flags = if rng.signed() > 0.0 { flags::STICK } else { 0 };
+                let (arm_a, arm_b, c0) = (rng.vec(0.5), rng.vec(0.5), rng.vec(0.01));
                 ContactRecord {
                     body_a: 3,
                     body_b: 5,
-                    flags: if rng.signed() > 0.0 { flags::STICK } else { 0 },
-                    prev: 0,
-                    reserved: 0,
-                    normal: n.extend(0.6).to_array(),
-                    tangent: t.extend(0.4).to_array(),
-                    arm_a: rng.vec(0.5).extend(0.0).to_array(),
-                    arm_b: rng.vec(0.5).extend(0.0).to_array(),
-                    c0: rng.vec(0.01).to_array(),
+                    flags,
+                    mu: [0.6, 0.4],
+                    normal: n.extend(c0.x).to_array(),
+                    arm_a: arm_a.extend(c0.y).to_array(),
+                    arm_b: arm_b.extend(c0.z).to_array(),
                     k: [k, k * 0.5, k * 2.0, 0.0],
-                    lambda: [l(rng, 50.0), l(rng, 50.0), -l(rng, 100.0).abs(), 0.0],
+                    lambda: [l(rng, 50.0), l(rng, 50.0), -l(rng, 100.0).abs()],
                 }
             })
             .collect();

@@ -137,7 +137,7 @@ impl Ctx<'_> {
             if item & ITEM_JOINT == 0 {
                 let rec = &self.contacts[(item >> 1) as usize];
                 manifold::prefetch(rec);
-                manifold::prefetch(&rec.c0);
+                manifold::prefetch(&rec.k);
             }
         }
         let mut sums = manifold::ContactSums::default();

@@ -115,21 +115,18 @@ fn expand(
     let record = ContactRecord {
         body_a: p.body_a,
         body_b: p.body_b,
-        prev: p.prev,
-        reserved: 0,
-        normal: m.n.extend(m.mu_s).to_array(),
-        tangent: t.extend(m.mu_d).to_array(),
-        arm_a: arm_a.extend(0.0).to_array(),
-        arm_b: arm_b.extend(0.0).to_array(),
-        c0,
+        mu: [m.mu_s, m.mu_d],
+        normal: m.n.extend(c0[0]).to_array(),
+        arm_a: arm_a.extend(c0[1]).to_array(),
+        arm_b: arm_b.extend(c0[2]).to_array(),
+        k: [k[0], k[1], k[2], k_floor],
+        lambda,
         // A new point starts with static friction.
         flags: if carried.is_none() || stick {
             flags::STICK
         } else {
             0
         },
-        k: [k[0], k[1], k[2], k_floor],
-        lambda: [lambda[0], lambda[1], lambda[2], 0.0],
     };
     (record, anchors)
 }

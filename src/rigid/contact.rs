@@ -21,38 +21,37 @@ pub mod flags {
 ///
 /// Row r ∈ {t, b, n} has error `C_r(x) ≈ c0_r + J_A,r·Δx_A + J_B,r·Δx_B` (first-order
 /// Taylor model about the start of the step), with `J_A,r = −[d_r, arm_a × d_r]` and
-/// `J_B,r = [d_r, arm_b × d_r]`: the rows measure `d_r · (P_B − P_A)`.
+/// `J_B,r = [d_r, arm_b × d_r]`: the rows measure `d_r · (P_B − P_A)`. The frame
+/// `[t, b, n]` is a function of the normal ([`crate::math::tangent_basis`]), so only the
+/// normal is stored; the start errors ride in the vectors' fourth lanes. 96 bytes, what the
+/// GPU's kernels read and write per point: every word is used.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Pod, Zeroable)]
 pub struct ContactRecord {
     pub body_a: u32,
     pub body_b: u32,
-    /// This point's index in the previous step's records ([`NEW_POINT`] if it is new).
-    pub prev: u32,
-    /// Unused; keeps the vectors 16-byte aligned, as the GPU's layout wants them.
-    pub reserved: u32,
-    /// World normal from A to B (xyz), static friction μ_s (w).
+    /// Static (while the contact sticks) and dynamic friction, μ_s and μ_d.
+    pub mu: [f32; 2],
+    /// World normal from A to B (xyz); w: regularised start error of row t (Eq. 18).
     pub normal: [f32; 4],
-    /// World tangent (xyz), dynamic friction μ_d (w).
-    pub tangent: [f32; 4],
-    /// Lever arm of the contact point on A (world, from A's centre of mass).
+    /// Lever arm of the contact point on A (world, from A's centre of mass); w: the start
+    /// error of row b.
     pub arm_a: [f32; 4],
+    /// Lever arm on B; w: the start error of row n.
     pub arm_b: [f32; 4],
-    /// Regularised start error for rows t, b, n (Eq. 18 applied).
-    pub c0: [f32; 3],
-    /// [`flags`]. In the record's second 64 bytes with `k` and `lambda`, the only fields
-    /// the dual update writes, so it dirties one of the record's two cache lines.
-    pub flags: u32,
     /// Penalty k for rows t, b, n; w: the share of the normal row's k that is this step's
     /// load-aware floor (not carried over to the next step).
     pub k: [f32; 4],
     /// Multiplier λ for rows t, b, n.
-    pub lambda: [f32; 4],
+    pub lambda: [f32; 3],
+    /// [`flags`]. Next to `k` and `lambda`, the only fields the dual update writes: it
+    /// writes the record's last 32 bytes.
+    pub flags: u32,
 }
 
 /// One contact point as collision detection finds it: the geometry of this step and where
 /// the point was in the previous step. This is what goes up to the GPU each step (64 of
-/// the record's 128 bytes); the warm start ([`crate::pipeline::warm_start`] on the CPU,
+/// the record's 96 bytes); the warm start ([`crate::pipeline::warm_start`] on the CPU,
 /// `shaders/contact_warm.wgsl` on the GPU) turns it into a [`ContactRecord`] with the
 /// multipliers, penalties and sticking anchors the point carried from that step.
 #[repr(C)]
@@ -105,18 +104,29 @@ fn v3(a: [f32; 4]) -> Vec3 {
 }
 
 impl ContactRecord {
+    /// The contact frame `[t, b, n]`.
     #[inline]
     pub fn dirs(&self) -> [Vec3; 3] {
         let n = v3(self.normal);
-        let t = v3(self.tangent);
-        [t, n.cross(t), n]
+        let (t, b) = crate::math::tangent_basis(n);
+        [t, b, n]
+    }
+    /// Regularised start errors of rows t, b, n.
+    #[inline(always)]
+    pub fn c0(&self) -> [f32; 3] {
+        [self.normal[3], self.arm_a[3], self.arm_b[3]]
+    }
+    /// Sets the start errors of rows t, b, n.
+    #[inline]
+    pub fn set_c0(&mut self, c0: [f32; 3]) {
+        [self.normal[3], self.arm_a[3], self.arm_b[3]] = c0;
     }
     #[inline]
     pub fn mu(&self) -> f32 {
         if self.flags & flags::STICK != 0 {
-            self.normal[3]
+            self.mu[0]
         } else {
-            self.tangent[3]
+            self.mu[1]
         }
     }
     /// Row Jacobians (t, b, n) of body A (`side_a`) or body B: the Taylor model's
@@ -143,11 +153,12 @@ impl ContactRecord {
         let point_b = crate::math::lin(dxb) + crate::math::ang(dxb).cross(ab);
         let delta = point_b - point_a;
         let [t, b, n] = self.dirs();
+        let c0 = self.c0();
         // Written out: `[0, 1, 2].map(..)` compiled to an out-of-line call per contact.
         [
-            self.c0[0] + t.dot(delta),
-            self.c0[1] + b.dot(delta),
-            self.c0[2] + n.dot(delta),
+            c0[0] + t.dot(delta),
+            c0[1] + b.dot(delta),
+            c0[2] + n.dot(delta),
         ]
     }
 
@@ -221,14 +232,12 @@ impl ContactRecord {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::math::tangent_basis;
 
     /// Every contact the primal skips really has zero force and zero Hessian stiffness in
     /// `forces_at`, including tiny, huge and sign-flipped errors and both friction modes.
     #[test]
     fn skipped_contacts_exert_exactly_nothing() {
         let n = Vec3::new(0.2, 0.95, -0.1).normalize();
-        let (t, _) = tangent_basis(n);
         let mut skipped = 0;
         let values = [-1e-3, -1e-30, 0.0, 1e-30, 1e-12, 2e-3, 0.4];
         for k in [1e3f32, 3.6e6, 1e10] {
@@ -238,8 +247,8 @@ mod tests {
                         for &cn in &values {
                             let rec = ContactRecord {
                                 flags: stick,
-                                normal: n.extend(0.5).to_array(),
-                                tangent: t.extend(0.4).to_array(),
+                                mu: [0.5, 0.4],
+                                normal: n.extend(0.0).to_array(),
                                 k: [k, k, k, 0.0],
                                 ..Default::default()
                             };
