@@ -43,11 +43,33 @@ fn collider_pose(i: u32) -> Pose {
 }
 
 fn empty_records(i: u32) {
-    var empty: Contact;
-    empty.body_a = WORLD;
-    empty.body_b = WORLD;
     for (var k = 0u; k < 4u; k++) {
-        store_record(4u * i + k, empty);
+        store_empty(4u * i + k);
+    }
+}
+
+// The status of a workgroup's pairs, summed in workgroup memory and added to
+// `narrow_status` once per workgroup (`flush_status`): a global atomic per pair, on three
+// words that every pair of the step hits, would serialise. Max and sums of integers, so the
+// total does not depend on the order.
+var<workgroup> group_status: array<atomic<u32>, 3>;
+
+fn clear_status(lid: u32) {
+    if (lid < 3u) {
+        atomicStore(&group_status[lid], 0u);
+    }
+}
+
+// After a barrier: the workgroup's status into the step's.
+fn flush_status(lid: u32) {
+    if (lid == 0u) {
+        let deepest = atomicLoad(&group_status[0]);
+        let points = atomicLoad(&group_status[1]);
+        if (points > 0u) {
+            atomicMax(&narrow_status[0], deepest);
+            atomicAdd(&narrow_status[1], points);
+            atomicAdd(&narrow_status[2], atomicLoad(&group_status[2]));
+        }
     }
 }
 
@@ -65,10 +87,7 @@ fn write_pair(i: u32, sp: StepPair, ra: Pose, rb: Pose, manifold: PairContact) {
     for (var k = 0u; k < 4u; k++) {
         let ci = 4u * i + k;
         if (k >= m.count) {
-            var empty: Contact;
-            empty.body_a = WORLD;
-            empty.body_b = WORLD;
-            store_record(ci, empty);
+            store_empty(ci);
             continue;
         }
         let wa = ra.p.xyz + qrot(ra.q, m.points[k].local_a.xyz);
@@ -90,35 +109,63 @@ fn write_pair(i: u32, sp: StepPair, ra: Pose, rb: Pose, manifold: PairContact) {
     new_pairs[i] = next;
     atomicOr(&pair_counts[i / 4u], m.count << (8u * (i % 4u)));
     // Without the sign bit: max(0, 0 - 0) may be -0, whose bits exceed every float's.
-    atomicMax(&narrow_status[0], bitcast<u32>(deepest) & 0x7fffffffu);
-    atomicAdd(&narrow_status[1], m.count);
-    atomicAdd(&narrow_status[2], u32(m.count > 0u));
+    if (m.count > 0u) {
+        atomicMax(&group_status[0], bitcast<u32>(deepest) & 0x7fffffffu);
+        atomicAdd(&group_status[1], m.count);
+        atomicAdd(&group_status[2], 1u);
+    }
 }
 
+// The workgroup's share of the worklist: its pairs' slots within it, then where it starts.
+var<workgroup> group_work: atomic<u32>;
+var<workgroup> group_work_at: u32;
+
 // Pass 1, one invocation per pair of the list: the empty slots, the carried manifolds,
-// and the worklist of the rest.
+// and the worklist of the rest. (No early return: the workgroup meets at barriers.)
 @compute @workgroup_size(64)
-fn narrow_carry(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+fn narrow_carry(
+    @builtin(global_invocation_id) gid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(local_invocation_index) lid: u32,
+) {
+    clear_status(lid);
+    if (lid == 0u) {
+        atomicStore(&group_work, 0u);
+    }
+    workgroupBarrier();
     let i = grid_index(gid, nwg);
-    if (i >= params.n_pairs) {
-        return;
-    }
-    if (i >= pair_start[params.n_bodies]) {
+    var to_collide = false;
+    if (i < params.n_pairs && i >= pair_start[params.n_bodies]) {
         empty_records(i);
-        return;
-    }
-    let sp = step_pairs[i];
-    if (sp.old != NO_OLD) {
-        let ra = collider_pose(sp.a);
-        let rb = collider_pose(sp.b);
-        let c = carried(old_pairs[sp.old], ra, rb);
-        if (c.ok) {
-            write_pair(i, sp, ra, rb, c.state);
-            return;
+    } else if (i < params.n_pairs) {
+        let sp = step_pairs[i];
+        to_collide = true;
+        if (sp.old != NO_OLD) {
+            let ra = collider_pose(sp.a);
+            let rb = collider_pose(sp.b);
+            let c = carried(old_pairs[sp.old], ra, rb);
+            if (c.ok) {
+                write_pair(i, sp, ra, rb, c.state);
+                to_collide = false;
+            }
         }
     }
-    let w = atomicAdd(&narrow_work[0], 1u);
-    atomicStore(&narrow_work[WORK_AT + w], i);
+    var slot = 0u;
+    if (to_collide) {
+        slot = atomicAdd(&group_work, 1u);
+    }
+    workgroupBarrier();
+    flush_status(lid);
+    if (lid == 0u) {
+        let n = atomicLoad(&group_work);
+        if (n > 0u) {
+            group_work_at = atomicAdd(&narrow_work[0], n);
+        }
+    }
+    workgroupBarrier();
+    if (to_collide) {
+        atomicStore(&narrow_work[WORK_AT + group_work_at + slot], i);
+    }
 }
 
 // One invocation: `narrow_collide`'s dispatch arguments, 64 worklist pairs per workgroup,
@@ -133,20 +180,27 @@ fn narrow_work_args() {
 
 // Pass 2, one invocation per worklist pair: its points found again.
 @compute @workgroup_size(64)
-fn narrow_collide(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+fn narrow_collide(
+    @builtin(global_invocation_id) gid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(local_invocation_index) lid: u32,
+) {
+    clear_status(lid);
+    workgroupBarrier();
     let w = grid_index(gid, nwg);
-    if (w >= atomicLoad(&narrow_work[0])) {
-        return;
+    if (w < atomicLoad(&narrow_work[0])) {
+        let i = atomicLoad(&narrow_work[WORK_AT + w]);
+        let sp = step_pairs[i];
+        let ra = collider_pose(sp.a);
+        let rb = collider_pose(sp.b);
+        let pair = Pair(shapes[sp.a].shape, shapes[sp.b].shape, ra, rb);
+        let has_old = sp.old != NO_OLD;
+        var old = PairContact();
+        if (has_old) {
+            old = old_pairs[sp.old];
+        }
+        write_pair(i, sp, ra, rb, found_contact(pair, params.margin, has_old, old));
     }
-    let i = atomicLoad(&narrow_work[WORK_AT + w]);
-    let sp = step_pairs[i];
-    let ra = collider_pose(sp.a);
-    let rb = collider_pose(sp.b);
-    let pair = Pair(shapes[sp.a].shape, shapes[sp.b].shape, ra, rb);
-    let has_old = sp.old != NO_OLD;
-    var old = PairContact();
-    if (has_old) {
-        old = old_pairs[sp.old];
-    }
-    write_pair(i, sp, ra, rb, found_contact(pair, params.margin, has_old, old));
+    workgroupBarrier();
+    flush_status(lid);
 }
