@@ -40,10 +40,17 @@ run "$avbd" bench --backend gpu --scene pile --pile-counts $pile4 --gpu-iteratio
     --out "$out/pile-4it-velocities" > "$out/pile-4it-velocities.md"
 # #20: the same pile's GPU time kernel by kernel (every dispatch of the step timed:
 # `kernel_ms` and `kernel_dispatches` per frame), and at a tenth of the size, so that a
-# kernel's fixed cost per dispatch shows apart from its work.
+# kernel's fixed cost per dispatch shows apart from its work. With BASE, the two binaries
+# alternate, twice each (base-kernels-pile-*), so that a change of the records or the narrow
+# phase can be told from the spread of one machine.
 for count in $pile4 $((pile4 / 10)); do
-    run "$avbd" run pile --backend gpu --set count=$count --frames 40 --config iterations=4 \
-        --config gpu_kernel_timings=1 --json > "$out/kernels-pile-$count.json"
+    for round in 1 2; do
+        for bin in "$avbd" ${BASE:+"$BASE"}; do
+            tag=$([ "$bin" = "$avbd" ] && echo "" || echo "base-")
+            run "$bin" run pile --backend gpu --set count=$count --frames 40 --config iterations=4 \
+                --config gpu_kernel_timings=1 --json > "$out/${tag}kernels-pile-$count-$round.json"
+        done
+    done
 done
 
 # #22: cloth_drape at 2,500 vertices (goal: <= 2 ms a frame) and squishy_balls at 140 balls,
