@@ -4,7 +4,14 @@
 // indirect dispatch arguments for the primal sweeps.
 //
 // * Priorities are a fixed integer hash of the body index: the smaller (hash, index)
-//   wins, so the same input gives the same colouring, bit for bit, on any run.
+//   wins, so the same input gives the same colouring, bit for bit, on any run. A colouring
+//   from scratch (the first step, or the first after the seeds' buffers grew) gives the
+//   priority to the smaller index instead, in all but its last rounds: its rounds then
+//   make the CPU's colouring, greedy in index order (a body takes a colour once every
+//   lower-index neighbour has one, the smallest they leave free). Its rounds are as many
+//   as the longest chain of rising indices, too many for every step (a falling pile's
+//   worklist has long chains), so later steps, which recolour only what their seeds
+//   lost, keep the hash.
 // * A round is one dispatch (`color_round`) over a worklist, the bodies the seeding left
 //   uncoloured: each uncoloured body whose priority beats all its open neighbours takes
 //   the smallest colour below `palette` (≤ 64) that no neighbour holds. Open means
@@ -15,8 +22,11 @@
 //   the stamps. The round's number is the dynamic-offset slot of group 1.
 // * Rounds recorded: the host records a few (twice what the last step needed, at least
 //   four, at most JPL_ROUNDS = 48) and, when bodies are left uncoloured with fewer than 48
-//   recorded, runs the step again with 48 (src/gpu/step.rs). So the colouring is the one
-//   48 rounds give, and a steady scene dispatches a handful of rounds, not 48.
+//   recorded, runs the step again with 48 (src/gpu/finish.rs). So the colouring is the one
+//   48 rounds give, and a steady scene dispatches a handful of rounds, not 48. A colouring
+//   from scratch records SCRATCH_ROUNDS = 255 (the most the stamps allow), the smaller
+//   index first in the first 207, by the hash in the rest; the host writes its seeds as
+//   uncoloured (src/gpu/step.rs).
 // * Re-greedy pass (Culberson's iterated greedy), recorded by the host in the step after
 //   one whose rounds coloured a body (so a steady colouring stays as it is): the classes are coloured greedily again, highest first, one dispatch each
 //   (`color_regreedy`): each body of the class takes the smallest colour that no neighbour
@@ -69,9 +79,10 @@
 
 struct RoundSlot {
     index: u32,
-    pad: u32,
+    // 1: the smaller index has the priority in this round (a colouring from scratch).
+    by_index: u32,
 };
-// The round a `color_round` dispatch runs (0-based).
+// The round a `color_round` dispatch runs (0-based), and its priority.
 @group(1) @binding(0) var<uniform> this_round: RoundSlot;
 // The rounds' dispatch arguments, written by `color_work_args`: a buffer of its own, since
 // a dispatch may not read its arguments from a buffer its bind groups can write.
@@ -239,7 +250,8 @@ fn color_round(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workg
         return;
     }
     let stamp = (this_round.index + 1u) * STAMP;
-    let hi = hash(i);
+    let by_index = this_round.by_index != 0u;
+    let hi = select(hash(i), 0u, by_index);
     var used = vec2<u32>(0u, 0u);
     for (var a = adj_offsets[i]; a < adj_offsets[i + 1u]; a++) {
         let o = other_body(adj_items[a], i);
@@ -248,7 +260,7 @@ fn color_round(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workg
         }
         let v = color_of[o];
         let taken_now = v < STAMPED_END && v >= stamp && v < stamp + STAMP;
-        if ((v == UNCOLORED || taken_now) && beats(o, hash(o), i, hi)) {
+        if ((v == UNCOLORED || taken_now) && beats(o, select(hash(o), 0u, by_index), i, hi)) {
             return;
         }
         // Colours of earlier rounds (a neighbour taking one in this round would have had

@@ -278,12 +278,15 @@ pub(super) fn usage_of(slot: usize) -> wgpu::BufferUsages {
 }
 
 impl GpuSolver {
-    /// The slot uniform: `count` 256-byte slots, slot j holding index j.
+    /// The slot uniform: `count` 256-byte slots, slot j holding index j, and a second
+    /// word of 1 for the first `by_index` (the rounds of a colouring from scratch that give
+    /// the smaller index the priority; 0 elsewhere).
     pub(super) fn make_slots(
         device: &wgpu::Device,
         queue: &wgpu::Queue,
         layout: &wgpu::BindGroupLayout,
         count: u64,
+        by_index: u64,
     ) -> (wgpu::Buffer, wgpu::BindGroup) {
         let buffer = device.create_buffer(&wgpu::BufferDescriptor {
             label: Some("colour slots"),
@@ -295,6 +298,8 @@ impl GpuSolver {
         for j in 0..count as usize {
             let at = j * COLOR_SLOT as usize;
             bytes[at..at + 4].copy_from_slice(&(j as u32).to_le_bytes());
+            let flag = (j < by_index as usize) as u32;
+            bytes[at + 4..at + 8].copy_from_slice(&flag.to_le_bytes());
         }
         queue.write_buffer(&buffer, 0, &bytes);
         let group = device.create_bind_group(&wgpu::BindGroupDescriptor {

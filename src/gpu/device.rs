@@ -328,7 +328,14 @@ impl GpuSolver {
             uniform("bucket scan params", 16),
             uniform("pair scan params", 16),
         ];
-        let (slots, slot_group) = Self::make_slots(&device, &queue, &slot_layout, SLOTS);
+        let (slots, slot_group) = Self::make_slots(&device, &queue, &slot_layout, SLOTS, 0);
+        let (scratch_slots, scratch_slot_group) = Self::make_slots(
+            &device,
+            &queue,
+            &slot_layout,
+            SCRATCH_ROUNDS as u64,
+            SCRATCH_INDEX_ROUNDS as u64,
+        );
         let buffers = (0..NAMES.len())
             .map(|slot| {
                 let size = match slot {
@@ -418,6 +425,11 @@ impl GpuSolver {
             momentum_layout,
             momentum_group: None,
             slot_group,
+            _scratch_slots: scratch_slots,
+            scratch_slot_group,
+            seeds_fresh: true,
+            scratch_step: false,
+            scratch_coloring: true,
             soft: None,
             soft_active: false,
             coupling_layout,

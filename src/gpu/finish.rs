@@ -114,12 +114,12 @@ impl GpuSolver {
                     true
                 } else if seed || outcome.overflow || std::mem::take(&mut self.run_again_once) {
                     true
-                } else if out_of_rounds > 0 && self.rounds < JPL_ROUNDS {
+                } else if out_of_rounds > 0 && !self.scratch_step && self.rounds < JPL_ROUNDS {
                     // Fewer rounds than a step may use left bodies uncoloured: run again
                     // with all of them, so the colouring is the one they give.
                     self.rounds = JPL_ROUNDS;
                     true
-                } else if self.regreedy && top > self.class_capacity {
+                } else if self.regreedy_recorded() && top > self.class_capacity {
                     self.class_capacity = top;
                     true
                 } else if colors > self.color_capacity || serial > self.serial_capacity {
@@ -179,7 +179,10 @@ impl GpuSolver {
                     }
                     self.last_serial = serial;
                     self.last_colors = colors;
-                    self.last_rounds = self.rounds;
+                    self.last_rounds = match self.scratch_step {
+                        true => SCRATCH_ROUNDS,
+                        false => self.rounds,
+                    };
                     self.color_peak = self.color_peak.max(colors);
                     self.color_window += 1;
                     if self.color_window == COLOR_WINDOW {
@@ -187,6 +190,11 @@ impl GpuSolver {
                         (self.color_peak, self.color_window) = (0, 0);
                     }
                     self.regreedy = rounds_used > 0;
+                    if self.scratch_step {
+                        // The pass was not recorded; the next step records it for these
+                        // classes instead of running again for more.
+                        self.class_capacity = self.class_capacity.max(top);
+                    }
                     self.rounds = self
                         .pinned_rounds
                         .unwrap_or((2 * rounds_used).clamp(MIN_ROUNDS, JPL_ROUNDS));
@@ -213,6 +221,7 @@ impl GpuSolver {
                 };
                 // What this step's contacts carry is now the state the next step reads.
                 self.carried_side = 1 - self.carried_side;
+                self.seeds_fresh = false;
                 self.last_timings.host = host;
                 self.last_kernel_timings = match (&self.kernel_clock, self.kernel_timing) {
                     (Some(clock), true) => clock.read(&self.device, &self.queue)?,
@@ -260,7 +269,7 @@ impl GpuSolver {
             if self.slot_count < SLOTS + self.serial_capacity as u64 {
                 let count = SLOTS + self.serial_capacity as u64;
                 (self.slots, self.slot_group) =
-                    Self::make_slots(&self.device, &self.queue, &self.slot_layout, count);
+                    Self::make_slots(&self.device, &self.queue, &self.slot_layout, count, 0);
                 self.slot_count = count;
                 self.reallocations += 1;
             }

@@ -49,7 +49,9 @@
 //!    Jones–Plassmann–Luby colouring (`coloring.wgsl`: fixed
 //!    hash priorities, seeded with the last step's colours, a palette of at most
 //!    [`MAX_COLORS`] colours, up to [`JPL_ROUNDS`] rounds over a worklist of the bodies
-//!    the seeds left uncoloured (as many as the last step needed, see `rounds`), after a
+//!    the seeds left uncoloured (as many as the last step needed, see `rounds`); a
+//!    colouring from scratch, in the first step, gives the smaller index the priority
+//!    over [`SCRATCH_ROUNDS`] rounds and makes the CPU's greedy colouring; after a
 //!    step whose rounds coloured a body a re-greedy pass over the classes, a serial
 //!    fallback group, compaction into per-colour ranges and indirect dispatch
 //!    arguments); `iterations` × (primal per colour through indirect dispatches, the serial
@@ -173,6 +175,13 @@ pub const MAX_COLORS: u32 = 64;
 pub const JPL_ROUNDS: u32 = 48;
 /// Rounds recorded at the least: a steady scene's seeded colouring needs fewer.
 pub const MIN_ROUNDS: u32 = 4;
+/// Rounds of a colouring from scratch (the first step, or the first after the seeds'
+/// buffers grew): the most the rounds' stamps allow (`coloring.wgsl`). The smaller index
+/// has the priority in all but the last [`SCRATCH_ROUNDS`] − [`SCRATCH_INDEX_ROUNDS`],
+/// which finish by the hash what chains longer than that left.
+pub const SCRATCH_ROUNDS: u32 = 255;
+/// Of [`SCRATCH_ROUNDS`], those in which the smaller index has the priority.
+pub const SCRATCH_INDEX_ROUNDS: u32 = 207;
 /// Steps after which the colour dispatches recorded per sweep come down to the most a step
 /// of those used.
 pub const COLOR_WINDOW: u32 = 32;
@@ -341,7 +350,8 @@ pub struct GpuColoring {
     pub palette: u32,
     /// Bodies of the serial group, in solve order.
     pub serial: Vec<u32>,
-    /// Bodies that were still uncoloured after [`JPL_ROUNDS`] rounds (part of `serial`).
+    /// Bodies that were still uncoloured after the rounds ([`JPL_ROUNDS`], or
+    /// [`SCRATCH_ROUNDS`] in a colouring from scratch; part of `serial`).
     pub out_of_rounds: u32,
     /// Bodies that went through the rounds: those the last step's colours did not seed.
     pub worklist: u32,
@@ -481,6 +491,18 @@ pub struct GpuSolver {
     /// broad phase finds more, never shrinks.
     pair_capacity: u32,
     slot_group: wgpu::BindGroup,
+    /// The rounds' slots of a colouring from scratch: round j, by index below
+    /// [`SCRATCH_INDEX_ROUNDS`].
+    /// The buffer behind `scratch_slot_group` (written once, at creation).
+    _scratch_slots: wgpu::Buffer,
+    scratch_slot_group: wgpu::BindGroup,
+    /// The colour seeds hold no colouring yet (made, or grown, since the last accepted
+    /// step): the step colours from scratch, in the CPU's order.
+    seeds_fresh: bool,
+    /// Whether the step in flight colours from scratch.
+    scratch_step: bool,
+    /// Off: the seeds are never written as uncoloured ([`Self::colour_from_scratch`]).
+    scratch_coloring: bool,
     /// The deformable bodies' half of the step (made with the first deformable step), and
     /// whether the step in flight runs it.
     soft: Option<soft::SoftStep>,
@@ -533,7 +555,7 @@ pub struct GpuSolver {
     /// step is then run again), never shrinks.
     class_capacity: u32,
     /// Whether the step records the re-greedy pass: after a step whose rounds coloured a
-    /// body (and in the first).
+    /// body (and in the first), unless it colours from scratch ([`Self::regreedy_recorded`]).
     regreedy: bool,
     /// Colouring rounds recorded per step: twice the rounds the last step used, at least
     /// [`MIN_ROUNDS`], at most [`JPL_ROUNDS`] (a step left with uncoloured bodies by fewer
@@ -655,6 +677,21 @@ impl GpuSolver {
     pub fn pin_rounds(&mut self, rounds: Option<u32>) {
         self.pinned_rounds = rounds.map(|r| r.clamp(1, JPL_ROUNDS));
         self.rounds = self.pinned_rounds.unwrap_or(JPL_ROUNDS);
+    }
+
+    /// Whether a step whose seeds hold no colouring colours from scratch in the CPU's order
+    /// (the default) or, with `false`, seeds every body with colour 0 as a buffer just
+    /// made reads. For testing the rounds of a seeded colouring from its first step.
+    #[doc(hidden)]
+    pub fn colour_from_scratch(&mut self, on: bool) {
+        self.scratch_coloring = on;
+    }
+
+    /// Whether the step records the re-greedy pass: not in a colouring from scratch, whose
+    /// rounds make the CPU's colouring already (the pass would number its classes back
+    /// to front).
+    fn regreedy_recorded(&self) -> bool {
+        self.regreedy && !self.scratch_step
     }
 
     /// Test hook: the next step runs again once, as one whose colours outgrew what was

@@ -293,8 +293,12 @@ impl GpuSolver {
             tick(&mut pass, "color_work_args");
             dispatches += 1;
             pass.set_pipeline(&p.color_round);
-            for round in 0..self.rounds as u64 {
-                pass.set_bind_group(1, &self.slot_group, &[(round * COLOR_SLOT) as u32]);
+            let (rounds, round_slots) = match self.scratch_step {
+                true => (SCRATCH_ROUNDS, &self.scratch_slot_group),
+                false => (self.rounds, &self.slot_group),
+            };
+            for round in 0..rounds as u64 {
+                pass.set_bind_group(1, round_slots, &[(round * COLOR_SLOT) as u32]);
                 pass.dispatch_workgroups_indirect(&self.round_args, 0);
                 tick(&mut pass, "color_round");
                 indirect_dispatches += 1;
@@ -302,7 +306,7 @@ impl GpuSolver {
             // The colour classes greedily again, highest first, after a step whose rounds
             // coloured a body.
             pass.set_pipeline(&p.color_regreedy);
-            let classes = if self.regreedy {
+            let classes = if self.regreedy_recorded() {
                 self.class_capacity
             } else {
                 0

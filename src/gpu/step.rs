@@ -285,7 +285,10 @@ impl GpuSolver {
         }
         let scopes = self.push_error_scopes();
         for &(slot, bytes) in &sizes {
-            grown |= self.ensure(slot, bytes as u64);
+            let grew = self.ensure(slot, bytes as u64);
+            // A seed buffer just made holds no colouring (zeros, or another body count's).
+            self.seeds_fresh |= grew && COLOR_SEEDS.contains(&slot);
+            grown |= grew;
         }
         if grown {
             self.rebuild_bind_groups();
@@ -439,6 +442,14 @@ impl GpuSolver {
         // goes up by difference when that changed, else is not even compared.
         let layout = (bodies.edits.layout, cfg.collision_margin.to_bits());
         self.upload_for_layout(MASSES, bytemuck::cast_slice(&bodies.masses), layout);
+        // A colouring from scratch starts with every body uncoloured (no seed), so that
+        // its rounds make the CPU's greedy colouring (whatever rounds a test pinned).
+        self.scratch_step = self.seeds_fresh && self.scratch_coloring;
+        if self.scratch_step && n > 0 {
+            let seeds = &self.buffers[COLOR_SEEDS[self.carried_side]].buffer;
+            self.queue.write_buffer(seeds, 0, &vec![0xff; n * 4]);
+            self.last_traffic.upload_bytes += 4 * n as u64;
+        }
         self.upload(JOINTS, bytemuck::cast_slice(&joints.records));
         if shape.device_narrow {
             // Colliders, classes, special bodies and jointed pairs: by difference, nothing
@@ -517,7 +528,7 @@ impl GpuSolver {
             n_pairs: shape.n_pairs as u32,
             gravity: cfg.gravity.extend(0.0).to_array(),
             margin: cfg.collision_margin,
-            color_classes: match self.regreedy {
+            color_classes: match self.regreedy_recorded() {
                 true => self.class_capacity,
                 false => 0,
             },

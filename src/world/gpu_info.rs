@@ -95,6 +95,16 @@ impl PhysicsWorld {
         }
     }
 
+    /// Test hook: `false` seeds the GPU colouring of a step with no colouring yet (the
+    /// first) with colour 0 for every body instead of colouring it from scratch in the
+    /// CPU's order, so that the rounds of a seeded colouring run from the first step.
+    #[doc(hidden)]
+    pub fn gpu_colour_from_scratch_for_tests(&mut self, on: bool) {
+        if let Some(g) = self.gpu.as_mut() {
+            g.colour_from_scratch(on);
+        }
+    }
+
     /// Test hook: room for at most `room` deformable contact rows (or those carried in) in
     /// the next GPU step's first run; a step that makes more runs again with more room.
     #[doc(hidden)]
