@@ -125,6 +125,12 @@ fn beats(a: u32, ha: u32, b: u32, hb: u32) -> bool {
     return ha < hb || (ha == hb && a < b);
 }
 
+// Body i's priority key in a round: its hash, or 0 for all where the smaller index goes
+// first (`beats` then breaks every tie by index).
+fn round_key(i: u32, by_index: bool) -> u32 {
+    return select(hash(i), 0u, by_index);
+}
+
 fn other_body(item: u32, me: u32) -> u32 {
     let idx = item >> 1u;
     var a: u32;
@@ -251,7 +257,7 @@ fn color_round(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workg
     }
     let stamp = (this_round.index + 1u) * STAMP;
     let by_index = this_round.by_index != 0u;
-    let hi = select(hash(i), 0u, by_index);
+    let hi = round_key(i, by_index);
     var used = vec2<u32>(0u, 0u);
     for (var a = adj_offsets[i]; a < adj_offsets[i + 1u]; a++) {
         let o = other_body(adj_items[a], i);
@@ -260,7 +266,7 @@ fn color_round(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workg
         }
         let v = color_of[o];
         let taken_now = v < STAMPED_END && v >= stamp && v < stamp + STAMP;
-        if ((v == UNCOLORED || taken_now) && beats(o, select(hash(o), 0u, by_index), i, hi)) {
+        if ((v == UNCOLORED || taken_now) && beats(o, round_key(o, by_index), i, hi)) {
             return;
         }
         // Colours of earlier rounds (a neighbour taking one in this round would have had

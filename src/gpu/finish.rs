@@ -179,10 +179,7 @@ impl GpuSolver {
                     }
                     self.last_serial = serial;
                     self.last_colors = colors;
-                    self.last_rounds = match self.scratch_step {
-                        true => SCRATCH_ROUNDS,
-                        false => self.rounds,
-                    };
+                    self.last_rounds = self.rounds_recorded();
                     self.color_peak = self.color_peak.max(colors);
                     self.color_window += 1;
                     if self.color_window == COLOR_WINDOW {

@@ -491,10 +491,10 @@ pub struct GpuSolver {
     /// broad phase finds more, never shrinks.
     pair_capacity: u32,
     slot_group: wgpu::BindGroup,
-    /// The rounds' slots of a colouring from scratch: round j, by index below
-    /// [`SCRATCH_INDEX_ROUNDS`].
     /// The buffer behind `scratch_slot_group` (written once, at creation).
     _scratch_slots: wgpu::Buffer,
+    /// The rounds' slots of a colouring from scratch: round j, by index below
+    /// [`SCRATCH_INDEX_ROUNDS`].
     scratch_slot_group: wgpu::BindGroup,
     /// The colour seeds hold no colouring yet (made, or grown, since the last accepted
     /// step): the step colours from scratch, in the CPU's order.
@@ -692,6 +692,15 @@ impl GpuSolver {
     /// to front).
     fn regreedy_recorded(&self) -> bool {
         self.regreedy && !self.scratch_step
+    }
+
+    /// The colouring rounds the step records: [`SCRATCH_ROUNDS`] from scratch, else
+    /// `rounds`.
+    fn rounds_recorded(&self) -> u32 {
+        match self.scratch_step {
+            true => SCRATCH_ROUNDS,
+            false => self.rounds,
+        }
     }
 
     /// Test hook: the next step runs again once, as one whose colours outgrew what was

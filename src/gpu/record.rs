@@ -293,11 +293,11 @@ impl GpuSolver {
             tick(&mut pass, "color_work_args");
             dispatches += 1;
             pass.set_pipeline(&p.color_round);
-            let (rounds, round_slots) = match self.scratch_step {
-                true => (SCRATCH_ROUNDS, &self.scratch_slot_group),
-                false => (self.rounds, &self.slot_group),
+            let round_slots = match self.scratch_step {
+                true => &self.scratch_slot_group,
+                false => &self.slot_group,
             };
-            for round in 0..rounds as u64 {
+            for round in 0..self.rounds_recorded() as u64 {
                 pass.set_bind_group(1, round_slots, &[(round * COLOR_SLOT) as u32]);
                 pass.dispatch_workgroups_indirect(&self.round_args, 0);
                 tick(&mut pass, "color_round");
