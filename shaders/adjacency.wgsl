@@ -2,7 +2,9 @@
 // joint records, for the colouring and the primal sweeps of the same submission.
 //
 // Only solved bodies get lists (no kernel reads the lists of static, kinematic or frozen
-// bodies). A body's items are ordered as the CPU orders them (contacts by index, then
+// bodies). Where the device finds the contacts, a contact item is a pair (its four record
+// slots, `contact_slots_log2`): a quarter of the items to count, place and sort, and the
+// readers take the pair's non-empty slots in record order. A body's items are ordered as the CPU orders them (contacts by index, then
 // joints by index): `adj_fill` places them with atomics, in no fixed order, and `adj_sort`
 // sorts each list, so the lists, and every result computed from them, are the same bits on
 // every run.
@@ -20,17 +22,22 @@ const BROKEN: u32 = 1u;
 
 var<workgroup> scan: array<u32, SCAN_WG>;
 
-fn ends() -> u32 {
-    return params.n_contacts + params.n_joints;
+// The contact items: records, or pairs of four record slots.
+fn contact_items() -> u32 {
+    return params.n_contacts >> params.contact_slots_log2;
 }
 
-// The bodies of constraint end e (contacts first, then joints); a broken joint acts on
-// nothing.
+fn ends() -> u32 {
+    return contact_items() + params.n_joints;
+}
+
+// The bodies of constraint end e (contact items first, then joints); a broken joint acts
+// on nothing, and so does a pair with no points (its first slot is empty).
 fn end_bodies(e: u32) -> vec2<u32> {
-    if (e < params.n_contacts) {
-        return contact_bodies(e);
+    if (e < contact_items()) {
+        return contact_bodies(e << params.contact_slots_log2);
     }
-    let j = joints[e - params.n_contacts];
+    let j = joints[e - contact_items()];
     if ((j.flags & BROKEN) != 0u) {
         return vec2<u32>(WORLD, WORLD);
     }
@@ -38,10 +45,10 @@ fn end_bodies(e: u32) -> vec2<u32> {
 }
 
 fn end_item(e: u32) -> u32 {
-    if (e < params.n_contacts) {
+    if (e < contact_items()) {
         return e << 1u;
     }
-    return ((e - params.n_contacts) << 1u) | 1u;
+    return ((e - contact_items()) << 1u) | 1u;
 }
 
 // Items sort as the CPU lists them: every contact (by index) before every joint.

@@ -452,17 +452,40 @@ fn begin_body(i: u32) {
     Fa = -(iw * it.dtheta.xyz - y.hl.xyz) * inv_h2;
 }
 
-// Adds the adjacency items first, first + stride, … of body i.
+// Adds the constraints first, first + stride, … of body i, counted in record slots: its
+// contact items (each 1 << contact_slots_log2 slots: a pair's four where the device finds
+// the contacts), then its joints. So the lanes share a body's points as they would share
+// a list of records; a pair's empty slots are skipped.
 fn add_items(i: u32, first: u32, stride: u32) {
-    for (var a = adj_offsets[i] + first; a < adj_offsets[i + 1u]; a += stride) {
-        let item = adj_items[a];
-        let idx = item >> 1u;
-        if ((item & 1u) != 0u) {
-            if (JOINTS) {
-                add_joint(i, idx);
+    let lo = adj_offsets[i];
+    let len = adj_offsets[i + 1u] - lo;
+    // The contact items come first (`adj_sort`): their count, by bisection where the list
+    // holds both kinds.
+    var contacts = len;
+    if (JOINTS && len > 0u && (adj_items[lo + len - 1u] & 1u) != 0u) {
+        var a = 0u;
+        contacts = len - 1u;
+        while (a < contacts) {
+            let mid = (a + contacts) / 2u;
+            if ((adj_items[lo + mid] & 1u) == 0u) {
+                a = mid + 1u;
+            } else {
+                contacts = mid;
             }
-        } else {
-            add_contact(i, load_contact(idx));
+        }
+    }
+    let shift = params.contact_slots_log2;
+    let contact_slots = contacts << shift;
+    let slots = contact_slots + len - contacts;
+    for (var v = first; v < slots; v += stride) {
+        if (v < contact_slots) {
+            let r = ((adj_items[lo + (v >> shift)] >> 1u) << shift) + (v & ((1u << shift) - 1u));
+            let c = load_contact(r);
+            if (c.body_a != WORLD) {
+                add_contact(i, c);
+            }
+        } else if (JOINTS) {
+            add_joint(i, adj_items[lo + contacts + v - contact_slots] >> 1u);
         }
     }
 }

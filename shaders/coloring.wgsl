@@ -131,6 +131,8 @@ fn round_key(i: u32, by_index: bool) -> u32 {
     return select(hash(i), 0u, by_index);
 }
 
+// The other body of adjacency item `item` of body `me` (a pair's bodies are those of its
+// first slot).
 fn other_body(item: u32, me: u32) -> u32 {
     let idx = item >> 1u;
     var a: u32;
@@ -139,7 +141,7 @@ fn other_body(item: u32, me: u32) -> u32 {
         a = joints[idx].body_a;
         b = joints[idx].body_b;
     } else {
-        let ab = contact_bodies(idx);
+        let ab = contact_bodies(idx << params.contact_slots_log2);
         a = ab.x;
         b = ab.y;
     }

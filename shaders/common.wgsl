@@ -29,7 +29,9 @@ struct Params {
     margin: f32,          // collision margin (SolverConfig::collision_margin)
     color_classes: u32,   // colour classes the colouring's re-greedy pass covers
     joint_error_scale: f32, // the joints' warm start (SolverConfig::joint_error_scale)
-    pad1: u32,
+    // log2 of the contact records per contact item of the adjacency: 2 where the device
+    // finds the contacts (an item is a pair, its records its four slots), else 0.
+    contact_slots_log2: u32,
 };
 
 // The invocation's index in a dispatch of 64-wide workgroups on a 2-D grid: a dispatch

@@ -392,7 +392,9 @@ struct Params {
     color_classes: u32,
     /// The joints' warm start: SolverConfig::joint_error_scale.
     joint_error_scale: f32,
-    pad: u32,
+    /// log2 of the contact records per contact item of the adjacency: 2 where the device
+    /// finds the contacts (an item is a pair and its four slots, `adjacency.wgsl`), else 0.
+    contact_slots_log2: u32,
 }
 
 const WORKGROUP: u32 = 64;
@@ -822,23 +824,28 @@ impl GpuSolver {
             + 2 * 4 * (POSE_OUT_WORDS + VELOCITY_OUT_WORDS) as u64 // two staging buffers
             + self.velocities_stay as u64 * 2 * velocity; // their start copy, if they stay
         // The record (written on the device), the point (on the device and in the upload
-        // belt), two adjacency items and the two buffers of carried state.
+        // belt), two adjacency items (a pair's, where the device finds the contacts) and
+        // the two buffers of carried state.
         let point = sz(std::mem::size_of::<ContactPoint>());
         let carried = sz(std::mem::size_of::<ContactWarm>());
-        let bytes_per_contact = contact + 2 * point + 2 * 4 + 2 * carried;
+        let device_pairs = self.pair_capacity > 0;
+        let adjacency = 2 * 4;
+        let bytes_per_contact =
+            contact + 2 * point + (!device_pairs as u64) * adjacency + 2 * carried;
         // The record, the step's row states and the carried ones, the island's heaviest
         // body, the fracture flag (on the device and in both staging buffers) and two
         // adjacency items.
         let bytes_per_joint =
             sz(std::mem::size_of::<JointRecord>()) + 2 * state + 8 + 3 * 4 + 2 * 4;
         // Two pair lists (this step's and the last), what the pair carries and its point
-        // count (two buffers each).
+        // count (two buffers each), its adjacency items.
         let step_pair = sz(std::mem::size_of::<crate::pipeline::collision::StepPair>());
         let bytes_per_pair = 2 * step_pair
             + 2 * sz(std::mem::size_of::<
                 crate::pipeline::collision::primitive::PrimitiveContact,
             >())
-            + 2;
+            + 2
+            + device_pairs as u64 * adjacency;
         let mut fixed_bytes = params_size()
             + self.slots.size()
             + self.broad_params.size()

@@ -5,7 +5,7 @@
 
 use super::buffers::*;
 use super::pipelines::{ISLAND_KERNELS, MOMENTUM_KERNELS};
-use super::step::{Stage, StepShape, pass_count};
+use super::step::{Stage, StepShape, contact_slots_log2, pass_count};
 use super::*;
 
 impl GpuSolver {
@@ -248,7 +248,8 @@ impl GpuSolver {
             start(&mut pass);
             pass.set_bind_group(0, coloring_group, &[]);
             // The adjacency of this step's contacts and joints, then the colouring over it.
-            let (ex, ey) = grid(groups(n_contacts + n_joints).max(1), self.max_groups);
+            let items = n_contacts >> contact_slots_log2(device_narrow);
+            let (ex, ey) = grid(groups(items + n_joints).max(1), self.max_groups);
             let blocks = (n as u32).div_ceil(ADJ_SCAN_BLOCK).max(1);
             for (pipeline, (x, y), kernel) in [
                 (&p.adj_clear, (all, 1), "adj_clear"),

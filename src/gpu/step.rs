@@ -208,7 +208,10 @@ impl GpuSolver {
             (JOINT_BROKEN, n_joints * 4),
             (ADJ_OFFSETS, (n + 1) * 4),
             // At most two items per constraint (a list for each solved body).
-            (ADJ_ITEMS, 2 * (n_contacts + joints.records.len()) * 4),
+            (
+                ADJ_ITEMS,
+                2 * ((n_contacts >> contact_slots_log2(device_narrow)) + joints.records.len()) * 4,
+            ),
             (COLOR_BODIES, 2 * n * 4),
             (BODY_FLAGS, n * 4),
             (COLOR_OF, n * 4),
@@ -533,13 +536,19 @@ impl GpuSolver {
                 false => 0,
             },
             joint_error_scale: cfg.joint_error_scale,
-            pad: 0,
+            contact_slots_log2: contact_slots_log2(shape.device_narrow),
         };
         self.queue
             .write_buffer(&self.params, 0, bytemuck::bytes_of(&params));
         self.last_traffic.upload_bytes += params_size();
         Ok(())
     }
+}
+
+/// log2 of the contact records an adjacency item stands for (`Params::contact_slots_log2`):
+/// where the device finds the contacts, a pair's four slots.
+pub(super) fn contact_slots_log2(device_narrow: bool) -> u32 {
+    if device_narrow { 2 } else { 0 }
 }
 
 /// The most compute passes a step records: broad phase, begin, contact warm start, joint

@@ -276,11 +276,38 @@ impl PhysicsWorld {
     }
 
     /// The body → constraint adjacency (CSR `offsets`, `items`) the GPU built in the last
-    /// step; `None` on the CPU backend.
+    /// step, with its items as the CPU's (`(record << 1) | is_joint`); `None` on the CPU
+    /// backend. Where the device finds the contacts its lists hold pairs, and each pair is
+    /// listed here as its records that hold a point.
     pub fn gpu_adjacency(&self) -> Option<Result<crate::gpu::CsrLists, PhysicsError>> {
-        self.gpu
-            .as_ref()
-            .map(|g| g.adjacency().map_err(|e| PhysicsError::Gpu(e.to_string())))
+        let gpu = self.gpu.as_ref()?;
+        let (offsets, items) = match gpu.adjacency() {
+            Ok(lists) => lists,
+            Err(e) => return Some(Err(PhysicsError::Gpu(e.to_string()))),
+        };
+        if !self.collision.device.active() {
+            return Some(Ok((offsets, items)));
+        }
+        let points = self.step_points();
+        let mut records = vec![0u32];
+        let mut expanded = Vec::with_capacity(4 * items.len());
+        for body in 0..offsets.len() - 1 {
+            for &item in &items[offsets[body] as usize..offsets[body + 1] as usize] {
+                if item & 1 == 1 {
+                    expanded.push(item);
+                    continue;
+                }
+                let pair = (item >> 1) as usize;
+                for r in 4 * pair..(4 * pair + 4).min(points.len()) {
+                    let p = &points[r];
+                    if p.body_a == body as u32 || p.body_b == body as u32 {
+                        expanded.push((r as u32) << 1);
+                    }
+                }
+            }
+            records.push(expanded.len() as u32);
+        }
+        Some(Ok((records, expanded)))
     }
 
     /// The adjacency the CPU backend builds (`(offsets, items)`, every body) from the last
