@@ -4,10 +4,10 @@
 // Only solved bodies get lists (no kernel reads the lists of static, kinematic or frozen
 // bodies). Where the device finds the contacts, a contact item is a pair (its four record
 // slots, `contact_slots_log2`): a quarter of the items to count, place and sort, and the
-// readers take the pair's non-empty slots in record order. A body's items are ordered as the CPU orders them (contacts by index, then
-// joints by index): `adj_fill` places them with atomics, in no fixed order, and `adj_sort`
-// sorts each list, so the lists, and every result computed from them, are the same bits on
-// every run.
+// readers take the pair's non-empty slots in record order. A body's items are ordered as
+// the CPU orders them (contacts by index, then joints by index): `adj_fill` places them
+// with atomics, in no fixed order, and `adj_sort` sorts each list, so the lists, and every
+// result computed from them, are the same bits on every run.
 //
 // Dispatch order: adj_clear, adj_count, adj_scan_blocks, adj_scan_top, adj_scan_add,
 // adj_fill, adj_sort.
