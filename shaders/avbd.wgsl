@@ -46,9 +46,8 @@ struct JointState {
 @group(0) @binding(2) var<storage, read> masses: array<Mass>;
 @group(0) @binding(3) var<storage, read_write> iterate: array<Iterate>;
 @group(0) @binding(4) var<storage, read> inertial: array<Inertial>;
-// Contacts are split in up to 8 chunks of 1 << contact_shift records, each its own binding,
-// so that no binding exceeds the adapter's storage binding size (128 MiB on lavapipe).
-@group(0) @binding(5) var<storage, read_write> contacts: array<Contact>;
+// The contact records' first chunk (the others at bindings 12.., contact_chunks.wgsl).
+@group(0) @binding(5) var<storage, read_write> contacts0: array<Contact>;
 @group(0) @binding(6) var<storage, read> joints: array<Joint>;
 @group(0) @binding(7) var<storage, read_write> joint_states: array<JointState>;
 @group(0) @binding(8) var<storage, read> adj_offsets: array<u32>;
@@ -94,41 +93,12 @@ struct SoftVertex {
 // shorter than the bodies, when no contact row touches a moving body.
 @group(2) @binding(5) var<storage, read> soft_contact_terms: array<vec4<f32>>;
 
-fn load_contact(i: u32) -> Contact {
-    let j = i & ((1u << params.contact_shift) - 1u);
-    switch (i >> params.contact_shift) {
-        case 0u: { return contacts[j]; }
-        case 1u: { return contacts1[j]; }
-        case 2u: { return contacts2[j]; }
-        case 3u: { return contacts3[j]; }
-        case 4u: { return contacts4[j]; }
-        case 5u: { return contacts5[j]; }
-        case 6u: { return contacts6[j]; }
-        default: { return contacts7[j]; }
-    }
-}
-
-// A record's first body (WORLD: an empty slot of a pair, whose other fields are stale).
-fn contact_body_a(i: u32) -> u32 {
-    let j = i & ((1u << params.contact_shift) - 1u);
-    switch (i >> params.contact_shift) {
-        case 0u: { return contacts[j].body_a; }
-        case 1u: { return contacts1[j].body_a; }
-        case 2u: { return contacts2[j].body_a; }
-        case 3u: { return contacts3[j].body_a; }
-        case 4u: { return contacts4[j].body_a; }
-        case 5u: { return contacts5[j].body_a; }
-        case 6u: { return contacts6[j].body_a; }
-        default: { return contacts7[j].body_a; }
-    }
-}
-
 // The fields a dual update changes (penalties, multipliers, flags): writing them alone
 // writes a third of the 96-byte record.
 fn store_contact_dual(i: u32, v: Contact) {
     let j = i & ((1u << params.contact_shift) - 1u);
     switch (i >> params.contact_shift) {
-        case 0u: { contacts[j].flags = v.flags; contacts[j].k = v.k; contacts[j].lambda = v.lambda; }
+        case 0u: { contacts0[j].flags = v.flags; contacts0[j].k = v.k; contacts0[j].lambda = v.lambda; }
         case 1u: { contacts1[j].flags = v.flags; contacts1[j].k = v.k; contacts1[j].lambda = v.lambda; }
         case 2u: { contacts2[j].flags = v.flags; contacts2[j].k = v.k; contacts2[j].lambda = v.lambda; }
         case 3u: { contacts3[j].flags = v.flags; contacts3[j].k = v.k; contacts3[j].lambda = v.lambda; }
@@ -480,7 +450,7 @@ fn add_items(i: u32, first: u32, stride: u32) {
     for (var v = first; v < slots; v += stride) {
         if (v < contact_slots) {
             let r = ((adj_items[lo + (v >> shift)] >> 1u) << shift) + (v & ((1u << shift) - 1u));
-            let c = load_contact(r);
+            let c = load_record(r);
             if (c.body_a != WORLD) {
                 add_contact(i, c);
             }
@@ -648,10 +618,10 @@ fn dual_contacts(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_wor
     if (ci >= params.n_contacts) {
         return;
     }
-    if (contact_body_a(ci) == WORLD) {
+    if (record_body_a(ci) == WORLD) {
         return; // an empty slot of a pair (contact_narrow.wgsl)
     }
-    var c = load_contact(ci);
+    var c = load_record(ci);
     let cf = contact_forces(c);
     c.lambda = clamp(cf.f, vec3<f32>(-params.lambda_max), vec3<f32>(params.lambda_max));
     let beta = params.beta_linear;

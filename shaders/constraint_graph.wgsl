@@ -20,13 +20,13 @@ struct JointHead {
 };
 
 @group(0) @binding(0) var<uniform> params: Params;
-@group(0) @binding(1) var<storage, read> contacts: array<ContactHead>;
+@group(0) @binding(1) var<storage, read> contacts0: array<ContactHead>;
 @group(0) @binding(2) var<storage, read> joints: array<JointHead>;
 // adj_offsets[i]..adj_offsets[i + 1]: the items of body i, `(index << 1) | is_joint`.
 @group(0) @binding(3) var<storage, read_write> adj_offsets: array<u32>;
 @group(0) @binding(4) var<storage, read_write> adj_items: array<u32>;
 @group(0) @binding(5) var<storage, read> body_flags: array<u32>;
-// Further contact chunks (see avbd.wgsl).
+// Further contact chunks (see contact_chunks.wgsl; only each record's head is read here).
 @group(0) @binding(11) var<storage, read> contacts1: array<ContactHead>;
 @group(0) @binding(12) var<storage, read> contacts2: array<ContactHead>;
 @group(0) @binding(13) var<storage, read> contacts3: array<ContactHead>;
@@ -38,7 +38,7 @@ struct JointHead {
 fn contact_bodies(i: u32) -> vec2<u32> {
     let j = i & ((1u << params.contact_shift) - 1u);
     switch (i >> params.contact_shift) {
-        case 0u: { return vec2<u32>(contacts[j].body_a, contacts[j].body_b); }
+        case 0u: { return vec2<u32>(contacts0[j].body_a, contacts0[j].body_b); }
         case 1u: { return vec2<u32>(contacts1[j].body_a, contacts1[j].body_b); }
         case 2u: { return vec2<u32>(contacts2[j].body_a, contacts2[j].body_b); }
         case 3u: { return vec2<u32>(contacts3[j].body_a, contacts3[j].body_b); }

@@ -43,8 +43,8 @@ fn collider_pose(i: u32) -> Pose {
 }
 
 fn empty_records(i: u32) {
-    for (var k = 0u; k < 4u; k++) {
-        store_empty(4u * i + k);
+    for (var k = 0u; k < MANIFOLD_POINTS; k++) {
+        store_empty(MANIFOLD_POINTS * i + k);
     }
 }
 
@@ -73,7 +73,7 @@ fn flush_status(lid: u32) {
     }
 }
 
-// Pair i's manifold `next` (carried or found) into its four records and its state.
+// Pair i's manifold `next` (carried or found) into its record slots and its state.
 fn write_pair(i: u32, sp: StepPair, ra: Pose, rb: Pose, manifold: PairContact) {
     var next = manifold;
     let m = next.manifold;
@@ -84,8 +84,8 @@ fn write_pair(i: u32, sp: StepPair, ra: Pose, rb: Pose, manifold: PairContact) {
     let pa = poses[sp.a].p.xyz;
     let pb = poses[sp.b].p.xyz;
     var deepest = 0.0;
-    for (var k = 0u; k < 4u; k++) {
-        let ci = 4u * i + k;
+    for (var k = 0u; k < MANIFOLD_POINTS; k++) {
+        let ci = MANIFOLD_POINTS * i + k;
         if (k >= m.count) {
             store_empty(ci);
             continue;

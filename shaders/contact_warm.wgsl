@@ -33,7 +33,7 @@ const INSIDE_CONE: u32 = 2u;
 @group(0) @binding(1) var<storage, read> poses: array<Pose>;
 @group(0) @binding(2) var<storage, read> masses: array<Mass>;
 // Points, previous and current carried state: 64-byte records, 2 << contact_shift per
-// binding; records: 96 bytes, 1 << contact_shift per binding (as in avbd.wgsl).
+// binding; records: 96 bytes, 1 << contact_shift per binding (contact_chunks.wgsl).
 @group(0) @binding(3) var<storage, read> points0: array<ContactPoint>;
 @group(0) @binding(4) var<storage, read> points1: array<ContactPoint>;
 @group(0) @binding(5) var<storage, read> points2: array<ContactPoint>;
@@ -99,20 +99,6 @@ fn store_duals(i: u32, k: vec4<f32>, lambda_flags: vec4<u32>) {
     }
 }
 
-fn load_record(i: u32) -> Contact {
-    let j = i & ((1u << params.contact_shift) - 1u);
-    switch (i >> params.contact_shift) {
-        case 0u: { return contacts0[j]; }
-        case 1u: { return contacts1[j]; }
-        case 2u: { return contacts2[j]; }
-        case 3u: { return contacts3[j]; }
-        case 4u: { return contacts4[j]; }
-        case 5u: { return contacts5[j]; }
-        case 6u: { return contacts6[j]; }
-        default: { return contacts7[j]; }
-    }
-}
-
 fn store_record(i: u32, c: Contact) {
     let j = i & ((1u << params.contact_shift) - 1u);
     switch (i >> params.contact_shift) {
@@ -140,20 +126,6 @@ fn store_empty(i: u32) {
         case 5u: { contacts5[j].body_a = WORLD; contacts5[j].body_b = WORLD; }
         case 6u: { contacts6[j].body_a = WORLD; contacts6[j].body_b = WORLD; }
         default: { contacts7[j].body_a = WORLD; contacts7[j].body_b = WORLD; }
-    }
-}
-
-fn record_body_a(i: u32) -> u32 {
-    let j = i & ((1u << params.contact_shift) - 1u);
-    switch (i >> params.contact_shift) {
-        case 0u: { return contacts0[j].body_a; }
-        case 1u: { return contacts1[j].body_a; }
-        case 2u: { return contacts2[j].body_a; }
-        case 3u: { return contacts3[j].body_a; }
-        case 4u: { return contacts4[j].body_a; }
-        case 5u: { return contacts5[j].body_a; }
-        case 6u: { return contacts6[j].body_a; }
-        default: { return contacts7[j].body_a; }
     }
 }
 

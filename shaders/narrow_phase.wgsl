@@ -18,6 +18,10 @@ struct ManifoldPoint {
     local_b: vec4<f32>,
 };
 
+// The most points a manifold keeps, and the contact record slots of a pair
+// (primitive::MANIFOLD_POINTS).
+const MANIFOLD_POINTS: u32 = 4u;
+
 // PrimitiveManifold (`case` is a WGSL keyword).
 struct Manifold {
     count: u32,
@@ -25,7 +29,7 @@ struct Manifold {
     reserved: vec2<u32>,
     normal: vec4<f32>,
     ids: vec4<u32>,
-    points: array<ManifoldPoint, 4>,
+    points: array<ManifoldPoint, MANIFOLD_POINTS>,
 };
 
 

@@ -10,6 +10,7 @@ use super::*;
 pub const SHADER: &str = concat!(
     include_str!("../../shaders/common.wgsl"),
     include_str!("../../shaders/penalties.wgsl"),
+    include_str!("../../shaders/contact_chunks.wgsl"),
     include_str!("../../shaders/avbd.wgsl"),
     include_str!("../../shaders/joints.wgsl")
 );
@@ -22,6 +23,7 @@ pub const CONTACT_WARM_SHADER: &str = concat!(
     include_str!("../../shaders/box_box.wgsl"),
     include_str!("../../shaders/contact_persistence.wgsl"),
     include_str!("../../shaders/penalties.wgsl"),
+    include_str!("../../shaders/contact_chunks.wgsl"),
     include_str!("../../shaders/contact_warm.wgsl"),
     include_str!("../../shaders/contact_narrow.wgsl")
 );

@@ -4,6 +4,7 @@
 use super::broad::PrefixSum;
 use super::buffers::*;
 use super::*;
+use crate::pipeline::collision::primitive::MANIFOLD_POINTS;
 use crate::rigid::joint::flags;
 
 /// What one step records: sizes and options.
@@ -172,9 +173,10 @@ impl GpuSolver {
         } else {
             0
         };
-        // Four records per pair when the device finds the contacts (empty slots skipped).
+        // A record slot per manifold point when the device finds the contacts (empty slots
+        // skipped).
         let n_contacts = if device_narrow {
-            4 * n_pairs
+            MANIFOLD_POINTS * n_pairs
         } else {
             s.points.len()
         };
@@ -546,9 +548,14 @@ impl GpuSolver {
 }
 
 /// log2 of the contact records an adjacency item stands for (`Params::contact_slots_log2`):
-/// where the device finds the contacts, a pair's four slots.
+/// where the device finds the contacts, a pair's [`MANIFOLD_POINTS`] slots.
 pub(super) fn contact_slots_log2(device_narrow: bool) -> u32 {
-    if device_narrow { 2 } else { 0 }
+    const { assert!(MANIFOLD_POINTS.is_power_of_two()) };
+    if device_narrow {
+        MANIFOLD_POINTS.trailing_zeros()
+    } else {
+        0
+    }
 }
 
 /// The most compute passes a step records: broad phase, begin, contact warm start, joint

@@ -345,6 +345,7 @@ impl PhysicsWorld {
     /// when the device found them, four slots per pair, the empty ones `(u32::MAX,
     /// u32::MAX)` (built from the pairs' point counts that came back).
     fn step_points(&self) -> Vec<crate::rigid::contact::ContactPoint> {
+        use crate::pipeline::collision::primitive::MANIFOLD_POINTS;
         use crate::rigid::contact::ContactPoint;
         let (pairs, counts) = match &self.gpu {
             Some(gpu) if self.collision.device.active() => gpu.pair_list().unwrap_or_default(),
@@ -356,10 +357,11 @@ impl PhysicsWorld {
                 body_b: u32::MAX,
                 ..Default::default()
             };
-            4 * pairs.len()
+            MANIFOLD_POINTS * pairs.len()
         ];
         for (i, (p, &count)) in pairs.iter().zip(&counts).enumerate() {
-            for slot in &mut points[4 * i..4 * i + count as usize] {
+            let first = MANIFOLD_POINTS * i;
+            for slot in &mut points[first..first + count as usize] {
                 (slot.body_a, slot.body_b) = (p.a, p.b);
             }
         }

@@ -149,8 +149,13 @@ pub struct ManifoldPoint {
     pub local_b: [f32; 4],
 }
 
-/// One manifold per pair, 176 bytes (`Manifold` in narrow_phase.wgsl). Points `count..4`
-/// are zero.
+/// The most points a manifold keeps (box–box clipping reduces to four), and so the contact
+/// record slots a pair has where the device finds the contacts (`MANIFOLD_POINTS` in
+/// narrow_phase.wgsl).
+pub const MANIFOLD_POINTS: usize = 4;
+
+/// One manifold per pair, 176 bytes (`Manifold` in narrow_phase.wgsl). Points
+/// `count..MANIFOLD_POINTS` are zero.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Pod, Zeroable)]
 pub struct PrimitiveManifold {
@@ -161,8 +166,8 @@ pub struct PrimitiveManifold {
     /// World normal from A to B (w: 0).
     pub normal: [f32; 4],
     /// Feature id of each point (see the pair functions for their meaning).
-    pub ids: [u32; 4],
-    pub points: [ManifoldPoint; 4],
+    pub ids: [u32; MANIFOLD_POINTS],
+    pub points: [ManifoldPoint; MANIFOLD_POINTS],
 }
 
 impl PrimitiveManifold {
