@@ -16,8 +16,8 @@ mod common;
 use bevy_avbd::glam::Vec3;
 use bevy_avbd::scenes::Scene;
 use bevy_avbd::{
-    Backend, ContactModel, DeformableDesc, PhysicsError, PhysicsWorld, SolidMaterial, SolverConfig,
-    TetMesh, TetPattern,
+    Backend, BodyDesc, Collider, ContactModel, DeformableDesc, PhysicsError, PhysicsWorld,
+    SolidMaterial, SolverConfig, TetMesh, TetPattern,
 };
 use common::{gpu_scene, metric, run};
 
@@ -330,6 +330,52 @@ fn kernel_timings_name_each_deformable_kernel_and_keep_the_bits() {
     assert!(
         names.iter().all(|k| profile.contains_key(*k)),
         "{profile:?}"
+    );
+}
+
+/// A deformable scene over a fixed ground only (`soft_drop`) solves no body, so its steps
+/// record no adjacency, colouring or primal sweep (they would colour and sweep nothing):
+/// none of their kernels is in the last step's timings. A dynamic box added then brings
+/// them back, and the box, far from the rest, falls as implicit Euler makes it: after n
+/// steps of h from rest, v = n h g (the block solve of a lone body is exact; 1e-5
+/// relative is f32 rounding over n steps).
+#[test]
+fn a_step_that_solves_no_body_records_no_rigid_sweep() {
+    let timed = SolverConfig {
+        gpu_kernel_timings: true,
+        ..SolverConfig::default()
+    };
+    let Some(mut s) = run_gpu("soft_drop", &[], timed, 5) else {
+        return;
+    };
+    let rigid_sweep =
+        |k: &str| k.starts_with("adj_") || k.starts_with("color_") || k.starts_with("primal");
+    let kernels = s.world.gpu_kernel_timings().expect("on the GPU backend");
+    if kernels.is_empty() {
+        return; // no timestamps inside passes (see the test above)
+    }
+    let names: Vec<&str> = kernels.iter().map(|k| k.kernel).collect();
+    assert!(names.contains(&"vbd_sweep"), "{names:?}");
+    assert!(!names.iter().any(|k| rigid_sweep(k)), "{names:?}");
+    let collider = Collider::cuboid(Vec3::splat(0.1)).expect("a valid box");
+    let start = Vec3::new(20.0, 20.0, 0.0);
+    let box_handle = s
+        .world
+        .add_body(BodyDesc::dynamic().at(start).with_collider(collider))
+        .expect("a valid body");
+    let steps = 12;
+    s.run(steps).expect("scene steps on the GPU");
+    let kernels = s.world.gpu_kernel_timings().expect("on the GPU backend");
+    let names: Vec<&str> = kernels.iter().map(|k| k.kernel).collect();
+    for kernel in ["adj_count", "color_init", "primal"] {
+        assert!(names.contains(&kernel), "{kernel} not in {names:?}");
+    }
+    let config = &s.world.config;
+    let expected = config.gravity.y * config.dt * steps as f32;
+    let v = s.world.body(box_handle).expect("the box").linear_velocity;
+    assert!(
+        (v.y - expected).abs() <= 1e-5 * expected.abs() && v.x == 0.0 && v.z == 0.0,
+        "{v:?} against {expected}"
     );
 }
 

@@ -440,6 +440,7 @@ impl GpuSolver {
             narrow_args_group,
             flags: Vec::new(),
             flags_layout: None,
+            solves_bodies: false,
             state_stale: true,
             layout_uploaded: vec![None; NAMES.len()],
             touched: Vec::new(),

@@ -49,7 +49,9 @@
 //!    Jones–Plassmann–Luby colouring (`coloring.wgsl`: fixed
 //!    hash priorities, seeded with the last step's colours, a palette of at most
 //!    [`MAX_COLORS`] colours, up to [`JPL_ROUNDS`] rounds over a worklist of the bodies
-//!    the seeds left uncoloured (as many as the last step needed, see `rounds`); a
+//!    the seeds left uncoloured (as many as the last step needed, see `rounds`; a step
+//!    in which no body is solved, as in a deformable scene over fixed and kinematic
+//!    bodies, records neither this nor the adjacency nor the primal sweeps); a
 //!    colouring from scratch, in the first step, gives the smaller index the priority
 //!    over [`SCRATCH_ROUNDS`] rounds and makes the CPU's greedy colouring; after a
 //!    step whose rounds coloured a body a re-greedy pass over the classes, a serial
@@ -524,6 +526,10 @@ pub struct GpuSolver {
     /// `BodyEdits::layout` in `flags_layout`.
     flags: Vec<u32>,
     flags_layout: Option<u64>,
+    /// Whether any body is solved (a `FLAG_SOLVED` in `flags`): a step with none records
+    /// no adjacency, colouring or primal sweep (a deformable scene over fixed and
+    /// kinematic bodies).
+    solves_bodies: bool,
     /// Whether the device's body state may differ from the CPU's beyond the bodies the
     /// CPU touched since (a new or grown buffer, a step run again): it all goes up.
     state_stale: bool,

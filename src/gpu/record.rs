@@ -23,6 +23,7 @@ impl GpuSolver {
             n_joints,
             n_pairs,
             device_narrow,
+            solve,
             momentum,
             table,
             lens: [body_out_len, status_len, broken_len, total_len, narrow_len],
@@ -240,94 +241,106 @@ impl GpuSolver {
             .coloring_groups
             .as_ref()
             .expect("built with the buffers")[self.carried_side];
-        {
-            let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
-                label: Some("avbd adjacency"),
-                timestamp_writes: writes(Stage::Adjacency),
-            });
-            start(&mut pass);
-            pass.set_bind_group(0, coloring_group, &[]);
-            // The adjacency of this step's contacts and joints, then the colouring over it.
-            let items = n_contacts >> contact_slots_log2(device_narrow);
-            let (ex, ey) = grid(groups(items + n_joints).max(1), self.max_groups);
-            let blocks = (n as u32).div_ceil(ADJ_SCAN_BLOCK).max(1);
-            for (pipeline, (x, y), kernel) in [
-                (&p.adj_clear, (all, 1), "adj_clear"),
-                (&p.adj_count, (ex, ey), "adj_count"),
-                (&p.adj_scan_blocks, (blocks, 1), "adj_scan_blocks"),
-                (&p.adj_scan_top, (1, 1), "adj_scan_top"),
-                (&p.adj_scan_add, (blocks, 1), "adj_scan_add"),
-                (&p.adj_fill, (ex, ey), "adj_fill"),
-                (&p.adj_sort, (all, 1), "adj_sort"),
-            ] {
-                pass.set_pipeline(pipeline);
-                pass.dispatch_workgroups(x, y, 1);
-                tick(&mut pass, kernel);
-                dispatches += 1;
+        if solve {
+            {
+                let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                    label: Some("avbd adjacency"),
+                    timestamp_writes: writes(Stage::Adjacency),
+                });
+                start(&mut pass);
+                pass.set_bind_group(0, coloring_group, &[]);
+                // The adjacency of this step's contacts and joints, then the colouring over it.
+                let items = n_contacts >> contact_slots_log2(device_narrow);
+                let (ex, ey) = grid(groups(items + n_joints).max(1), self.max_groups);
+                let blocks = (n as u32).div_ceil(ADJ_SCAN_BLOCK).max(1);
+                for (pipeline, (x, y), kernel) in [
+                    (&p.adj_clear, (all, 1), "adj_clear"),
+                    (&p.adj_count, (ex, ey), "adj_count"),
+                    (&p.adj_scan_blocks, (blocks, 1), "adj_scan_blocks"),
+                    (&p.adj_scan_top, (1, 1), "adj_scan_top"),
+                    (&p.adj_scan_add, (blocks, 1), "adj_scan_add"),
+                    (&p.adj_fill, (ex, ey), "adj_fill"),
+                    (&p.adj_sort, (all, 1), "adj_sort"),
+                ] {
+                    pass.set_pipeline(pipeline);
+                    pass.dispatch_workgroups(x, y, 1);
+                    tick(&mut pass, kernel);
+                    dispatches += 1;
+                }
             }
-        }
-        {
-            let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
-                label: Some("avbd colouring"),
-                timestamp_writes: writes(Stage::Coloring),
-            });
-            start(&mut pass);
-            pass.set_bind_group(0, coloring_group, &[]);
-            pass.set_pipeline(&p.color_init);
-            pass.dispatch_workgroups(all.max(groups(COUNTERS as usize)), 1, 1);
-            tick(&mut pass, "color_init");
-            dispatches += 1;
-            // Last step's colours, less the loser of every pair of neighbours now sharing one;
-            // the bodies left uncoloured make the worklist of the rounds.
-            for (pipeline, kernel) in [
-                (&p.color_unseed_mark, "color_unseed_mark"),
-                (&p.color_unseed, "color_unseed"),
-            ] {
-                pass.set_pipeline(pipeline);
-                pass.dispatch_workgroups(all, 1, 1);
-                tick(&mut pass, kernel);
+            {
+                let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                    label: Some("avbd colouring"),
+                    timestamp_writes: writes(Stage::Coloring),
+                });
+                start(&mut pass);
+                pass.set_bind_group(0, coloring_group, &[]);
+                pass.set_pipeline(&p.color_init);
+                pass.dispatch_workgroups(all.max(groups(COUNTERS as usize)), 1, 1);
+                tick(&mut pass, "color_init");
                 dispatches += 1;
-            }
-            pass.set_pipeline(&p.color_work_args);
-            pass.set_bind_group(1, &self.round_args_group, &[]);
-            pass.dispatch_workgroups(1, 1, 1);
-            tick(&mut pass, "color_work_args");
-            dispatches += 1;
-            pass.set_pipeline(&p.color_round);
-            let round_slots = match self.scratch_step {
-                true => &self.scratch_slot_group,
-                false => &self.slot_group,
-            };
-            for round in 0..self.rounds_recorded() as u64 {
-                pass.set_bind_group(1, round_slots, &[(round * COLOR_SLOT) as u32]);
-                pass.dispatch_workgroups_indirect(&self.round_args, 0);
-                tick(&mut pass, "color_round");
-                indirect_dispatches += 1;
-            }
-            // The colour classes greedily again, highest first, after a step whose rounds
-            // coloured a body.
-            pass.set_pipeline(&p.color_regreedy);
-            let classes = if self.regreedy_recorded() {
-                self.class_capacity
-            } else {
-                0
-            };
-            for class in 0..classes as u64 {
-                pass.set_bind_group(1, &self.slot_group, &[(class * COLOR_SLOT) as u32]);
-                pass.dispatch_workgroups(all, 1, 1);
-                tick(&mut pass, "color_regreedy");
+                // Last step's colours, less the loser of every pair of neighbours now sharing one;
+                // the bodies left uncoloured make the worklist of the rounds.
+                for (pipeline, kernel) in [
+                    (&p.color_unseed_mark, "color_unseed_mark"),
+                    (&p.color_unseed, "color_unseed"),
+                ] {
+                    pass.set_pipeline(pipeline);
+                    pass.dispatch_workgroups(all, 1, 1);
+                    tick(&mut pass, kernel);
+                    dispatches += 1;
+                }
+                pass.set_pipeline(&p.color_work_args);
+                pass.set_bind_group(1, &self.round_args_group, &[]);
+                pass.dispatch_workgroups(1, 1, 1);
+                tick(&mut pass, "color_work_args");
                 dispatches += 1;
+                pass.set_pipeline(&p.color_round);
+                let round_slots = match self.scratch_step {
+                    true => &self.scratch_slot_group,
+                    false => &self.slot_group,
+                };
+                for round in 0..self.rounds_recorded() as u64 {
+                    pass.set_bind_group(1, round_slots, &[(round * COLOR_SLOT) as u32]);
+                    pass.dispatch_workgroups_indirect(&self.round_args, 0);
+                    tick(&mut pass, "color_round");
+                    indirect_dispatches += 1;
+                }
+                // The colour classes greedily again, highest first, after a step whose rounds
+                // coloured a body.
+                pass.set_pipeline(&p.color_regreedy);
+                let classes = if self.regreedy_recorded() {
+                    self.class_capacity
+                } else {
+                    0
+                };
+                for class in 0..classes as u64 {
+                    pass.set_bind_group(1, &self.slot_group, &[(class * COLOR_SLOT) as u32]);
+                    pass.dispatch_workgroups(all, 1, 1);
+                    tick(&mut pass, "color_regreedy");
+                    dispatches += 1;
+                }
+                for (pipeline, x, kernel) in [
+                    (&p.color_count, all, "color_count"),
+                    (&p.color_scan, 1, "color_scan"),
+                    (&p.color_serial_rank, all, "color_serial_rank"),
+                    (&p.color_scatter, all, "color_scatter"),
+                ] {
+                    pass.set_pipeline(pipeline);
+                    pass.dispatch_workgroups(x, 1, 1);
+                    tick(&mut pass, kernel);
+                    dispatches += 1;
+                }
             }
-            for (pipeline, x, kernel) in [
-                (&p.color_count, all, "color_count"),
-                (&p.color_scan, 1, "color_scan"),
-                (&p.color_serial_rank, all, "color_serial_rank"),
-                (&p.color_scatter, all, "color_scatter"),
-            ] {
-                pass.set_pipeline(pipeline);
-                pass.dispatch_workgroups(x, 1, 1);
-                tick(&mut pass, kernel);
-                dispatches += 1;
+        } else {
+            // Nothing to colour: the ranges read back are zeros, and the seeds go on as
+            // they were to the side the next step reads.
+            encoder.clear_buffer(&self.buffers[RANGES].buffer, 0, None);
+            let bytes = (n * 4) as u64;
+            if bytes > 0 {
+                let from = &self.buffers[COLOR_SEEDS[self.carried_side]].buffer;
+                let to = &self.buffers[COLOR_SEEDS[1 - self.carried_side]].buffer;
+                encoder.copy_buffer_to_buffer(from, 0, to, 0, bytes);
             }
         }
         let indirect = &self.buffers[INDIRECT].buffer;
@@ -352,7 +365,7 @@ impl GpuSolver {
                     clock,
                 );
             }
-            {
+            if solve {
                 let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
                     label: Some("avbd primal"),
                     timestamp_writes: writes(Stage::Primal),

@@ -21,6 +21,10 @@ pub(super) struct StepShape {
     /// 0 when the contact points come from the CPU.
     pub(super) n_pairs: usize,
     pub(super) device_narrow: bool,
+    /// Some body is solved: else the adjacency, the colouring and the primal sweeps are
+    /// not recorded (nothing would be coloured or swept), and the colour ranges read back
+    /// are zeros.
+    pub(super) solve: bool,
     /// The momentum projection of isolated islands runs on the device (`momentum.wgsl`):
     /// when it finds the contacts, and so the islands.
     pub(super) momentum: bool,
@@ -118,6 +122,7 @@ impl GpuSolver {
                 (solved as u32 * FLAG_SOLVED) | (kinematic as u32 * FLAG_KINEMATIC)
             }));
             self.flags_layout = Some(layout);
+            self.solves_bodies = self.flags.iter().any(|f| f & FLAG_SOLVED != 0);
         }
         self.velocities_stay = Self::keeps_velocities(cfg, pairs.active(), soft.is_some());
         self.kernel_timing = cfg.gpu_kernel_timings;
@@ -313,6 +318,7 @@ impl GpuSolver {
             n_joints,
             n_pairs,
             device_narrow,
+            solve: self.solves_bodies,
             momentum: device_narrow && cfg.conserve_momentum,
             table: table as u32,
             lens: [
