@@ -70,6 +70,37 @@ fn every_device_contact_scene_is_intersection_free() {
 /// `rotation_cut`, the test of `tests/contact.rs`): the bar spinning at 42 rad/s onto the
 /// soft slab ended frames 1 and 2 through it on the device too (6 pairs of intersecting
 /// triangles), before the cut; now no frame of 12 does, and the bar reaches the slab.
+/// The volume floor holds tets only: a cloth scene (`cloth_drape`) records none of its hold
+/// passes, a solid one (`soft_drop`) both, each advance; the other advance kernels run in
+/// both (the last step's kernel timings).
+#[test]
+fn the_volume_floor_is_recorded_only_where_there_are_tets() {
+    let timed = SolverConfig {
+        gpu_kernel_timings: true,
+        ..SolverConfig::default()
+    };
+    for (name, tets) in [("cloth_drape", false), ("soft_drop", true)] {
+        let Some(mut s) = gpu_scene(name, &[], timed.clone()) else {
+            return;
+        };
+        s.run(2).expect("scene steps on the GPU");
+        let kernels = s.world.gpu_kernel_timings().expect("on the GPU backend");
+        if kernels.is_empty() {
+            return; // no timestamps inside passes (tests/gpu_deformable.rs)
+        }
+        let count = |kernel: &str| {
+            let k = kernels.iter().find(|k| k.kernel == kernel);
+            k.map_or(0, |k| k.dispatches)
+        };
+        let iterations = timed.iterations;
+        assert_eq!(count("contact_ccd"), iterations, "{name}: {kernels:?}");
+        for hold in ["contact_hold_first", "contact_hold_second"] {
+            let expected = if tets { iterations } else { 0 };
+            assert_eq!(count(hold), expected, "{name}: {kernels:?}");
+        }
+    }
+}
+
 #[test]
 fn a_spinning_bar_landing_on_a_soft_slab_never_crosses_it_on_the_gpu() {
     let Some(mut w) = gpu_world() else {

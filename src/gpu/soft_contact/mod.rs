@@ -627,6 +627,12 @@ impl ContactStep {
         let s = self.sizes;
         let mut dispatches = 0;
         for (p, over, kernel) in kernels {
+            if matches!(over, Over::Tets) && s.tets == 0 {
+                // The volume floor's hold has nothing to hold in a set without tets (cloth
+                // only): a dispatch of lanes that would all return, not recorded. The
+                // topology decides it, not the frame's data.
+                continue;
+            }
             let n = match over {
                 Over::Rows => s.row_capacity,
                 Over::RowsThenSoftBodies => {
