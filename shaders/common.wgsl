@@ -72,6 +72,16 @@ struct Contact {
     flags: u32,         // with k and λ: the dual update writes the record's last 32 bytes
 };
 
+// A joint record as the kernels that read only its ends and flags see it (the constraint
+// graph, the islands); the rest keeps the stride of the solver's `Joint` (avbd.wgsl).
+struct JointHead {
+    body_a: u32,
+    body_b: u32,
+    kind: u32,
+    flags: u32,
+    rest: array<vec4<f32>, 6>,
+};
+
 struct Mass {
     mass: f32,
     inv_mass: f32,

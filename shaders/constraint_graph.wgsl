@@ -11,14 +11,6 @@ struct ContactHead {
     rest: array<vec4<f32>, 5>,
 };
 
-struct JointHead {
-    body_a: u32,
-    body_b: u32,
-    kind: u32,
-    flags: u32,
-    rest: array<vec4<f32>, 6>,
-};
-
 @group(0) @binding(0) var<uniform> params: Params;
 @group(0) @binding(1) var<storage, read> contacts0: array<ContactHead>;
 @group(0) @binding(2) var<storage, read> joints: array<JointHead>;

@@ -12,22 +12,13 @@
 // Dispatch order: island_init (bodies), island_link (pairs, then joints), island_flatten
 // (bodies), island_mark (bodies), island_count (bodies).
 
-// Only the bodies and flags of a joint record are read; the rest keeps the stride.
-struct JointEnds {
-    body_a: u32,
-    body_b: u32,
-    kind: u32,
-    flags: u32,
-    rest: array<vec4<f32>, 6>,
-};
-
 @group(0) @binding(0) var<uniform> params: Params;
 @group(0) @binding(1) var<storage, read> body_flags: array<u32>;
 @group(0) @binding(2) var<storage, read> pair_list: array<StepPair>;
 @group(0) @binding(3) var<storage, read> pair_start: array<u32>;
 // Each pair's point count, a byte per pair (contact_narrow.wgsl).
 @group(0) @binding(4) var<storage, read> pair_counts: array<u32>;
-@group(0) @binding(5) var<storage, read> joints: array<JointEnds>;
+@group(0) @binding(5) var<storage, read> joints: array<JointHead>;
 @group(0) @binding(6) var<storage, read_write> parent: array<atomic<u32>>;
 @group(0) @binding(7) var<storage, read_write> anchored: array<atomic<u32>>;
 // Per body: its island's root, bit 31 set if the body is anchored; 0xffffffff for a body
