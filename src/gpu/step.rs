@@ -110,8 +110,12 @@ impl GpuSolver {
         let t_start = std::time::Instant::now();
         let host = GpuHostTimes::default();
         // The adjacency is built on the device (`adjacency.wgsl`); the CPU only gathers the
-        // constraint ends, for the momentum projection's islands.
-        crate::pipeline::coloring::gather_ends(&s.points, joints, &mut s.adjacency);
+        // constraint ends for the momentum projection's islands, and only where it projects
+        // them: where the device finds the contacts, it finds the islands too
+        // (`islands.wgsl`), and a steady step's host work does not grow with the joints.
+        if cfg.conserve_momentum && !pairs.active() {
+            crate::pipeline::coloring::gather_ends(&s.points, joints, &mut s.adjacency);
+        }
         // The flags follow from the layout: made again only when it changed.
         let layout = bodies.edits.layout;
         if self.flags_layout != Some(layout) || self.flags.len() != n {
