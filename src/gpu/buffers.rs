@@ -8,6 +8,10 @@ use rayon::prelude::*;
 
 use super::*;
 
+/// What a buffer uploaded by [`GpuSolver::upload_keyed`] holds the data of: edit counters
+/// (and the like) that the data follows from.
+pub(super) type UploadKey = [u64; 3];
+
 /// Stride of the per-colour uniform slots (dynamic offsets must be 256-byte aligned).
 pub(super) const COLOR_SLOT: u64 = 256;
 
@@ -358,7 +362,7 @@ impl GpuSolver {
             self.queue.submit([encoder.finish()]);
         }
         self.shadow[slot].clear();
-        self.layout_uploaded[slot] = None;
+        self.uploaded_key[slot] = None;
         self.state_stale |= RESIDENT_STATE.contains(&slot);
         self.reallocations += 1;
         true
@@ -410,12 +414,13 @@ impl GpuSolver {
         }
     }
 
-    /// [`Self::upload`] of what follows from the bodies' layout and the margin (`key`):
-    /// skipped, not compared, while the buffer holds the data of that key.
-    pub(super) fn upload_for_layout(&mut self, slot: usize, data: &[u8], key: (u64, u32)) {
-        if self.layout_uploaded[slot] != Some(key) {
+    /// [`Self::upload`] of data that changes only with `key` (counters of the edits it
+    /// follows from: the bodies' layout and the margin, or the joints added, removed and
+    /// broken): skipped, not compared, while the buffer holds the data of that key.
+    pub(super) fn upload_keyed(&mut self, slot: usize, data: &[u8], key: UploadKey) {
+        if self.uploaded_key[slot] != Some(key) {
             self.upload(slot, data);
-            self.layout_uploaded[slot] = Some(key);
+            self.uploaded_key[slot] = Some(key);
         }
     }
 

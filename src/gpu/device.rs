@@ -442,7 +442,7 @@ impl GpuSolver {
             flags_layout: None,
             solves_bodies: false,
             state_stale: true,
-            layout_uploaded: vec![None; NAMES.len()],
+            uploaded_key: vec![None; NAMES.len()],
             touched: Vec::new(),
             touched_runs: Vec::new(),
             last_colors: 0,

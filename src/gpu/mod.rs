@@ -533,8 +533,8 @@ pub struct GpuSolver {
     /// Whether the device's body state may differ from the CPU's beyond the bodies the
     /// CPU touched since (a new or grown buffer, a step run again): it all goes up.
     state_stale: bool,
-    /// Per buffer: the layout key (`upload_for_layout`) whose data it holds.
-    layout_uploaded: Vec<Option<(u64, u32)>>,
+    /// Per buffer: the key (`upload_keyed`) whose data it holds.
+    uploaded_key: Vec<Option<UploadKey>>,
     /// Scratch of `upload_body_state`: the touched bodies, sorted, and their runs.
     touched: Vec<u32>,
     touched_runs: Vec<(usize, usize)>,

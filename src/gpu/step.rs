@@ -455,8 +455,12 @@ impl GpuSolver {
         self.upload_body_state(bodies);
         // What follows from the bodies' layout (and the margin, for the grid's classes)
         // goes up by difference when that changed, else is not even compared.
-        let layout = (bodies.edits.layout, cfg.collision_margin.to_bits());
-        self.upload_for_layout(MASSES, bytemuck::cast_slice(&bodies.masses), layout);
+        let layout = [
+            bodies.edits.layout,
+            cfg.collision_margin.to_bits() as u64,
+            0,
+        ];
+        self.upload_keyed(MASSES, bytemuck::cast_slice(&bodies.masses), layout);
         // A colouring from scratch starts with every body uncoloured (no seed), so that
         // its rounds make the CPU's greedy colouring (whatever rounds a test pinned).
         self.scratch_step = self.seeds_fresh && self.scratch_coloring;
@@ -465,15 +469,18 @@ impl GpuSolver {
             self.queue.write_buffer(seeds, 0, &vec![0xff; n * 4]);
             self.last_traffic.upload_bytes += 4 * n as u64;
         }
-        self.upload(JOINTS, bytemuck::cast_slice(&joints.records));
+        // A joint record changes when joints are added, removed or broken, or when a body
+        // is removed (its joints' body indices move with the layout).
+        let joint_key = [joints.edits, joints.breaks, bodies.edits.layout];
+        self.upload_keyed(JOINTS, bytemuck::cast_slice(&joints.records), joint_key);
         if shape.device_narrow {
             // Colliders, classes, special bodies and jointed pairs: by difference, nothing
             // while they stay the same.
-            self.upload_for_layout(SHAPES, bytemuck::cast_slice(&pairs.shapes), layout);
+            self.upload_keyed(SHAPES, bytemuck::cast_slice(&pairs.shapes), layout);
             let classes = bytemuck::cast_slice(&pairs.layout.classes);
-            self.upload_for_layout(CLASSES, classes, layout);
+            self.upload_keyed(CLASSES, classes, layout);
             let specials = bytemuck::cast_slice(&pairs.layout.specials);
-            self.upload_for_layout(SPECIALS, specials, layout);
+            self.upload_keyed(SPECIALS, specials, layout);
             self.upload(EXCLUDED, bytemuck::cast_slice(&pairs.excluded));
             let layout = &pairs.layout;
             let broad = super::broad::BroadParams {
@@ -518,7 +525,7 @@ impl GpuSolver {
         let heaviest = bytemuck::cast_slice(&s.joint_islands.per_joint);
         self.upload(JOINT_HEAVIEST, heaviest);
         let flags = std::mem::take(&mut self.flags);
-        self.upload_for_layout(BODY_FLAGS, bytemuck::cast_slice(&flags), layout);
+        self.upload_keyed(BODY_FLAGS, bytemuck::cast_slice(&flags), layout);
         self.flags = flags;
         let params = Params {
             dt: cfg.dt,
