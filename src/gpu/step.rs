@@ -471,7 +471,7 @@ impl GpuSolver {
         }
         // A joint record changes when joints are added, removed or broken, or when a body
         // is removed (its joints' body indices move with the layout).
-        let joint_key = [joints.edits, joints.breaks, bodies.edits.layout];
+        let joint_key = joints.edit_key(bodies);
         self.upload_keyed(JOINTS, bytemuck::cast_slice(&joints.records), joint_key);
         if shape.device_narrow {
             // Colliders, classes, special bodies and jointed pairs: by difference, nothing
@@ -481,7 +481,8 @@ impl GpuSolver {
             self.upload_keyed(CLASSES, classes, layout);
             let specials = bytemuck::cast_slice(&pairs.layout.specials);
             self.upload_keyed(SPECIALS, specials, layout);
-            self.upload(EXCLUDED, bytemuck::cast_slice(&pairs.excluded));
+            let excluded = bytemuck::cast_slice(&pairs.excluded);
+            self.upload_keyed(EXCLUDED, excluded, joints.edit_key(bodies));
             let layout = &pairs.layout;
             let broad = super::broad::BroadParams {
                 n_bodies: n as u32,

@@ -431,6 +431,13 @@ pub struct JointSet {
 }
 
 impl JointSet {
+    /// What the joint records, and the jointed pairs made from them, follow from: the
+    /// joints added and removed, the joints broken, and the bodies' layout (a removed body
+    /// moves the others' solver indices). Data made for one key holds while it stays.
+    pub(crate) fn edit_key(&self, bodies: &super::BodySet) -> [u64; 3] {
+        [self.edits, self.breaks, bodies.edits.layout]
+    }
+
     pub(crate) fn index(&self, h: JointHandle) -> Option<usize> {
         match self.index_of.get(h.0 as usize) {
             Some(&i) if i != u32::MAX => Some(i as usize),

@@ -66,6 +66,9 @@ pub struct DevicePairs {
     /// `layout` were made for, whether every collider was a primitive then, and the bodies
     /// in the grid: a step with the same key makes none of it again.
     made_for: Option<(u64, u32)>,
+    /// The joints' edits and fractures and the bodies' layout that `excluded` was made
+    /// for (`JointSet::edit_key`): a step with the same key does not make it again.
+    excluded_for: Option<[u64; 3]>,
     all_primitive: bool,
     in_grid: u32,
     /// After the step: the pairs the broad phase found, and of them those with points (the
@@ -163,24 +166,29 @@ pub fn detect_pairs(
     }
     let was_active = device.active;
     device.active = true;
-    // Broken joints no longer keep their bodies from colliding.
-    device.excluded.clear();
-    device.excluded.extend(
-        joints
-            .bodies
-            .iter()
-            .zip(&joints.records)
-            .filter(|(_, rec)| !rec.broken())
-            .filter_map(|(&(a, b), _)| {
-                let (a, b) = (
-                    bodies.index_of[a.0 as usize],
-                    bodies.index_of[b?.0 as usize],
-                );
-                Some([a.min(b), a.max(b)])
-            }),
-    );
-    device.excluded.sort_unstable();
-    device.excluded.dedup();
+    // Broken joints no longer keep their bodies from colliding. The list changes only
+    // with the joints (added, removed, broken) and the bodies' indices (their layout).
+    let excluded_key = joints.edit_key(bodies);
+    if device.excluded_for != Some(excluded_key) {
+        device.excluded_for = Some(excluded_key);
+        device.excluded.clear();
+        device.excluded.extend(
+            joints
+                .bodies
+                .iter()
+                .zip(&joints.records)
+                .filter(|(_, rec)| !rec.broken())
+                .filter_map(|(&(a, b), _)| {
+                    let (a, b) = (
+                        bodies.index_of[a.0 as usize],
+                        bodies.index_of[b?.0 as usize],
+                    );
+                    Some([a.min(b), a.max(b)])
+                }),
+        );
+        device.excluded.sort_unstable();
+        device.excluded.dedup();
+    }
     // (Unless remade, the bodies and classes are those of the last step that made them.)
     device.has_old = was_active
         && (!remade
