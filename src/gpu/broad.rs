@@ -122,32 +122,26 @@ impl PrefixSum {
     }
 
     /// Records a prefix sum of `len` counts into `pass` with its `group` at index 0.
-    /// Returns the dispatches.
-    pub(super) fn record(
-        &self,
-        pass: &mut wgpu::ComputePass,
-        group: &wgpu::BindGroup,
-        len: u32,
-    ) -> u32 {
-        self.record_timed(pass, group, len, None, "")
-    }
-
-    /// [`Self::record`], each dispatch timed as `kernel` by `clock` (if any).
-    pub(super) fn record_timed(
-        &self,
-        pass: &mut wgpu::ComputePass,
-        group: &wgpu::BindGroup,
-        len: u32,
-        clock: Option<&super::kernel_clock::KernelClock>,
-        kernel: &'static str,
-    ) -> u32 {
+    pub(super) fn record(&self, pass: &mut wgpu::ComputePass, group: &wgpu::BindGroup, len: u32) {
         pass.set_bind_group(0, group, &[]);
         for (k, groups) in self.steps(len) {
             pass.set_pipeline(k);
             pass.dispatch_workgroups(groups, 1, 1);
-            clock.inspect(|c| c.end(pass, kernel));
         }
-        3
+    }
+
+    /// [`Self::record`] into a step's pass, each dispatch timed and counted as `kernel`.
+    pub(super) fn record_into(
+        &self,
+        pass: &mut super::recording::Pass,
+        group: &wgpu::BindGroup,
+        len: u32,
+        kernel: &'static str,
+    ) {
+        pass.set_bind_group(0, group, &[]);
+        for (k, groups) in self.steps(len) {
+            pass.dispatch(k, (groups, 1), kernel);
+        }
     }
 }
 

@@ -153,6 +153,7 @@ pub mod narrow;
 mod pipelines;
 mod readback;
 mod record;
+mod recording;
 mod soft;
 mod soft_contact;
 mod step;

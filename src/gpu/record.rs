@@ -1,42 +1,102 @@
-//! Recording a step: every pass of the step in one command buffer (the broad phase, the
-//! integration, the contacts' warm start with the narrow phase, the adjacency, the
-//! colouring, the iterations, the end of the step, the contact store and the islands),
-//! then the copies into the readback buffer, and the submission.
+//! Recording a step: every pass of the step in one command buffer, then the copies into
+//! the readback buffer, and the submission. [`GpuSolver::record_and_submit`] reads as the
+//! step runs on the device, a method per stage below it.
 
 use super::buffers::*;
 use super::pipelines::{ISLAND_KERNELS, MOMENTUM_KERNELS};
+use super::recording::{Pass, Recording};
+use super::soft::SoftStep;
 use super::step::{Stage, StepShape, contact_slots_log2, pass_count};
 use super::*;
 
 impl GpuSolver {
-    /// Records the whole step in one command buffer and submits it: the inertial targets,
-    /// the colouring, the iterations, the velocities and poses, and the copies into a
-    /// staging buffer. Returns the staging buffer used, the bytes to read back and the
-    /// timestamp bytes.
+    /// Records the whole step in one command buffer and submits it. Returns the staging
+    /// buffer used, the bytes to read back and the stages of the timed passes.
     pub(super) fn record_and_submit(&mut self, shape: &StepShape) -> (usize, u64, Vec<Stage>) {
-        let &StepShape {
-            iterations,
-            palette,
-            timed,
-            n,
-            n_contacts,
-            n_joints,
-            n_pairs,
-            device_narrow,
-            solve,
-            momentum,
-            table,
-            lens: [body_out_len, status_len, broken_len, total_len, narrow_len],
-        } = shape;
-        // Room for the timestamps of the most passes the step may record.
         let soft_on = self.soft_active && self.soft.is_some();
-        let ts_bytes = if timed {
-            16 * pass_count(iterations, soft_on) as u64
-        } else {
-            0
+        let (k, read_bytes) = self.staging_for(shape, soft_on);
+        let carry_joints = std::mem::take(&mut self.joint_carry) && shape.n_joints > 0;
+        let restore_velocities = std::mem::take(&mut self.restore_velocities);
+        let stage_clock = self.timestamps.as_ref().filter(|_| shape.timed);
+        let kernel_clock = self.kernel_clock.as_ref().filter(|_| self.kernel_timing);
+        let mut rec = Recording::new(
+            &self.device,
+            "avbd step",
+            stage_clock.map(|t| &t.set),
+            kernel_clock,
+        );
+        // The deformable half, coupled through the attachments: its passes run after each
+        // primal sweep and dual update of the bodies.
+        let soft = self.soft.as_ref().filter(|_| self.soft_active);
+        self.record_step_inputs(&mut rec.encoder, shape, carry_joints, restore_velocities);
+        self.record_broad_phase(&mut rec, shape);
+        self.record_begin(&mut rec, shape);
+        self.record_contact_warm_start(&mut rec, shape);
+        self.record_joint_warm_start(&mut rec, shape);
+        match shape.solve {
+            true => {
+                self.record_adjacency(&mut rec, shape);
+                self.record_coloring(&mut rec, shape);
+            }
+            false => self.carry_colors(&mut rec.encoder, shape.n),
+        }
+        if let Some(soft) = soft {
+            // The contact rows' lists, which the first iteration reads.
+            soft.record_start(&mut rec);
+        }
+        for _ in 0..shape.iterations {
+            if let Some(soft) = soft {
+                // The deformables' contact rows on the moving bodies, for their solves.
+                soft.record_body_terms(&mut rec);
+            }
+            if shape.solve {
+                self.record_primal(&mut rec, shape);
+            }
+            if let Some(soft) = soft {
+                soft.record_sweep(&mut rec);
+            }
+            self.record_dual(&mut rec, shape);
+            if let Some(soft) = soft {
+                soft.record_dual(&mut rec);
+            }
+        }
+        if let Some(soft) = soft {
+            // Bodies coupled to deformables end the frame at their certified poses.
+            soft.record_end(&mut rec);
+        }
+        self.record_end(&mut rec, shape);
+        self.record_contact_store(&mut rec, shape);
+        self.record_readback(&mut rec, shape, k, stage_clock);
+        if let Some(soft) = soft {
+            soft.record_readback(&mut rec.encoder);
+        }
+        let Recording {
+            encoder,
+            stages,
+            dispatches,
+            ..
+        } = rec;
+        self.queue.submit([encoder.finish()]);
+        self.last_traffic = GpuTraffic {
+            download_bytes: read_bytes,
+            dispatches: dispatches.direct + dispatches.indirect,
+            indirect_dispatches: dispatches.indirect,
+            submissions: self.last_traffic.submissions + 1,
+            ..self.last_traffic
         };
-        let ranges_at = (body_out_len + status_len + broken_len + total_len + narrow_len) as u64;
-        let read_bytes = ranges_at + RANGES_BYTES + ts_bytes;
+        (k, read_bytes, stages)
+    }
+
+    /// The staging buffer this step reads back through (the two alternate), grown to the
+    /// bytes it reads: the bodies' records, status, broken joints, pair total and narrow
+    /// phase status, the colour ranges and the timestamps. Returns it and the bytes.
+    fn staging_for(&mut self, shape: &StepShape, soft_on: bool) -> (usize, u64) {
+        let ts_bytes = match shape.timed {
+            // Room for the timestamps of the most passes the step may record.
+            true => 16 * pass_count(shape.iterations, soft_on) as u64,
+            false => 0,
+        };
+        let read_bytes = ranges_at(shape) + RANGES_BYTES + ts_bytes;
         let k = (self.frame % 2) as usize;
         self.frame += 1;
         if self.staging[k].capacity < read_bytes {
@@ -50,506 +110,413 @@ impl GpuSolver {
             );
             self.reallocations += 1;
         }
-        let mut encoder = self
-            .device
-            .create_command_encoder(&wgpu::CommandEncoderDescriptor {
-                label: Some("avbd step"),
-            });
+        (k, read_bytes)
+    }
+
+    /// The copies before the first pass: what went up through the belt into place, the
+    /// joints' carried row states, and the velocities' copy at the step's start.
+    fn record_step_inputs(
+        &self,
+        encoder: &mut wgpu::CommandEncoder,
+        shape: &StepShape,
+        carry_joints: bool,
+        restore_velocities: bool,
+    ) {
         if let Some(belt) = &self.belt.buffer {
             for &(slot, offset, bytes) in self.belt.copies.iter().filter(|c| c.2 > 0) {
                 encoder.copy_buffer_to_buffer(belt, offset, &self.buffers[slot].buffer, 0, bytes);
             }
         }
-        if std::mem::take(&mut self.joint_carry) && n_joints > 0 {
+        if carry_joints {
             // The last accepted step's row states are what this one warm-starts from (a
             // run again of this step reads them again).
-            let bytes = (n_joints * std::mem::size_of::<JointRowState>()) as u64;
+            let bytes = (shape.n_joints * std::mem::size_of::<JointRowState>()) as u64;
             let (from, to) = (&self.buffers[JOINT_STATES], &self.buffers[JOINT_CARRIED]);
             encoder.copy_buffer_to_buffer(&from.buffer, 0, &to.buffer, 0, bytes);
         }
-        if self.velocities_newer && n > 0 {
+        if self.velocities_newer && shape.n > 0 {
             // Where the velocities stay on the device, a step keeps a copy of them as it
             // begins, and a run again of it starts from that copy (the CPU's is stale).
-            let bytes = (n * std::mem::size_of::<VelocityRecord>()) as u64;
-            let restore = std::mem::take(&mut self.restore_velocities);
+            let bytes = (shape.n * std::mem::size_of::<VelocityRecord>()) as u64;
             let start = &self.buffers[VELOCITY_START].buffer;
             for (j, slot) in [VELOCITIES, PREV_VELOCITIES].into_iter().enumerate() {
                 let live = &self.buffers[slot].buffer;
-                match restore {
+                match restore_velocities {
                     true => encoder.copy_buffer_to_buffer(start, j as u64 * bytes, live, 0, bytes),
                     false => encoder.copy_buffer_to_buffer(live, 0, start, j as u64 * bytes, bytes),
                 }
             }
         }
-        let groups = |n: usize| (n as u32).div_ceil(WORKGROUP);
-        let (mut dispatches, mut indirect_dispatches) = (0u32, 0u32);
-        // Each timed pass's stage, in the order of its timestamps.
-        let mut stages: Vec<Stage> = Vec::new();
-        let ts = self.timestamps.as_ref().filter(|_| timed);
-        let mut writes = |stage: Stage| {
-            let w = ts.map(|t| wgpu::ComputePassTimestampWrites {
-                query_set: &t.set,
-                beginning_of_pass_write_index: Some(2 * stages.len() as u32),
-                end_of_pass_write_index: Some(2 * stages.len() as u32 + 1),
-            });
-            if w.is_some() {
-                stages.push(stage);
-            }
-            w
-        };
-        let clock = self.kernel_clock.as_ref().filter(|_| self.kernel_timing);
-        clock.inspect(|c| c.reset());
-        // With `SolverConfig::gpu_kernel_timings`, a timestamp at a pass's start and after
-        // each of its dispatches (`KernelClock`).
-        let start = |pass: &mut wgpu::ComputePass| clock.inspect(|c| c.start(pass));
-        let tick = |pass: &mut wgpu::ComputePass, kernel| clock.inspect(|c| c.end(pass, kernel));
-        let p = &self.pipelines;
-        let all = groups(n).max(1);
-        let warm_group =
-            &self.warm_groups.as_ref().expect("built with the buffers")[self.carried_side];
-        let (cx, cy) = grid(groups(n_contacts).max(1), self.max_groups);
-        let (bx, by) = grid(all, self.max_groups);
-        // One compute pass per stage, so each is timed.
-        if device_narrow {
+    }
+
+    /// The device's broad phase (where it finds the contacts): the bodies' cells counted
+    /// and sorted into a hash grid, then each body's pairs written in its own range.
+    fn record_broad_phase(&self, rec: &mut Recording, shape: &StepShape) {
+        if shape.device_narrow {
             // The cells are counted into the cursors.
-            encoder.clear_buffer(&self.buffers[CURSOR].buffer, 0, None);
+            rec.encoder
+                .clear_buffer(&self.buffers[CURSOR].buffer, 0, None);
         }
-        {
-            let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
-                label: Some("avbd broad phase"),
-                timestamp_writes: writes(Stage::BroadPhase),
-            });
-            start(&mut pass);
-            if device_narrow {
-                let side = self.carried_side;
-                let broad = &self.broad_groups.as_ref().expect("built with the buffers")[side];
-                let scans = self.scan_groups.as_ref().expect("built with the buffers");
-                let [
-                    bounds,
-                    count_cells,
-                    seed_scan,
-                    seed_fill,
-                    fill,
-                    count_pairs,
-                    write_pairs,
-                ] = &p.broad;
-                let buckets = table.div_ceil(WORKGROUP);
-                // A prefix sum of `len` counts with the scan group `g`.
-                let scan = |g, len: u32| p.scan.steps(len).map(move |(k, x)| (k, g, x, "bp_scan"));
-                let steps = [
-                    (bounds, broad, all, "bp_bounds"),
-                    (count_cells, broad, all, "bp_count_cells"),
-                    (seed_scan, broad, buckets, "bp_seed_scan"),
-                ]
-                .into_iter()
-                .chain(scan(&scans[0], table))
-                .chain([
-                    (seed_fill, broad, buckets, "bp_seed_fill"),
-                    (fill, broad, all, "bp_fill"),
-                    (count_pairs, broad, all, "bp_count_pairs"),
-                ])
-                .chain(scan(&scans[1 + side], n as u32))
-                .chain([(write_pairs, broad, all, "bp_write_pairs")]);
-                for (k, group, x, kernel) in steps {
-                    pass.set_bind_group(0, group, &[]);
-                    pass.set_pipeline(k);
-                    pass.dispatch_workgroups(x, 1, 1);
-                    tick(&mut pass, kernel);
-                    dispatches += 1;
-                }
-            }
+        let mut pass = rec.pass("avbd broad phase", Stage::BroadPhase);
+        if !shape.device_narrow {
+            return;
         }
-        {
-            let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
-                label: Some("avbd begin"),
-                timestamp_writes: writes(Stage::Integration),
-            });
-            start(&mut pass);
-            pass.set_bind_group(0, self.integration_group.as_ref(), &[]);
-            pass.set_pipeline(&p.begin_bodies);
-            pass.dispatch_workgroups(bx, by, 1);
-            tick(&mut pass, "begin_bodies");
-            dispatches += 1;
+        let (p, side, n) = (&self.pipelines, self.carried_side, shape.n as u32);
+        let broad = &self.broad_groups.as_ref().expect("built with the buffers")[side];
+        let scans = self.scan_groups.as_ref().expect("built with the buffers");
+        let [
+            bounds,
+            count_cells,
+            seed_scan,
+            seed_fill,
+            fill,
+            count_pairs,
+            write_pairs,
+        ] = &p.broad;
+        let (all, buckets) = (all_groups(shape), shape.table.div_ceil(WORKGROUP));
+        // A prefix sum of `len` counts with the scan group `g`.
+        let scan = |g, len: u32| p.scan.steps(len).map(move |(k, x)| (k, g, x, "bp_scan"));
+        let steps = [
+            (bounds, broad, all, "bp_bounds"),
+            (count_cells, broad, all, "bp_count_cells"),
+            (seed_scan, broad, buckets, "bp_seed_scan"),
+        ]
+        .into_iter()
+        .chain(scan(&scans[0], shape.table))
+        .chain([
+            (seed_fill, broad, buckets, "bp_seed_fill"),
+            (fill, broad, all, "bp_fill"),
+            (count_pairs, broad, all, "bp_count_pairs"),
+        ])
+        .chain(scan(&scans[1 + side], n))
+        .chain([(write_pairs, broad, all, "bp_write_pairs")]);
+        for (k, group, x, kernel) in steps {
+            pass.set_bind_group(0, group, &[]);
+            pass.dispatch(k, (x, 1), kernel);
         }
-        if device_narrow {
+    }
+
+    /// The inertial targets and the adaptive initial guess (`integration.wgsl`).
+    fn record_begin(&self, rec: &mut Recording, shape: &StepShape) {
+        let mut pass = rec.pass("avbd begin", Stage::Integration);
+        pass.set_bind_group(0, self.integration_group.as_ref(), &[]);
+        pass.dispatch(
+            &self.pipelines.begin_bodies,
+            self.body_grid(shape),
+            "begin_bodies",
+        );
+    }
+
+    /// This step's contact records, warm-started: each pair's manifold carried or (over
+    /// the worklist) found again where the device finds the contacts, else from the points
+    /// that went up and the carried state.
+    fn record_contact_warm_start(&self, rec: &mut Recording, shape: &StepShape) {
+        if shape.device_narrow {
             // The pair counts are OR-ed in, the status is a max and a sum.
             for slot in [PAIR_COUNTS[1 - self.carried_side], NARROW_STATUS] {
-                encoder.clear_buffer(&self.buffers[slot].buffer, 0, None);
+                rec.encoder
+                    .clear_buffer(&self.buffers[slot].buffer, 0, None);
             }
             // The worklist's count.
-            encoder.clear_buffer(&self.buffers[NARROW_WORK].buffer, 0, Some(4));
+            rec.encoder
+                .clear_buffer(&self.buffers[NARROW_WORK].buffer, 0, Some(4));
         }
-        {
-            let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
-                label: Some("avbd contact warm start"),
-                timestamp_writes: writes(Stage::WarmStart),
-            });
-            start(&mut pass);
-            if device_narrow && n_pairs > 0 {
-                // Each pair's manifold, carried or (over the worklist) found again, and
-                // its points' records warm-started.
-                pass.set_bind_group(0, warm_group, &[]);
-                pass.set_pipeline(&p.narrow_carry);
-                let (x, y) = grid(groups(n_pairs), self.max_groups);
-                pass.dispatch_workgroups(x, y, 1);
-                tick(&mut pass, "narrow_carry");
-                pass.set_pipeline(&p.narrow_work_args);
-                pass.set_bind_group(1, &self.narrow_args_group, &[]);
-                pass.dispatch_workgroups(1, 1, 1);
-                tick(&mut pass, "narrow_work_args");
-                pass.set_pipeline(&p.narrow_collide);
-                pass.dispatch_workgroups_indirect(&self.narrow_args, 0);
-                tick(&mut pass, "narrow_collide");
-                dispatches += 2;
-                indirect_dispatches += 1;
-            } else if !device_narrow && n_contacts > 0 {
-                // This step's contact records from its points and the carried state.
-                pass.set_bind_group(0, warm_group, &[]);
-                pass.set_pipeline(&p.warm_start_contacts);
-                pass.dispatch_workgroups(cx, cy, 1);
-                tick(&mut pass, "warm_start_contacts");
-                dispatches += 1;
-            }
+        let mut pass = rec.pass("avbd contact warm start", Stage::WarmStart);
+        let p = &self.pipelines;
+        pass.set_bind_group(0, self.warm_group(), &[]);
+        if shape.device_narrow && shape.n_pairs > 0 {
+            pass.dispatch(
+                &p.narrow_carry,
+                self.grid_over(shape.n_pairs),
+                "narrow_carry",
+            );
+            pass.set_bind_group(1, &self.narrow_args_group, &[]);
+            pass.dispatch(&p.narrow_work_args, (1, 1), "narrow_work_args");
+            pass.dispatch_indirect(&p.narrow_collide, &self.narrow_args, 0, "narrow_collide");
+        } else if !shape.device_narrow && shape.n_contacts > 0 {
+            let grid = self.grid_over(shape.n_contacts);
+            pass.dispatch(&p.warm_start_contacts, grid, "warm_start_contacts");
         }
-        let soft = match self.soft_active {
-            true => self.soft.as_ref(),
-            false => None,
+    }
+
+    /// The joints' rows warm-started from their carried states.
+    fn record_joint_warm_start(&self, rec: &mut Recording, shape: &StepShape) {
+        if shape.n_joints == 0 {
+            return;
+        }
+        let mut pass = rec.pass("avbd joint warm start", Stage::WarmStart);
+        self.set_solver_groups(&mut pass);
+        let grid = self.grid_over(shape.n_joints);
+        pass.dispatch(&self.pipelines.warm_start_joints, grid, "warm_start_joints");
+    }
+
+    /// Each body's list of its contacts (or touching pairs) and joints, sorted
+    /// (`adjacency.wgsl`): what the colouring and the primal sweep read.
+    fn record_adjacency(&self, rec: &mut Recording, shape: &StepShape) {
+        let mut pass = rec.pass("avbd adjacency", Stage::Adjacency);
+        pass.set_bind_group(0, self.coloring_group(), &[]);
+        let p = &self.pipelines;
+        let all = (all_groups(shape), 1);
+        let items = shape.n_contacts >> contact_slots_log2(shape.device_narrow);
+        let edges = self.grid_over(items + shape.n_joints);
+        let blocks = ((shape.n as u32).div_ceil(ADJ_SCAN_BLOCK).max(1), 1);
+        for (pipeline, grid, kernel) in [
+            (&p.adj_clear, all, "adj_clear"),
+            (&p.adj_count, edges, "adj_count"),
+            (&p.adj_scan_blocks, blocks, "adj_scan_blocks"),
+            (&p.adj_scan_top, (1, 1), "adj_scan_top"),
+            (&p.adj_scan_add, blocks, "adj_scan_add"),
+            (&p.adj_fill, edges, "adj_fill"),
+            (&p.adj_sort, all, "adj_sort"),
+        ] {
+            pass.dispatch(pipeline, grid, kernel);
+        }
+    }
+
+    /// The colouring (`coloring.wgsl`): last step's colours, less the loser of every pair
+    /// of neighbours now sharing one; rounds over the worklist of the bodies left
+    /// uncoloured; the classes greedily again after a step whose rounds coloured a body;
+    /// the colour ranges and each colour's bodies in order.
+    fn record_coloring(&self, rec: &mut Recording, shape: &StepShape) {
+        let mut pass = rec.pass("avbd colouring", Stage::Coloring);
+        pass.set_bind_group(0, self.coloring_group(), &[]);
+        let p = &self.pipelines;
+        let all = (all_groups(shape), 1);
+        let init = (all.0.max((COUNTERS as u32).div_ceil(WORKGROUP)), 1);
+        pass.dispatch(&p.color_init, init, "color_init");
+        pass.dispatch(&p.color_unseed_mark, all, "color_unseed_mark");
+        pass.dispatch(&p.color_unseed, all, "color_unseed");
+        pass.set_bind_group(1, &self.round_args_group, &[]);
+        pass.dispatch(&p.color_work_args, (1, 1), "color_work_args");
+        let round_slots = match self.scratch_step {
+            true => &self.scratch_slot_group,
+            false => &self.slot_group,
         };
-        let coupling = soft.and_then(|s| s.coupling()).unwrap_or(&self.no_coupling);
-        // The solver module's groups for its whole-step kernels (joint warm start, dual,
-        // fracture test): colour slot 0, the deformables' coupling terms.
-        let (solver_group, slot_group) = (self.solver_group.as_ref(), &self.slot_group);
-        let solver_groups = |pass: &mut wgpu::ComputePass<'_>| {
-            pass.set_bind_group(0, solver_group, &[]);
-            pass.set_bind_group(1, slot_group, &[0]);
-            pass.set_bind_group(2, coupling, &[]);
+        for round in 0..self.rounds_recorded() as u64 {
+            pass.set_bind_group(1, round_slots, &[(round * COLOR_SLOT) as u32]);
+            pass.dispatch_indirect(&p.color_round, &self.round_args, 0, "color_round");
+        }
+        let classes = match self.regreedy_recorded() {
+            true => self.class_capacity as u64,
+            false => 0,
         };
-        let (jx, jy) = grid(groups(n_joints).max(1), self.max_groups);
-        if n_joints > 0 {
-            let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
-                label: Some("avbd joint warm start"),
-                timestamp_writes: writes(Stage::WarmStart),
-            });
-            start(&mut pass);
-            solver_groups(&mut pass);
-            pass.set_pipeline(&p.warm_start_joints);
-            pass.dispatch_workgroups(jx, jy, 1);
-            tick(&mut pass, "warm_start_joints");
-            dispatches += 1;
+        for class in 0..classes {
+            pass.set_bind_group(1, &self.slot_group, &[(class * COLOR_SLOT) as u32]);
+            pass.dispatch(&p.color_regreedy, all, "color_regreedy");
         }
-        let coloring_group = &self
-            .coloring_groups
-            .as_ref()
-            .expect("built with the buffers")[self.carried_side];
-        if solve {
-            {
-                let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
-                    label: Some("avbd adjacency"),
-                    timestamp_writes: writes(Stage::Adjacency),
-                });
-                start(&mut pass);
-                pass.set_bind_group(0, coloring_group, &[]);
-                // The adjacency of this step's contacts and joints, then the colouring over it.
-                let items = n_contacts >> contact_slots_log2(device_narrow);
-                let (ex, ey) = grid(groups(items + n_joints).max(1), self.max_groups);
-                let blocks = (n as u32).div_ceil(ADJ_SCAN_BLOCK).max(1);
-                for (pipeline, (x, y), kernel) in [
-                    (&p.adj_clear, (all, 1), "adj_clear"),
-                    (&p.adj_count, (ex, ey), "adj_count"),
-                    (&p.adj_scan_blocks, (blocks, 1), "adj_scan_blocks"),
-                    (&p.adj_scan_top, (1, 1), "adj_scan_top"),
-                    (&p.adj_scan_add, (blocks, 1), "adj_scan_add"),
-                    (&p.adj_fill, (ex, ey), "adj_fill"),
-                    (&p.adj_sort, (all, 1), "adj_sort"),
-                ] {
-                    pass.set_pipeline(pipeline);
-                    pass.dispatch_workgroups(x, y, 1);
-                    tick(&mut pass, kernel);
-                    dispatches += 1;
-                }
-            }
-            {
-                let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
-                    label: Some("avbd colouring"),
-                    timestamp_writes: writes(Stage::Coloring),
-                });
-                start(&mut pass);
-                pass.set_bind_group(0, coloring_group, &[]);
-                pass.set_pipeline(&p.color_init);
-                pass.dispatch_workgroups(all.max(groups(COUNTERS as usize)), 1, 1);
-                tick(&mut pass, "color_init");
-                dispatches += 1;
-                // Last step's colours, less the loser of every pair of neighbours now sharing one;
-                // the bodies left uncoloured make the worklist of the rounds.
-                for (pipeline, kernel) in [
-                    (&p.color_unseed_mark, "color_unseed_mark"),
-                    (&p.color_unseed, "color_unseed"),
-                ] {
-                    pass.set_pipeline(pipeline);
-                    pass.dispatch_workgroups(all, 1, 1);
-                    tick(&mut pass, kernel);
-                    dispatches += 1;
-                }
-                pass.set_pipeline(&p.color_work_args);
-                pass.set_bind_group(1, &self.round_args_group, &[]);
-                pass.dispatch_workgroups(1, 1, 1);
-                tick(&mut pass, "color_work_args");
-                dispatches += 1;
-                pass.set_pipeline(&p.color_round);
-                let round_slots = match self.scratch_step {
-                    true => &self.scratch_slot_group,
-                    false => &self.slot_group,
-                };
-                for round in 0..self.rounds_recorded() as u64 {
-                    pass.set_bind_group(1, round_slots, &[(round * COLOR_SLOT) as u32]);
-                    pass.dispatch_workgroups_indirect(&self.round_args, 0);
-                    tick(&mut pass, "color_round");
-                    indirect_dispatches += 1;
-                }
-                // The colour classes greedily again, highest first, after a step whose rounds
-                // coloured a body.
-                pass.set_pipeline(&p.color_regreedy);
-                let classes = if self.regreedy_recorded() {
-                    self.class_capacity
-                } else {
-                    0
-                };
-                for class in 0..classes as u64 {
-                    pass.set_bind_group(1, &self.slot_group, &[(class * COLOR_SLOT) as u32]);
-                    pass.dispatch_workgroups(all, 1, 1);
-                    tick(&mut pass, "color_regreedy");
-                    dispatches += 1;
-                }
-                for (pipeline, x, kernel) in [
-                    (&p.color_count, all, "color_count"),
-                    (&p.color_scan, 1, "color_scan"),
-                    (&p.color_serial_rank, all, "color_serial_rank"),
-                    (&p.color_scatter, all, "color_scatter"),
-                ] {
-                    pass.set_pipeline(pipeline);
-                    pass.dispatch_workgroups(x, 1, 1);
-                    tick(&mut pass, kernel);
-                    dispatches += 1;
-                }
-            }
-        } else {
-            // Nothing to colour: the ranges read back are zeros, and the seeds go on as
-            // they were to the side the next step reads.
-            encoder.clear_buffer(&self.buffers[RANGES].buffer, 0, None);
-            let bytes = (n * 4) as u64;
-            if bytes > 0 {
-                let from = &self.buffers[COLOR_SEEDS[self.carried_side]].buffer;
-                let to = &self.buffers[COLOR_SEEDS[1 - self.carried_side]].buffer;
-                encoder.copy_buffer_to_buffer(from, 0, to, 0, bytes);
-            }
+        for (pipeline, grid, kernel) in [
+            (&p.color_count, all, "color_count"),
+            (&p.color_scan, (1, 1), "color_scan"),
+            (&p.color_serial_rank, all, "color_serial_rank"),
+            (&p.color_scatter, all, "color_scatter"),
+        ] {
+            pass.dispatch(pipeline, grid, kernel);
         }
-        let indirect = &self.buffers[INDIRECT].buffer;
-        let colors = self.color_capacity.min(palette) as u64;
-        // The deformable half (`soft`), coupled through the attachments: its passes run
-        // after each primal sweep and dual update of the bodies.
-        let primal = match n_joints == 0 && soft.is_none() {
+    }
+
+    /// A step that solves no body colours nothing: the ranges read back are zeros, and
+    /// the seeds go on as they were to the side the next step reads.
+    fn carry_colors(&self, encoder: &mut wgpu::CommandEncoder, n: usize) {
+        encoder.clear_buffer(&self.buffers[RANGES].buffer, 0, None);
+        let bytes = (n * 4) as u64;
+        if bytes > 0 {
+            let from = &self.buffers[COLOR_SEEDS[self.carried_side]].buffer;
+            let to = &self.buffers[COLOR_SEEDS[1 - self.carried_side]].buffer;
+            encoder.copy_buffer_to_buffer(from, 0, to, 0, bytes);
+        }
+    }
+
+    /// One primal sweep: each colour's bodies in place, over the lanes the colouring
+    /// wrote, then the serial ones.
+    fn record_primal(&self, rec: &mut Recording, shape: &StepShape) {
+        let mut pass = rec.pass("avbd primal", Stage::Primal);
+        let p = &self.pipelines;
+        let primal = match shape.n_joints == 0 && !self.soft_on() {
             true => &p.primal_contacts,
             false => &p.primal,
         };
-        if let Some(soft) = soft {
-            // The contact rows' lists, which the first iteration reads.
-            dispatches +=
-                soft.record_start(&mut encoder, || writes(Stage::DeformableContact), clock);
+        pass.set_bind_group(0, self.solver_group.as_ref(), &[]);
+        pass.set_bind_group(2, self.coupling_group(), &[]);
+        let indirect = &self.buffers[INDIRECT].buffer;
+        for c in 0..self.color_capacity.min(shape.palette) as u64 {
+            pass.set_bind_group(1, &self.slot_group, &[(c * COLOR_SLOT) as u32]);
+            pass.dispatch_indirect(primal, indirect, LANE_ARGS_AT + c * 12, "primal");
         }
-        for _ in 0..iterations {
-            if let Some(soft) = soft {
-                // The deformables' contact rows on the moving bodies, for their solves.
-                dispatches += soft.record_body_terms(
-                    &mut encoder,
-                    || writes(Stage::DeformableContact),
-                    clock,
-                );
-            }
-            if solve {
-                let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
-                    label: Some("avbd primal"),
-                    timestamp_writes: writes(Stage::Primal),
-                });
-                start(&mut pass);
-                pass.set_bind_group(0, self.solver_group.as_ref(), &[]);
-                pass.set_bind_group(2, coupling, &[]);
-                for c in 0..colors {
-                    pass.set_bind_group(1, &self.slot_group, &[(c * COLOR_SLOT) as u32]);
-                    pass.set_pipeline(primal);
-                    pass.dispatch_workgroups_indirect(indirect, LANE_ARGS_AT + c * 12);
-                    tick(&mut pass, "primal");
-                    indirect_dispatches += 1;
-                }
-                pass.set_pipeline(&p.primal_serial);
-                for j in 0..self.serial_capacity as u64 {
-                    let slot = SERIAL_SLOT + j;
-                    pass.set_bind_group(1, &self.slot_group, &[(slot * COLOR_SLOT) as u32]);
-                    pass.dispatch_workgroups_indirect(indirect, SERIAL_SLOT * 12);
-                    tick(&mut pass, "primal_serial");
-                    indirect_dispatches += 1;
-                }
-            }
-            if let Some(soft) = soft {
-                dispatches += soft.record_sweep(&mut encoder, writes(Stage::Deformable), clock);
-            }
-            let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
-                label: Some("avbd dual"),
-                timestamp_writes: writes(Stage::Dual),
-            });
-            start(&mut pass);
-            solver_groups(&mut pass);
-            if n_contacts > 0 {
-                pass.set_pipeline(&p.dual_contacts);
-                let (x, y) = grid(groups(n_contacts), self.max_groups);
-                pass.dispatch_workgroups(x, y, 1);
-                tick(&mut pass, "dual_contacts");
-                dispatches += 1;
-            }
-            if n_joints > 0 {
-                pass.set_pipeline(&p.dual_joints);
-                let (x, y) = grid(groups(n_joints), self.max_groups);
-                pass.dispatch_workgroups(x, y, 1);
-                tick(&mut pass, "dual_joints");
-                dispatches += 1;
-            }
-            drop(pass);
-            if let Some(soft) = soft {
-                dispatches +=
-                    soft.record_dual(&mut encoder, || writes(Stage::DeformableContact), clock);
-            }
+        for j in 0..self.serial_capacity as u64 {
+            let slot = SERIAL_SLOT + j;
+            pass.set_bind_group(1, &self.slot_group, &[(slot * COLOR_SLOT) as u32]);
+            let at = SERIAL_SLOT * 12;
+            pass.dispatch_indirect(&p.primal_serial, indirect, at, "primal_serial");
         }
-        if let Some(soft) = soft {
-            // Bodies coupled to deformables end the frame at their certified poses.
-            dispatches += soft.record_end(&mut encoder, || writes(Stage::DeformableContact), clock);
+    }
+
+    /// One dual update of the contacts and the joints.
+    fn record_dual(&self, rec: &mut Recording, shape: &StepShape) {
+        let mut pass = rec.pass("avbd dual", Stage::Dual);
+        self.set_solver_groups(&mut pass);
+        let p = &self.pipelines;
+        if shape.n_contacts > 0 {
+            let grid = self.grid_over(shape.n_contacts);
+            pass.dispatch(&p.dual_contacts, grid, "dual_contacts");
         }
+        if shape.n_joints > 0 {
+            pass.dispatch(
+                &p.dual_joints,
+                self.grid_over(shape.n_joints),
+                "dual_joints",
+            );
+        }
+    }
+
+    /// The step's end: the momentum projection's targets (from the start state it
+    /// overwrites), the velocities and poses, the fracture test at the final poses and
+    /// multipliers.
+    fn record_end(&self, rec: &mut Recording, shape: &StepShape) {
         // The count of bodies whose result was not finite (`end_bodies` appends to its list).
-        encoder.clear_buffer(&self.buffers[STATUS].buffer, 0, Some(4));
-        {
-            let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
-                label: Some("avbd end"),
-                timestamp_writes: writes(Stage::Integration),
-            });
-            start(&mut pass);
-            if momentum {
-                // The momentum projection's targets, from the start state `end_bodies`
-                // overwrites.
-                pass.set_bind_group(0, self.momentum_group.as_ref(), &[]);
-                pass.set_pipeline(&p.momentum[0]);
-                pass.dispatch_workgroups(bx, by, 1);
-                tick(&mut pass, MOMENTUM_KERNELS[0]);
-                dispatches += 1;
-            }
-            pass.set_bind_group(0, self.integration_group.as_ref(), &[]);
-            pass.set_pipeline(&p.end_bodies);
-            pass.dispatch_workgroups(bx, by, 1);
-            tick(&mut pass, "end_bodies");
-            dispatches += 1;
-            if broken_len > 0 {
-                // The fracture test at the step's final poses and multipliers.
-                solver_groups(&mut pass);
-                pass.set_pipeline(&p.fracture_joints);
-                pass.dispatch_workgroups(jx, jy, 1);
-                tick(&mut pass, "fracture_joints");
-                dispatches += 1;
+        rec.encoder
+            .clear_buffer(&self.buffers[STATUS].buffer, 0, Some(4));
+        let mut pass = rec.pass("avbd end", Stage::Integration);
+        let (p, bodies) = (&self.pipelines, self.body_grid(shape));
+        if shape.momentum {
+            pass.set_bind_group(0, self.momentum_group.as_ref(), &[]);
+            pass.dispatch(&p.momentum[0], bodies, MOMENTUM_KERNELS[0]);
+        }
+        pass.set_bind_group(0, self.integration_group.as_ref(), &[]);
+        pass.dispatch(&p.end_bodies, bodies, "end_bodies");
+        let [_, _, broken_len, ..] = shape.lens;
+        if broken_len > 0 {
+            self.set_solver_groups(&mut pass);
+            let grid = self.grid_over(shape.n_joints);
+            pass.dispatch(&p.fracture_joints, grid, "fracture_joints");
+        }
+    }
+
+    /// What the contacts carry to the next step, stored on the device; where the device
+    /// finds the contacts, the islands (components over the touching pairs and unbroken
+    /// joints, `islands.wgsl`); the momentum of the islands anchored nowhere restored, in
+    /// the velocities and in what the CPU reads back (`momentum.wgsl`).
+    fn record_contact_store(&self, rec: &mut Recording, shape: &StepShape) {
+        let mut pass = rec.pass("avbd contact store", Stage::WarmStart);
+        let p = &self.pipelines;
+        if shape.n_contacts > 0 {
+            pass.set_bind_group(0, self.warm_group(), &[]);
+            let grid = self.grid_over(shape.n_contacts);
+            pass.dispatch(&p.store_contact_warm, grid, "store_contact_warm");
+        }
+        if shape.device_narrow {
+            let islands =
+                &self.island_groups.as_ref().expect("built with the buffers")[self.carried_side];
+            let all = (all_groups(shape), 1);
+            let edges = self.grid_over(shape.n_pairs + shape.n_joints);
+            pass.set_bind_group(0, islands, &[]);
+            let grids = [all, edges, all, all, all];
+            for ((k, grid), kernel) in p.islands.iter().zip(grids).zip(ISLAND_KERNELS) {
+                pass.dispatch(k, grid, kernel);
             }
         }
-        {
-            let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
-                label: Some("avbd contact store"),
-                timestamp_writes: writes(Stage::WarmStart),
-            });
-            start(&mut pass);
-            if n_contacts > 0 {
-                // What the contacts carry to the next step stays on the device.
-                pass.set_bind_group(0, warm_group, &[]);
-                pass.set_pipeline(&p.store_contact_warm);
-                pass.dispatch_workgroups(cx, cy, 1);
-                tick(&mut pass, "store_contact_warm");
-                dispatches += 1;
-            }
-            if device_narrow {
-                // The islands of the momentum projection: components over the touching
-                // pairs and unbroken joints (`islands.wgsl`).
-                let islands = &self.island_groups.as_ref().expect("built with the buffers")
-                    [self.carried_side];
-                let (ex, ey) = grid(groups(n_pairs + n_joints).max(1), self.max_groups);
-                pass.set_bind_group(0, islands, &[]);
-                let sizes = [(all, 1), (ex, ey), (all, 1), (all, 1), (all, 1)];
-                for ((k, (x, y)), kernel) in p.islands.iter().zip(sizes).zip(ISLAND_KERNELS) {
-                    pass.set_pipeline(k);
-                    pass.dispatch_workgroups(x, y, 1);
-                    tick(&mut pass, kernel);
-                    dispatches += 1;
-                }
-            }
-            if momentum {
-                // The momentum of the islands anchored nowhere restored, in the velocities
-                // and in what the CPU reads back (`momentum.wgsl`).
-                pass.set_bind_group(0, self.momentum_group.as_ref(), &[]);
-                for (k, kernel) in p.momentum[1..].iter().zip(&MOMENTUM_KERNELS[1..]) {
-                    pass.set_pipeline(k);
-                    pass.dispatch_workgroups(bx, by, 1);
-                    tick(&mut pass, kernel);
-                    dispatches += 1;
-                }
+        if shape.momentum {
+            pass.set_bind_group(0, self.momentum_group.as_ref(), &[]);
+            let bodies = self.body_grid(shape);
+            for (k, kernel) in p.momentum[1..].iter().zip(&MOMENTUM_KERNELS[1..]) {
+                pass.dispatch(k, bodies, kernel);
             }
         }
-        let staging = &self.staging[k].buffer;
-        let mut copies = vec![(BODY_OUT, body_out_len as u64), (STATUS, status_len as u64)];
-        copies.push((JOINT_BROKEN, broken_len as u64));
+    }
+
+    /// The copies into staging buffer `k`: the bodies' records, the status, the broken
+    /// joints, the pair total, the narrow phase's status, the colour ranges, and the
+    /// passes' timestamps when the step is timed.
+    fn record_readback(
+        &self,
+        rec: &mut Recording,
+        shape: &StepShape,
+        k: usize,
+        stage_clock: Option<&Timestamps>,
+    ) {
+        let [body_out_len, status_len, broken_len, total_len, narrow_len] = shape.lens;
+        let (encoder, staging) = (&mut rec.encoder, &self.staging[k].buffer);
         let written = 1 - self.carried_side;
-        copies.extend([
-            (PAIR_START[written], total_len as u64),
-            (NARROW_STATUS, narrow_len as u64),
-        ]);
-        let mut offset = 0u64;
-        for (slot, len) in copies {
+        let copies = [
+            (BODY_OUT, 0, body_out_len),
+            (STATUS, 0, status_len),
+            (JOINT_BROKEN, 0, broken_len),
             // The pair total is the last entry of the pair starts.
-            let from = if slot == PAIR_START[written] {
-                4 * n as u64
-            } else {
-                0
-            };
+            (PAIR_START[written], 4 * shape.n as u64, total_len),
+            (NARROW_STATUS, 0, narrow_len),
+        ];
+        let mut offset = 0u64;
+        for (slot, from, len) in copies {
+            let len = len as u64;
             if len > 0 {
-                encoder.copy_buffer_to_buffer(
-                    &self.buffers[slot].buffer,
-                    from,
-                    staging,
-                    offset,
-                    len,
-                );
+                let buffer = &self.buffers[slot].buffer;
+                encoder.copy_buffer_to_buffer(buffer, from, staging, offset, len);
             }
             offset += len;
         }
-        encoder.copy_buffer_to_buffer(
-            &self.buffers[RANGES].buffer,
-            0,
-            staging,
-            ranges_at,
-            RANGES_BYTES,
-        );
-        if let Some(t) = ts {
-            let queries = 2 * stages.len() as u32;
+        let ranges_at = ranges_at(shape);
+        let ranges = &self.buffers[RANGES].buffer;
+        encoder.copy_buffer_to_buffer(ranges, 0, staging, ranges_at, RANGES_BYTES);
+        if let Some(t) = stage_clock {
+            let queries = 2 * rec.stages.len() as u32;
             encoder.resolve_query_set(&t.set, 0..queries, &t.resolve, 0);
-            encoder.copy_buffer_to_buffer(
-                &t.resolve,
-                0,
-                staging,
-                ranges_at + RANGES_BYTES,
-                8 * queries as u64,
-            );
+            let at = ranges_at + RANGES_BYTES;
+            encoder.copy_buffer_to_buffer(&t.resolve, 0, staging, at, 8 * queries as u64);
         }
-        if let Some(soft) = soft {
-            soft.record_readback(&mut encoder);
-        }
-        self.queue.submit([encoder.finish()]);
-        self.last_traffic = GpuTraffic {
-            download_bytes: read_bytes,
-            dispatches: dispatches + indirect_dispatches,
-            indirect_dispatches,
-            submissions: self.last_traffic.submissions + 1,
-            ..self.last_traffic
-        };
-        (k, read_bytes, stages)
     }
+
+    /// Sets the groups of the solver module's whole-step kernels (joint warm start, dual,
+    /// fracture test): colour slot 0, the deformables' coupling terms.
+    fn set_solver_groups(&self, pass: &mut Pass) {
+        pass.set_bind_group(0, self.solver_group.as_ref(), &[]);
+        pass.set_bind_group(1, &self.slot_group, &[0]);
+        pass.set_bind_group(2, self.coupling_group(), &[]);
+    }
+
+    /// Whether the deformable half runs in this step.
+    fn soft_on(&self) -> bool {
+        self.soft_active && self.soft.is_some()
+    }
+
+    /// The deformables' coupling terms on the bodies, or none.
+    fn coupling_group(&self) -> &wgpu::BindGroup {
+        self.soft
+            .as_ref()
+            .filter(|_| self.soft_active)
+            .and_then(SoftStep::coupling)
+            .unwrap_or(&self.no_coupling)
+    }
+
+    /// The warm start's group on the side this step reads.
+    fn warm_group(&self) -> &wgpu::BindGroup {
+        &self.warm_groups.as_ref().expect("built with the buffers")[self.carried_side]
+    }
+
+    /// The adjacency's and colouring's group on the side this step reads.
+    fn coloring_group(&self) -> &wgpu::BindGroup {
+        &self
+            .coloring_groups
+            .as_ref()
+            .expect("built with the buffers")[self.carried_side]
+    }
+
+    /// The 2-D grid of workgroups over `items`, one lane each.
+    fn grid_over(&self, items: usize) -> (u32, u32) {
+        grid((items as u32).div_ceil(WORKGROUP).max(1), self.max_groups)
+    }
+
+    /// The 2-D grid of workgroups over the bodies.
+    fn body_grid(&self, shape: &StepShape) -> (u32, u32) {
+        grid(all_groups(shape), self.max_groups)
+    }
+}
+
+/// Workgroups over the bodies, in one row.
+fn all_groups(shape: &StepShape) -> u32 {
+    (shape.n as u32).div_ceil(WORKGROUP).max(1)
+}
+
+/// Where the colour ranges begin in the staging buffer: after the bodies' records, the
+/// status, the broken joints, the pair total and the narrow phase's status.
+fn ranges_at(shape: &StepShape) -> u64 {
+    shape.lens.iter().sum::<usize>() as u64
 }

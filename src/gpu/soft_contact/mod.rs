@@ -52,8 +52,8 @@ use glam::Vec3A;
 
 use super::GpuError;
 use super::ccd::{CcdMargins, CcdParams};
-use super::kernel_clock::KernelClock;
 use super::pipelines::{compute_pipeline, storage_entry, uniform_entry};
+use super::recording::Pass;
 use crate::config::SolverConfig;
 use crate::deformable::set::DeformableSet;
 use crate::pipeline::surface_contact::frame::{point_friction, point_stiffness};
@@ -561,71 +561,44 @@ impl ContactStep {
 
     /// The frame's start (before the first iteration), into `pass` with groups 0 and 1
     /// set: the atomics' state and the lists' room. [`Self::record_list_offsets`] and
-    /// [`Self::record_lists`] follow. Returns the dispatches.
-    pub(super) fn record_start(
-        &self,
-        pass: &mut wgpu::ComputePass,
-        max_groups: u32,
-        clock: Option<&KernelClock>,
-    ) -> u32 {
-        self.record_kernels(pass, &self.count, max_groups, clock)
+    /// [`Self::record_lists`] follow.
+    pub(super) fn record_start(&self, pass: &mut Pass, max_groups: u32) {
+        self.record_kernels(pass, &self.count, max_groups);
     }
 
     /// The lists' offsets: a prefix sum of their room. Sets group 0 to its own: the caller
-    /// sets the deformable kernels' groups again after it. Returns the dispatches.
-    pub(super) fn record_list_offsets(
-        &self,
-        pass: &mut wgpu::ComputePass,
-        clock: Option<&KernelClock>,
-    ) -> u32 {
-        if !self.on {
-            return 0;
+    /// sets the deformable kernels' groups again after it.
+    pub(super) fn record_list_offsets(&self, pass: &mut Pass) {
+        if self.on {
+            let (s, kernel) = (self.sizes, "contact_list_offsets");
+            let len = s.soft_points + s.bodies;
+            self.scan.record_into(pass, &self.scan_group, len, kernel);
         }
-        let (s, kernel) = (self.sizes, "contact_list_offsets");
-        self.scan.record_timed(
-            pass,
-            &self.scan_group,
-            s.soft_points + s.bodies,
-            clock,
-            kernel,
-        )
     }
 
     /// The carried rows in their candidates and their points' lists, into `pass` with
-    /// groups 0 and 1 set. Returns the dispatches.
-    pub(super) fn record_lists(
-        &self,
-        pass: &mut wgpu::ComputePass,
-        max_groups: u32,
-        clock: Option<&KernelClock>,
-    ) -> u32 {
-        self.record_kernels(pass, &self.lists, max_groups, clock)
+    /// groups 0 and 1 set.
+    pub(super) fn record_lists(&self, pass: &mut Pass, max_groups: u32) {
+        self.record_kernels(pass, &self.lists, max_groups);
     }
 
     /// One advance (after the dual updates of an iteration), into `pass` with groups 0 and
-    /// 1 set. Returns the dispatches.
-    pub(super) fn record_advance(
-        &self,
-        pass: &mut wgpu::ComputePass,
-        max_groups: u32,
-        clock: Option<&KernelClock>,
-    ) -> u32 {
-        self.record_kernels(pass, &self.pipelines, max_groups, clock)
+    /// 1 set.
+    pub(super) fn record_advance(&self, pass: &mut Pass, max_groups: u32) {
+        self.record_kernels(pass, &self.pipelines, max_groups);
     }
 
     fn record_kernels(
         &self,
-        pass: &mut wgpu::ComputePass,
+        pass: &mut Pass,
         kernels: &[(wgpu::ComputePipeline, Over, &'static str)],
         max_groups: u32,
-        clock: Option<&KernelClock>,
-    ) -> u32 {
+    ) {
         if !self.on {
-            return 0;
+            return;
         }
         pass.set_bind_group(2, &self.group, &[]);
         let s = self.sizes;
-        let mut dispatches = 0;
         for (p, over, kernel) in kernels {
             if matches!(over, Over::Tets) && s.tets == 0 {
                 // The volume floor's hold has nothing to hold in a set without tets (cloth
@@ -655,13 +628,9 @@ impl ContactStep {
                     .max(s.objects),
                 Over::CarriedRows => s.carried_rows,
             };
-            let (x, y) = crate::gpu::grid(n.div_ceil(64).max(1), max_groups);
-            pass.set_pipeline(p);
-            pass.dispatch_workgroups(x, y, 1);
-            clock.inspect(|c| c.end(pass, kernel));
-            dispatches += 1;
+            let grid = crate::gpu::grid(n.div_ceil(64).max(1), max_groups);
+            pass.dispatch(p, grid, kernel);
         }
-        dispatches
     }
 
     /// Bytes allocated for this stage on the device: its parameters, resident buffers and
@@ -687,45 +656,26 @@ impl ContactStep {
     }
 
     /// Before a rigid primal sweep: the rows' terms of every rigid body's system (into
-    /// `pass` with groups 0 and 1 set). Returns the dispatches.
-    pub(super) fn record_body_terms(
-        &self,
-        pass: &mut wgpu::ComputePass,
-        clock: Option<&KernelClock>,
-    ) -> u32 {
-        self.record_over_bodies(pass, &self.body_terms, clock, "contact_body_terms")
+    /// `pass` with groups 0 and 1 set).
+    pub(super) fn record_body_terms(&self, pass: &mut Pass) {
+        self.record_over_bodies(pass, &self.body_terms, "contact_body_terms");
     }
 
     /// The frame's end, before the integration (into `pass` with groups 0 and 1 set): the
     /// rows as the readback takes them, and each coupled moving body's iterate at its
-    /// certified pose. Returns the dispatches.
-    pub(super) fn record_end(
-        &self,
-        pass: &mut wgpu::ComputePass,
-        max_groups: u32,
-        clock: Option<&KernelClock>,
-    ) -> u32 {
-        self.record_kernels(pass, &self.end, max_groups, clock)
-            + self.record_over_bodies(pass, &self.end_bodies, clock, "contact_end_bodies")
+    /// certified pose.
+    pub(super) fn record_end(&self, pass: &mut Pass, max_groups: u32) {
+        self.record_kernels(pass, &self.end, max_groups);
+        self.record_over_bodies(pass, &self.end_bodies, "contact_end_bodies");
     }
 
     /// `kernel` over the rigid bodies, where a moving one has a surface.
-    fn record_over_bodies(
-        &self,
-        pass: &mut wgpu::ComputePass,
-        p: &wgpu::ComputePipeline,
-        clock: Option<&KernelClock>,
-        kernel: &'static str,
-    ) -> u32 {
-        if !(self.on && self.moving) {
-            return 0;
+    fn record_over_bodies(&self, pass: &mut Pass, p: &wgpu::ComputePipeline, kernel: &'static str) {
+        if self.on && self.moving {
+            pass.set_bind_group(2, &self.group, &[]);
+            // One row of workgroups: the rigid step refuses more bodies than one covers.
+            pass.dispatch(p, (self.sizes.bodies.div_ceil(64).max(1), 1), kernel);
         }
-        pass.set_bind_group(2, &self.group, &[]);
-        pass.set_pipeline(p);
-        // One row of workgroups: the rigid step refuses more bodies than one covers.
-        pass.dispatch_workgroups(self.sizes.bodies.div_ceil(64).max(1), 1, 1);
-        clock.inspect(|c| c.end(pass, kernel));
-        1
     }
 
     /// Whether the rigid bodies' passes run this frame.
