@@ -27,10 +27,12 @@
 //!    flags) is resident on the device: only the records of the bodies the CPU recorded
 //!    writing go up (`BodySet::edits`; [`GpuSolver::body_upload_bytes`], zero in a step
 //!    after which the CPU wrote no body), and the masses, flags, colliders and classes
-//!    only when a body was added, removed, frozen or thawed (then by difference, as the
-//!    jointed pairs, the joint records and each joint's heaviest island body always
-//!    are). The joints' row states stay on the device; the CPU's copy goes up only after
-//!    joints were added or removed (`PhysicsWorld` reads the device's back first). What
+//!    only when a body was added, removed, frozen or thawed (then by difference). The
+//!    joint records and the jointed pairs go up, by difference, only when joints were
+//!    added, removed or broken or a body was removed (`JointSet::edit_key`); each joint's
+//!    heaviest island body is compared every step. The joints' row states stay on the
+//!    device; the CPU's copy goes up only after joints were added or removed
+//!    (`PhysicsWorld` reads the device's back first). What
 //!    changes every step goes up whole: the contact points (when the CPU found them),
 //!    written in parallel into a persistent mapped staging buffer (the upload
 //!    belt) and copied into place at the start of the step's command buffer. Buffers grow
