@@ -3,9 +3,85 @@
 //! left its cages), and unpacking the results into the CPU's records.
 
 use super::buffers::*;
-use super::step::{InFlight, Stage};
+use super::soft::ContactOutcome;
+use super::step::{InFlight, Stage, StepShape};
 use super::*;
+use crate::deformable::{AttachmentSet, DeformableSet};
 use crate::rigid::joint::flags;
+
+/// A step's readback, in its sections (`StepShape::lens`).
+struct StepReadback<'a> {
+    /// `end_bodies`' poses, then velocities, packed.
+    body_out: &'a [u8],
+    /// The bodies whose result was not finite (`frozen_bodies`).
+    status: &'a [u8],
+    /// A word per joint, set where the fracture test broke it.
+    broken: &'a [u8],
+    /// The pairs the broad phase found (0 where the CPU finds the contacts).
+    found: usize,
+    /// The narrow phase's status: deepest penetration, points, touching pairs, islands
+    /// anchored nowhere (zeros where the CPU finds the contacts).
+    narrow: [u32; 4],
+    coloring: ColoringOutcome,
+    /// The passes' timestamps, when the step was timed.
+    timestamps: &'a [u8],
+}
+
+/// What the colouring reports in its ranges' counters.
+struct ColoringOutcome {
+    colors: u32,
+    /// Bodies the recorded rounds left uncoloured, and the rounds used.
+    out_of_rounds: u32,
+    rounds_used: u32,
+    /// Colours before the re-greedy pass (which skipped if it had too few classes).
+    top: u32,
+    /// Bodies solved serially.
+    serial: u32,
+}
+
+impl<'a> StepReadback<'a> {
+    fn split(data: &'a [u8], shape: &StepShape) -> StepReadback<'a> {
+        let [body_out_len, status_len, broken_len, total_len, narrow_len] = shape.lens;
+        let (body_out, rest) = data.split_at(body_out_len);
+        let (status, rest) = rest.split_at(status_len);
+        let (broken, rest) = rest.split_at(broken_len);
+        let (total, rest) = rest.split_at(total_len);
+        let (narrow, rest) = rest.split_at(narrow_len);
+        let (ranges, timestamps) = rest.split_at(RANGES_BYTES as usize);
+        let r: Vec<u32> = bytemuck::pod_collect_to_vec(ranges);
+        let counters = 2 * SLOTS as usize;
+        let (found, narrow) = match shape.device_narrow {
+            true => (
+                bytemuck::pod_read_unaligned::<u32>(total) as usize,
+                bytemuck::pod_read_unaligned(narrow),
+            ),
+            false => (0, [0; 4]),
+        };
+        StepReadback {
+            body_out,
+            status,
+            broken,
+            found,
+            narrow,
+            coloring: ColoringOutcome {
+                colors: r[counters],
+                out_of_rounds: r[counters + 1],
+                rounds_used: r[counters + 2],
+                top: r[counters + 4],
+                serial: r[2 * SERIAL_SLOT as usize + 1],
+            },
+            timestamps,
+        }
+    }
+}
+
+/// How a step runs again.
+enum RunAgain {
+    /// With the room it had.
+    AsRecorded,
+    /// After its buffers are sized again (the pair list grew).
+    Resized,
+}
 
 impl GpuSolver {
     /// Whether a step was submitted and not yet finished.
@@ -31,10 +107,7 @@ impl GpuSolver {
         s: &mut SolverData,
         pairs: &mut DevicePairs,
         report: &mut StepReport,
-        mut soft: Option<(
-            &crate::deformable::DeformableSet,
-            &mut crate::deformable::AttachmentSet,
-        )>,
+        mut soft: Option<(&DeformableSet, &mut AttachmentSet)>,
     ) -> Result<(), GpuError> {
         loop {
             let Some(flight) = self.pending.take() else {
@@ -49,10 +122,7 @@ impl GpuSolver {
                 mapped,
                 mut host,
             } = flight;
-            let [body_out_len, status_len, broken_len, total_len, narrow_len] = shape.lens;
             let t_wait = std::time::Instant::now();
-            let staging = self.staging[k].buffer.clone();
-            let slice = staging.slice(0..read_bytes);
             self.device
                 .poll(wgpu::PollType::wait_indefinitely())
                 .map_err(|e| GpuError::Readback(e.to_string()))?;
@@ -64,7 +134,6 @@ impl GpuSolver {
                 .map_err(|e| GpuError::Readback(e.to_string()))?;
             host.wait_ms += elapsed_ms(t_wait);
             let t_unpack = std::time::Instant::now();
-            let mut resize = false;
             // The deformables' contact stage asks for a run again, once a frame, when an
             // iterate left its cages (the CPU runs the broad phase again mid-step; here the
             // run again's cages hold the first run's final iterate too) or its rows ran out
@@ -75,7 +144,6 @@ impl GpuSolver {
                 (true, Some(step)) => step.contact_outcome()?,
                 _ => Default::default(),
             };
-            let made = outcome.made;
             // At most two runs again; the second only for a run again that left its cages.
             let contact = &s.vertices.contact;
             let seed = match (contact.seeded, contact.cross_cages) {
@@ -86,144 +154,26 @@ impl GpuSolver {
             if outcome.overflow {
                 self.soft.as_mut().expect("uploaded").grow_rows();
             }
-            let rerun = {
+            let staging = self.staging[k].buffer.clone();
+            let slice = staging.slice(0..read_bytes);
+            let run_again = {
                 let data = slice
                     .get_mapped_range()
                     .map_err(|e| GpuError::Readback(format!("{e:?}")))?;
-                let (body_out, rest) = data.split_at(body_out_len);
-                let (status, rest) = rest.split_at(status_len);
-                let (broken, rest) = rest.split_at(broken_len);
-                let (total, rest) = rest.split_at(total_len);
-                let (narrow, rest) = rest.split_at(narrow_len);
-                let (r, rest) = rest.split_at(RANGES_BYTES as usize);
-                let r: Vec<u32> = bytemuck::pod_collect_to_vec(r);
-                let colors = r[2 * SLOTS as usize];
-                let (out_of_rounds, rounds_used) =
-                    (r[2 * SLOTS as usize + 1], r[2 * SLOTS as usize + 2]);
-                // Colours before the re-greedy pass, which skipped if it had too few classes.
-                let top = r[2 * SLOTS as usize + 4];
-                let serial = r[2 * SERIAL_SLOT as usize + 1];
-                let found = match shape.device_narrow {
-                    true => bytemuck::pod_read_unaligned::<u32>(total) as usize,
-                    false => 0,
-                };
-                if found > shape.n_pairs {
-                    // The broad phase found more pairs than the list holds: grow it.
-                    self.pair_capacity = (found + found / 4 + 64) as u32;
-                    resize = true;
-                    true
-                } else if seed || outcome.overflow || std::mem::take(&mut self.run_again_once) {
-                    true
-                } else if out_of_rounds > 0 && !self.scratch_step && self.rounds < JPL_ROUNDS {
-                    // Fewer rounds than a step may use left bodies uncoloured: run again
-                    // with all of them, so the colouring is the one they give.
-                    self.rounds = JPL_ROUNDS;
-                    true
-                } else if self.regreedy_recorded() && top > self.class_capacity {
-                    self.class_capacity = top;
-                    true
-                } else if colors > self.color_capacity || serial > self.serial_capacity {
-                    self.color_capacity = self.color_capacity.max(colors);
-                    // (0 stays 0: `next_power_of_two` of 0 is 1, a serial dispatch per sweep.)
-                    let serial = if serial == 0 {
-                        0
-                    } else {
-                        serial.next_power_of_two()
-                    };
-                    self.serial_capacity = self.serial_capacity.max(serial);
-                    true
-                } else {
-                    // The narrow phase's status: deepest penetration, points, touching
-                    // pairs, islands anchored nowhere (whose momentum the device restored,
-                    // `momentum.wgsl`, into the velocities read back).
-                    let narrow_status: [u32; 4] = match shape.device_narrow {
-                        true => bytemuck::pod_read_unaligned(narrow),
-                        false => [0; 4],
-                    };
-                    // The CPU's copy is the device's again (what the CPU writes from here
-                    // on is recorded in `bodies.edits`). The previous velocities are not
-                    // read back: `end_bodies` moved each solved body's velocity at the
-                    // step's start, which the CPU's copy holds (no edit while a step is in
-                    // flight), into them, and zeroed both for a body whose result was not
-                    // finite (below).
-                    let frozen = self.frozen_bodies(status, shape.n)?;
-                    let (poses, velocities) = body_out.split_at(shape.n * POSE_OUT_WORDS * 4);
-                    unpack_poses(poses, &mut bodies.poses);
-                    if !self.velocities_stay {
-                        end_previous_velocities(bodies, &self.flags);
-                        unpack_velocities(velocities, &mut bodies.velocities);
-                    }
-                    // Where they stay, the device's velocities are newer than the CPU's.
-                    self.velocities_newer = self.velocities_stay;
-                    for i in frozen {
-                        bodies.prev_velocities[i] = Default::default();
-                        bodies.frozen[i] = true;
-                        bodies.relayout();
-                        report.frozen.push(bodies.handles[i]);
-                    }
-                    // The device tested the joints at the step's final poses and
-                    // multipliers (`dual::fracture` on the CPU).
-                    let broken: &[u32] = bytemuck::cast_slice(broken);
-                    for (i, _) in broken.iter().enumerate().filter(|(_, b)| **b != 0) {
-                        joints.records[i].flags |= flags::BROKEN;
-                        report.broken.push(joints.handles[i]);
-                        joints.breaks += 1;
-                    }
-                    if shape.device_narrow {
-                        let [deepest, points, touching, isolated] = narrow_status;
-                        pairs.candidates = found as u32;
-                        pairs.max_penetration = f32::from_bits(deepest);
-                        pairs.points = points;
-                        pairs.touching = touching;
-                        pairs.isolated = isolated;
-                    }
-                    self.last_serial = serial;
-                    self.last_colors = colors;
-                    self.last_rounds = self.rounds_recorded();
-                    self.color_peak = self.color_peak.max(colors);
-                    self.color_window += 1;
-                    if self.color_window == COLOR_WINDOW {
-                        self.color_capacity = self.color_peak.max(1);
-                        (self.color_peak, self.color_window) = (0, 0);
-                    }
-                    self.regreedy = rounds_used > 0;
-                    if self.scratch_step {
-                        // The pass was not recorded; the next step records it for these
-                        // classes instead of running again for more.
-                        self.class_capacity = self.class_capacity.max(top);
-                    }
-                    self.rounds = self
-                        .pinned_rounds
-                        .unwrap_or((2 * rounds_used).clamp(MIN_ROUNDS, JPL_ROUNDS));
-                    self.last_palette = shape.palette;
-                    self.last_timings = match (&self.timestamps, shape.timed) {
-                        (Some(t), true) => {
-                            Self::timings_from(&rest[..ts_bytes as usize], t.period_ns, &stages)
-                        }
-                        // Not timed: no adapter support, or more passes than one query set.
-                        _ => GpuTimings::default(),
-                    };
-                    false
+                let read = StepReadback::split(&data, &shape);
+                let again = self.run_again_for(&shape, &read, seed || outcome.overflow);
+                if again.is_none() {
+                    let timestamps = &read.timestamps[..ts_bytes as usize];
+                    self.unpack(
+                        &shape, &read, timestamps, &stages, bodies, joints, pairs, report,
+                    )?;
                 }
+                again
             };
             staging.unmap();
             host.unpack_ms += elapsed_ms(t_unpack);
-            if !rerun {
-                self.counts = (shape.n, shape.n_contacts, shape.n_joints);
-                // The next step warm-starts its joints from this one's row states.
-                self.joint_carry = shape.n_joints > 0;
-                self.last_pairs = match shape.device_narrow {
-                    true => pairs.candidates,
-                    false => 0,
-                };
-                // What this step's contacts carry is now the state the next step reads.
-                self.carried_side = 1 - self.carried_side;
-                self.seeds_fresh = false;
-                self.last_timings.host = host;
-                self.last_kernel_timings = match (&self.kernel_clock, self.kernel_timing) {
-                    (Some(clock), true) => clock.read(&self.device, &self.queue)?,
-                    _ => Vec::new(),
-                };
+            let Some(again) = run_again else {
+                self.end_step(&shape, host)?;
                 if let (true, Some((set, attachments))) = (self.soft_active, soft.as_mut()) {
                     let step = self.soft.as_mut().expect("uploaded");
                     step.finish(cfg, set, bodies, &mut s.vertices, attachments)?;
@@ -231,51 +181,179 @@ impl GpuSolver {
                     s.vertices.contact.cross_cages = false;
                 }
                 return Ok(());
-            }
+            };
             if seed && let Some((set, attachments)) = soft.as_ref() {
-                // The frame's contact set-up again, with the rows made in.
-                let contact = &mut s.vertices.contact;
-                contact.cross_cages = contact.seeded;
-                contact.seeded = true;
-                contact.seed_rows(cfg, set, bodies, &made);
-                contact.reached = outcome
-                    .reached
-                    .iter()
-                    .zip(&set.positions)
-                    .map(|(d, x)| *x + *d)
-                    .collect();
-                crate::pipeline::vbd::begin_contact_and_coarse(
-                    cfg,
-                    set,
-                    attachments,
-                    bodies,
-                    &s.iterate,
-                    &mut s.vertices,
-                );
+                seed_run_again(cfg, set, attachments, bodies, s, outcome);
             }
-            if self.soft_active {
-                self.soft.as_mut().expect("uploaded").discard();
-            }
+            self.prepare_run_again();
             let soft_in = soft
                 .as_ref()
                 .map(|(set, attachments)| DeformableStep { set, attachments });
-            // The end-of-step kernel overwrote the start state: upload it again (where
-            // the velocities stay on the device, they come from their copy).
-            self.state_stale = true;
-            self.restore_velocities = self.velocities_newer;
-            if self.slot_count < SLOTS + self.serial_capacity as u64 {
-                let count = SLOTS + self.serial_capacity as u64;
-                (self.slots, self.slot_group) =
-                    Self::make_slots(&self.device, &self.queue, &self.slot_layout, count, 0);
-                self.slot_count = count;
-                self.reallocations += 1;
+            match again {
+                RunAgain::Resized => {
+                    let t = std::time::Instant::now();
+                    self.size_and_launch(cfg, bodies, joints, s, pairs, soft_in, host, t)?;
+                }
+                RunAgain::AsRecorded => {
+                    self.launch(cfg, bodies, joints, s, pairs, soft_in, shape, host)?;
+                }
             }
-            if resize {
-                let t = std::time::Instant::now();
-                self.size_and_launch(cfg, bodies, joints, s, pairs, soft_in, host, t)?;
-            } else {
-                self.launch(cfg, bodies, joints, s, pairs, soft_in, shape, host)?;
-            }
+        }
+    }
+
+    /// Whether the step just read runs again, and how: its pair list was too short, the
+    /// deformables' contact stage asks for it (`contact`), or its colouring needed more
+    /// rounds, classes, colours or serial slots than were recorded. The room for the next
+    /// recording is grown here.
+    fn run_again_for(
+        &mut self,
+        shape: &StepShape,
+        read: &StepReadback,
+        contact: bool,
+    ) -> Option<RunAgain> {
+        let c = &read.coloring;
+        if read.found > shape.n_pairs {
+            // The broad phase found more pairs than the list holds: grow it.
+            self.pair_capacity = (read.found + read.found / 4 + 64) as u32;
+            Some(RunAgain::Resized)
+        } else if contact || std::mem::take(&mut self.run_again_once) {
+            Some(RunAgain::AsRecorded)
+        } else if c.out_of_rounds > 0 && !self.scratch_step && self.rounds < JPL_ROUNDS {
+            // Fewer rounds than a step may use left bodies uncoloured: run again with all
+            // of them, so the colouring is the one they give.
+            self.rounds = JPL_ROUNDS;
+            Some(RunAgain::AsRecorded)
+        } else if self.regreedy_recorded() && c.top > self.class_capacity {
+            self.class_capacity = c.top;
+            Some(RunAgain::AsRecorded)
+        } else if c.colors > self.color_capacity || c.serial > self.serial_capacity {
+            self.color_capacity = self.color_capacity.max(c.colors);
+            // (0 stays 0: `next_power_of_two` of 0 is 1, a serial dispatch per sweep.)
+            let serial = match c.serial {
+                0 => 0,
+                serial => serial.next_power_of_two(),
+            };
+            self.serial_capacity = self.serial_capacity.max(serial);
+            Some(RunAgain::AsRecorded)
+        } else {
+            None
+        }
+    }
+
+    /// Unpacks an accepted step into the CPU's records: the poses and velocities, the
+    /// bodies frozen for a result that was not finite, the broken joints, the narrow
+    /// phase's status; and keeps what the next step's recording follows: the colouring's
+    /// room and rounds, and the stage times.
+    #[allow(clippy::too_many_arguments)]
+    fn unpack(
+        &mut self,
+        shape: &StepShape,
+        read: &StepReadback,
+        timestamps: &[u8],
+        stages: &[Stage],
+        bodies: &mut BodySet,
+        joints: &mut JointSet,
+        pairs: &mut DevicePairs,
+        report: &mut StepReport,
+    ) -> Result<(), GpuError> {
+        // The CPU's copy is the device's again (what the CPU writes from here on is
+        // recorded in `bodies.edits`). The previous velocities are not read back:
+        // `end_bodies` moved each solved body's velocity at the step's start, which the
+        // CPU's copy holds (no edit while a step is in flight), into them, and zeroed both
+        // for a body whose result was not finite (below).
+        let frozen = self.frozen_bodies(read.status, shape.n)?;
+        let (poses, velocities) = read.body_out.split_at(shape.n * POSE_OUT_WORDS * 4);
+        unpack_poses(poses, &mut bodies.poses);
+        if !self.velocities_stay {
+            end_previous_velocities(bodies, &self.flags);
+            unpack_velocities(velocities, &mut bodies.velocities);
+        }
+        // Where they stay, the device's velocities are newer than the CPU's.
+        self.velocities_newer = self.velocities_stay;
+        for i in frozen {
+            bodies.prev_velocities[i] = Default::default();
+            bodies.frozen[i] = true;
+            bodies.relayout();
+            report.frozen.push(bodies.handles[i]);
+        }
+        // The device tested the joints at the step's final poses and multipliers
+        // (`dual::fracture` on the CPU).
+        let broken: &[u32] = bytemuck::cast_slice(read.broken);
+        for (i, _) in broken.iter().enumerate().filter(|(_, b)| **b != 0) {
+            joints.records[i].flags |= flags::BROKEN;
+            report.broken.push(joints.handles[i]);
+            joints.breaks += 1;
+        }
+        if shape.device_narrow {
+            // The islands anchored nowhere had their momentum restored on the device
+            // (`momentum.wgsl`), in the velocities read back.
+            let [deepest, points, touching, isolated] = read.narrow;
+            pairs.candidates = read.found as u32;
+            pairs.max_penetration = f32::from_bits(deepest);
+            pairs.points = points;
+            pairs.touching = touching;
+            pairs.isolated = isolated;
+        }
+        self.last_pairs = read.found as u32;
+        let c = &read.coloring;
+        self.last_serial = c.serial;
+        self.last_colors = c.colors;
+        self.last_rounds = self.rounds_recorded();
+        self.color_peak = self.color_peak.max(c.colors);
+        self.color_window += 1;
+        if self.color_window == COLOR_WINDOW {
+            self.color_capacity = self.color_peak.max(1);
+            (self.color_peak, self.color_window) = (0, 0);
+        }
+        self.regreedy = c.rounds_used > 0;
+        if self.scratch_step {
+            // The pass was not recorded; the next step records it for these classes
+            // instead of running again for more.
+            self.class_capacity = self.class_capacity.max(c.top);
+        }
+        self.rounds = self
+            .pinned_rounds
+            .unwrap_or((2 * c.rounds_used).clamp(MIN_ROUNDS, JPL_ROUNDS));
+        self.last_palette = shape.palette;
+        self.last_timings = match (&self.timestamps, shape.timed) {
+            (Some(t), true) => Self::timings_from(timestamps, t.period_ns, stages),
+            // Not timed: no adapter support, or more passes than one query set.
+            _ => GpuTimings::default(),
+        };
+        Ok(())
+    }
+
+    /// After an accepted step: its counts and sides become what the next one reads.
+    fn end_step(&mut self, shape: &StepShape, host: GpuHostTimes) -> Result<(), GpuError> {
+        self.counts = (shape.n, shape.n_contacts, shape.n_joints);
+        // The next step warm-starts its joints from this one's row states.
+        self.joint_carry = shape.n_joints > 0;
+        // What this step's contacts carry is now the state the next step reads.
+        self.carried_side = 1 - self.carried_side;
+        self.seeds_fresh = false;
+        self.last_timings.host = host;
+        self.last_kernel_timings = match (&self.kernel_clock, self.kernel_timing) {
+            (Some(clock), true) => clock.read(&self.device, &self.queue)?,
+            _ => Vec::new(),
+        };
+        Ok(())
+    }
+
+    /// Before a step runs again: the deformables' run discarded, the start state to go up
+    /// again (the end-of-step kernel overwrote it; where the velocities stay on the device,
+    /// they come from their copy), and room for the serial slots it now records.
+    fn prepare_run_again(&mut self) {
+        if self.soft_active {
+            self.soft.as_mut().expect("uploaded").discard();
+        }
+        self.state_stale = true;
+        self.restore_velocities = self.velocities_newer;
+        if self.slot_count < SLOTS + self.serial_capacity as u64 {
+            let count = SLOTS + self.serial_capacity as u64;
+            (self.slots, self.slot_group) =
+                Self::make_slots(&self.device, &self.queue, &self.slot_layout, count, 0);
+            self.slot_count = count;
+            self.reallocations += 1;
         }
     }
 
@@ -304,6 +382,36 @@ impl GpuSolver {
         }
         timings
     }
+}
+
+/// The frame's contact set-up again for a run again of a deformable step, with the rows
+/// the first run made (`outcome.made`) in, and its final iterate in the cages.
+fn seed_run_again(
+    cfg: &SolverConfig,
+    set: &DeformableSet,
+    attachments: &AttachmentSet,
+    bodies: &BodySet,
+    s: &mut SolverData,
+    outcome: ContactOutcome,
+) {
+    let contact = &mut s.vertices.contact;
+    contact.cross_cages = contact.seeded;
+    contact.seeded = true;
+    contact.seed_rows(cfg, set, bodies, &outcome.made);
+    contact.reached = outcome
+        .reached
+        .iter()
+        .zip(&set.positions)
+        .map(|(d, x)| *x + *d)
+        .collect();
+    crate::pipeline::vbd::begin_contact_and_coarse(
+        cfg,
+        set,
+        attachments,
+        bodies,
+        &s.iterate,
+        &mut s.vertices,
+    );
 }
 
 /// Unpacks the poses of `end_bodies`' results (`BODY_OUT`) into the CPU's records, whose
