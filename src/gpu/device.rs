@@ -1,6 +1,7 @@
 //! Opening the device: adapter, limits, features, pipelines and the initial buffers.
 
 use super::buffers::*;
+use super::pipelines::build::Layouts;
 use super::pipelines::*;
 use super::*;
 
@@ -82,108 +83,9 @@ impl GpuSolver {
             ..Default::default()
         }))
         .map_err(|e| GpuError::Device(e.to_string()))?;
-        let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
-            label: Some("avbd.wgsl"),
-            source: wgpu::ShaderSource::Wgsl(SHADER.into()),
-        });
-        let coloring_module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
-            label: Some("coloring.wgsl"),
-            source: wgpu::ShaderSource::Wgsl(COLORING_SHADER.into()),
-        });
-        let integration_module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
-            label: Some("integration.wgsl"),
-            source: wgpu::ShaderSource::Wgsl(INTEGRATION_SHADER.into()),
-        });
-        let adjacency_module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
-            label: Some("adjacency.wgsl"),
-            source: wgpu::ShaderSource::Wgsl(ADJACENCY_SHADER.into()),
-        });
-        let warm_module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
-            label: Some("contact_warm.wgsl"),
-            source: wgpu::ShaderSource::Wgsl(CONTACT_WARM_SHADER.into()),
-        });
-        let broad_module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
-            label: Some("broad_phase.wgsl"),
-            source: wgpu::ShaderSource::Wgsl(super::broad::BROAD_PHASE_SHADER.into()),
-        });
-        let mut broad_entries = vec![uniform_entry(
-            0,
-            false,
-            std::mem::size_of::<super::broad::BroadParams>() as u64,
-        )];
-        broad_entries
-            .extend(super::broad::BROAD_BINDINGS.map(|(b, read_only)| storage_entry(b, read_only)));
-        let broad_layout = device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
-            label: Some("avbd broad phase"),
-            entries: &broad_entries,
-        });
-        let single = |layout: &wgpu::BindGroupLayout, label: &str| {
-            device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
-                label: Some(label),
-                bind_group_layouts: &[Some(layout)],
-                immediate_size: 0,
-            })
-        };
-        let broad_pipeline_layout = single(&broad_layout, "avbd broad phase");
-        let island_module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
-            label: Some("islands.wgsl"),
-            source: wgpu::ShaderSource::Wgsl(ISLANDS_SHADER.into()),
-        });
-        let momentum_module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
-            label: Some("momentum.wgsl"),
-            source: wgpu::ShaderSource::Wgsl(MOMENTUM_SHADER.into()),
-        });
-        let layout_of = |label: &str, bindings: &[(usize, bool)]| {
-            let mut entries = vec![uniform_entry(0, false, params_size())];
-            for (i, (_, read_only)) in bindings.iter().enumerate() {
-                entries.push(storage_entry(i as u32 + 1, *read_only));
-            }
-            device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
-                label: Some(label),
-                entries: &entries,
-            })
-        };
-        let solver_layout = layout_of("avbd solver", &SOLVER_BINDINGS);
-        let coloring_layout = layout_of("avbd colouring", &coloring_bindings(0));
-        let integration_layout = layout_of("avbd integration", &INTEGRATION_BINDINGS);
-        let warm_layout = layout_of("avbd contact warm start", &warm_bindings(0));
-        let island_layout = layout_of("avbd islands", &island_bindings(0));
-        let momentum_layout = layout_of("avbd momentum projection", &MOMENTUM_BINDINGS);
-        let slot_layout = device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
-            label: Some("avbd colour slot"),
-            entries: &[uniform_entry(0, true, 8)],
-        });
-        // Group 2: the attachments of deformable vertices to bodies (`soft`).
-        let coupling_layout = super::soft::coupling_layout(&device);
-        let no_coupling = super::soft::empty_coupling(&device, &coupling_layout);
-        let solver_pipeline_layout =
-            device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
-                label: Some("avbd solver"),
-                bind_group_layouts: &[
-                    Some(&solver_layout),
-                    Some(&slot_layout),
-                    Some(&coupling_layout),
-                ],
-                immediate_size: 0,
-            });
-        let coloring_pipeline_layout =
-            device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
-                label: Some("avbd colouring"),
-                bind_group_layouts: &[Some(&coloring_layout)],
-                immediate_size: 0,
-            });
-        // The colouring's rounds take their number from a slot of group 1 and their
-        // dispatch arguments from a buffer that `color_work_args` writes through group 1.
-        let round_pipeline_layout =
-            device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
-                label: Some("avbd colouring round"),
-                bind_group_layouts: &[Some(&coloring_layout), Some(&slot_layout)],
-                immediate_size: 0,
-            });
-        let round_args_layout = device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
-            label: Some("avbd colouring round arguments"),
-            entries: &[storage_entry(1, false)],
-        });
+        let layouts = Layouts::new(&device);
+        let pipelines = Pipelines::new(&device, &layouts);
+        let no_coupling = super::soft::empty_coupling(&device, &layouts.coupling);
         // Dispatch arguments a kernel writes through group 1 for the dispatches after it.
         let args_buffer = |label: &str| {
             let buffer = Self::make_buffer(
@@ -195,7 +97,7 @@ impl GpuSolver {
             .buffer;
             let group = device.create_bind_group(&wgpu::BindGroupDescriptor {
                 label: Some(label),
-                layout: &round_args_layout,
+                layout: &layouts.args,
                 entries: &[wgpu::BindGroupEntry {
                     binding: 1,
                     resource: buffer.as_entire_binding(),
@@ -205,107 +107,6 @@ impl GpuSolver {
         };
         let (round_args, round_args_group) = args_buffer("colouring round arguments");
         let (narrow_args, narrow_args_group) = args_buffer("narrow phase worklist arguments");
-        let work_args_pipeline_layout =
-            device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
-                label: Some("avbd colouring worklist"),
-                bind_group_layouts: &[Some(&coloring_layout), Some(&round_args_layout)],
-                immediate_size: 0,
-            });
-        let integration_pipeline_layout =
-            device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
-                label: Some("avbd integration"),
-                bind_group_layouts: &[Some(&integration_layout)],
-                immediate_size: 0,
-            });
-        let warm_pipeline_layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
-            label: Some("avbd contact warm start"),
-            bind_group_layouts: &[Some(&warm_layout)],
-            immediate_size: 0,
-        });
-        let pipeline = |layout: &wgpu::PipelineLayout, module: &wgpu::ShaderModule, entry: &str| {
-            super::pipelines::compute_pipeline(&device, layout, module, entry)
-        };
-        let solve = |entry| pipeline(&solver_pipeline_layout, &module, entry);
-        // The primal sweep writes all of its workgroup memory before reading it: no
-        // zeroing at the start of every workgroup.
-        let primal = |constants: &[(&str, f64)]| {
-            device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
-                label: Some("primal"),
-                layout: Some(&solver_pipeline_layout),
-                module: &module,
-                entry_point: Some("primal"),
-                compilation_options: wgpu::PipelineCompilationOptions {
-                    constants,
-                    zero_initialize_workgroup_memory: false,
-                },
-                cache: None,
-            })
-        };
-        let color = |entry| pipeline(&coloring_pipeline_layout, &coloring_module, entry);
-        let adjacency = |entry| pipeline(&coloring_pipeline_layout, &adjacency_module, entry);
-        let integrate = |entry| pipeline(&integration_pipeline_layout, &integration_module, entry);
-        let warm = |entry| pipeline(&warm_pipeline_layout, &warm_module, entry);
-        let narrow_args_pipeline_layout =
-            device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
-                label: Some("avbd narrow phase worklist"),
-                bind_group_layouts: &[Some(&warm_layout), Some(&round_args_layout)],
-                immediate_size: 0,
-            });
-        let pipelines = Pipelines {
-            primal: primal(&[]),
-            primal_contacts: primal(&[("JOINTS", 0.0), ("COUPLED", 0.0)]),
-            primal_serial: solve("primal_serial"),
-            dual_contacts: solve("dual_contacts"),
-            dual_joints: solve("dual_joints"),
-            warm_start_joints: solve("warm_start_joints"),
-            fracture_joints: solve("fracture_joints"),
-            warm_start_contacts: warm("warm_start_contacts"),
-            store_contact_warm: warm("store_contact_warm"),
-            narrow_carry: warm("narrow_carry"),
-            narrow_work_args: pipeline(
-                &narrow_args_pipeline_layout,
-                &warm_module,
-                "narrow_work_args",
-            ),
-            narrow_collide: warm("narrow_collide"),
-            broad: {
-                let [a, b, c, d, e] = super::broad::BROAD_KERNELS;
-                [a, b, "bp_seed_scan", "bp_seed_fill", c, d, e]
-                    .map(|k| pipeline(&broad_pipeline_layout, &broad_module, k))
-            },
-            scan: super::broad::PrefixSum::new(&device),
-            islands: {
-                let layout = single(&island_layout, "avbd islands");
-                super::pipelines::ISLAND_KERNELS.map(|k| pipeline(&layout, &island_module, k))
-            },
-            momentum: {
-                let layout = single(&momentum_layout, "avbd momentum projection");
-                MOMENTUM_KERNELS.map(|k| pipeline(&layout, &momentum_module, k))
-            },
-            adj_clear: adjacency("adj_clear"),
-            adj_count: adjacency("adj_count"),
-            adj_scan_blocks: adjacency("adj_scan_blocks"),
-            adj_scan_top: adjacency("adj_scan_top"),
-            adj_scan_add: adjacency("adj_scan_add"),
-            adj_fill: adjacency("adj_fill"),
-            adj_sort: adjacency("adj_sort"),
-            color_init: color("color_init"),
-            color_work_args: pipeline(
-                &work_args_pipeline_layout,
-                &coloring_module,
-                "color_work_args",
-            ),
-            color_round: pipeline(&round_pipeline_layout, &coloring_module, "color_round"),
-            color_regreedy: pipeline(&round_pipeline_layout, &coloring_module, "color_regreedy"),
-            color_unseed_mark: color("color_unseed_mark"),
-            color_unseed: color("color_unseed"),
-            color_count: color("color_count"),
-            color_scan: color("color_scan"),
-            color_serial_rank: color("color_serial_rank"),
-            color_scatter: color("color_scatter"),
-            begin_bodies: integrate("begin_bodies"),
-            end_bodies: integrate("end_bodies"),
-        };
         let params = device.create_buffer(&wgpu::BufferDescriptor {
             label: Some("params"),
             size: params_size(),
@@ -328,11 +129,11 @@ impl GpuSolver {
             uniform("bucket scan params", 16),
             uniform("pair scan params", 16),
         ];
-        let (slots, slot_group) = Self::make_slots(&device, &queue, &slot_layout, SLOTS, 0);
+        let (slots, slot_group) = Self::make_slots(&device, &queue, &layouts.slot, SLOTS, 0);
         let (scratch_slots, scratch_slot_group) = Self::make_slots(
             &device,
             &queue,
-            &slot_layout,
+            &layouts.slot,
             SCRATCH_ROUNDS as u64,
             SCRATCH_INDEX_ROUNDS as u64,
         );
@@ -381,13 +182,9 @@ impl GpuSolver {
             queue,
             info,
             pipelines,
-            solver_layout,
-            coloring_layout,
-            integration_layout,
-            warm_layout,
+            layouts,
             params,
             slots,
-            slot_layout,
             slot_count: SLOTS,
             buffers,
             shadow: vec![Vec::new(); NAMES.len()],
@@ -414,15 +211,12 @@ impl GpuSolver {
             contact_broad_margins: super::ccd::CcdMargins::WGSL,
             contact_broad_fails: false,
             broad_params,
-            broad_layout,
             broad_groups: None,
             scan_params,
             scan_groups: None,
             pair_capacity: 0,
             last_pairs: 0,
-            island_layout,
             island_groups: None,
-            momentum_layout,
             momentum_group: None,
             slot_group,
             _scratch_slots: scratch_slots,
@@ -432,7 +226,6 @@ impl GpuSolver {
             scratch_coloring: true,
             soft: None,
             soft_active: false,
-            coupling_layout,
             no_coupling,
             round_args,
             round_args_group,

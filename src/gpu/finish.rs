@@ -351,7 +351,7 @@ impl GpuSolver {
         if self.slot_count < SLOTS + self.serial_capacity as u64 {
             let count = SLOTS + self.serial_capacity as u64;
             (self.slots, self.slot_group) =
-                Self::make_slots(&self.device, &self.queue, &self.slot_layout, count, 0);
+                Self::make_slots(&self.device, &self.queue, &self.layouts.slot, count, 0);
             self.slot_count = count;
             self.reallocations += 1;
         }

@@ -418,14 +418,10 @@ pub struct GpuSolver {
     queue: wgpu::Queue,
     info: wgpu::AdapterInfo,
     pipelines: Pipelines,
-    solver_layout: wgpu::BindGroupLayout,
-    coloring_layout: wgpu::BindGroupLayout,
-    integration_layout: wgpu::BindGroupLayout,
-    warm_layout: wgpu::BindGroupLayout,
+    layouts: pipelines::build::Layouts,
     params: wgpu::Buffer,
     /// Dynamic-offset slots: colour c < 64, then serial-group position k at 64 + k.
     slots: wgpu::Buffer,
-    slot_layout: wgpu::BindGroupLayout,
     slot_count: u64,
     buffers: Vec<DeviceBuffer>,
     /// Bytes last uploaded to each tracked buffer.
@@ -479,17 +475,14 @@ pub struct GpuSolver {
     contact_broad_fails: bool,
     /// The broad phase's parameters (`BroadParams`) and its group for each side.
     broad_params: wgpu::Buffer,
-    broad_layout: wgpu::BindGroupLayout,
     broad_groups: Option<[wgpu::BindGroup; 2]>,
     /// The prefix sums' lengths (buckets, pairs) and groups: the buckets', then the pairs'
     /// for each side.
     scan_params: [wgpu::Buffer; 2],
     scan_groups: Option<[wgpu::BindGroup; 3]>,
-    /// The islands' layout and group for each side.
-    island_layout: wgpu::BindGroupLayout,
+    /// The islands' group for each side.
     island_groups: Option<[wgpu::BindGroup; 2]>,
-    /// The momentum projection's layout and group (`momentum.wgsl`).
-    momentum_layout: wgpu::BindGroupLayout,
+    /// The momentum projection's group (`momentum.wgsl`).
     momentum_group: Option<wgpu::BindGroup>,
     /// Pairs the device's broad phase found in the last step (0 when the CPU found the
     /// contacts).
@@ -514,8 +507,7 @@ pub struct GpuSolver {
     /// whether the step in flight runs it.
     soft: Option<soft::SoftStep>,
     soft_active: bool,
-    /// The primal's group 2 (`soft`: attachments) and the one of a world without them.
-    coupling_layout: wgpu::BindGroupLayout,
+    /// The primal's group 2 (`soft`: attachments) of a world without them.
     no_coupling: wgpu::BindGroup,
     /// The colouring rounds' dispatch arguments (`color_work_args` writes them through
     /// `round_args_group`).

@@ -1,10 +1,13 @@
-//! The compute pipelines: WGSL sources, bind group layouts per kernel group, and the
-//! bind groups that tie them to the device buffers.
+//! The compute pipelines: WGSL sources, the binding list of each kernel group, and the
+//! bind groups that tie them to the device buffers (`build.rs` makes the groups' layouts
+//! and compiles the kernels).
 
 use std::num::NonZeroU64;
 
 use super::buffers::*;
 use super::*;
+
+pub(super) mod build;
 
 /// The WGSL source of the solver kernels (after the shared records and helpers).
 pub const SHADER: &str = concat!(
@@ -350,31 +353,35 @@ impl GpuSolver {
                 entries: &entries,
             })
         };
-        self.solver_group = Some(group(&self.solver_layout, &SOLVER_BINDINGS, "avbd solver"));
+        self.solver_group = Some(group(&self.layouts.solver, &SOLVER_BINDINGS, "avbd solver"));
         self.coloring_groups = Some([0, 1].map(|side| {
             group(
-                &self.coloring_layout,
+                &self.layouts.coloring,
                 &coloring_bindings(side),
                 "avbd colouring",
             )
         }));
         self.integration_group = Some(group(
-            &self.integration_layout,
+            &self.layouts.integration,
             &INTEGRATION_BINDINGS,
             "avbd integration",
         ));
         self.warm_groups = Some([0, 1].map(|side| {
             group(
-                &self.warm_layout,
+                &self.layouts.warm,
                 &warm_bindings(side),
                 "avbd contact warm start",
             )
         }));
-        self.island_groups = Some(
-            [0, 1].map(|side| group(&self.island_layout, &island_bindings(side), "avbd islands")),
-        );
+        self.island_groups = Some([0, 1].map(|side| {
+            group(
+                &self.layouts.islands,
+                &island_bindings(side),
+                "avbd islands",
+            )
+        }));
         self.momentum_group = Some(group(
-            &self.momentum_layout,
+            &self.layouts.momentum,
             &MOMENTUM_BINDINGS,
             "avbd momentum projection",
         ));
@@ -391,7 +398,7 @@ impl GpuSolver {
             }
             self.device.create_bind_group(&wgpu::BindGroupDescriptor {
                 label: Some("avbd broad phase"),
-                layout: &self.broad_layout,
+                layout: &self.layouts.broad,
                 entries: &entries,
             })
         }));

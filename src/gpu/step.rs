@@ -412,7 +412,7 @@ impl GpuSolver {
         step.bind(
             &self.buffers[POSES].buffer,
             &self.buffers[ITERATE].buffer,
-            &self.coupling_layout,
+            &self.layouts.coupling,
         );
         Ok(())
     }
