@@ -60,23 +60,31 @@ impl ContactStep {
         from_broad_phase: Option<crate::gpu::contact_broad::RunRecords>,
     ) -> Result<(), GpuError> {
         self.upload_bytes = 0;
-        let mut p = std::mem::take(&mut self.packing);
         self.device_name = device_name.to_string();
+        // The packing's vectors come back whatever the outcome.
+        let mut p = std::mem::take(&mut self.packing);
+        let result = self.upload_packed(&mut p, cfg, set, bodies, contact, from_broad_phase);
+        self.packing = p;
+        result
+    }
+
+    /// [`Self::upload`] through the packing vectors `p`: the frame's sizes, the room for
+    /// its rows, the packed regions and their offsets, the buffers, the parameters.
+    fn upload_packed(
+        &mut self,
+        p: &mut Packing,
+        cfg: &SolverConfig,
+        set: &DeformableSet,
+        bodies: &BodySet,
+        contact: &SurfaceContact,
+        from_broad_phase: Option<crate::gpu::contact_broad::RunRecords>,
+    ) -> Result<(), GpuError> {
         // The read-only buffers hold this broad phase's candidates, cages and islands
         // already: a run again with its first run's broad phase.
         let uploaded = self.uploaded_build.take();
         let g = &contact.geometry;
-        let soft_points = g.soft_points as usize;
-        let n_points = g.point_count();
         let n_cand = contact.candidates.len();
-        let n_bodies = bodies.len();
-        let flags: Vec<u32> = (0..n_bodies)
-            .map(|i| {
-                let moves = geometry::moves(bodies, i);
-                let coupled = contact.coupled.get(i).copied().unwrap_or(false);
-                (moves as u32 * BODY_MOVES) | (coupled as u32 * BODY_COUPLED)
-            })
-            .collect();
+        let flags = body_flags(bodies, contact);
         // (The bodies' flags are made with the islands and shape the bodies' lists: they
         // stand with them.)
         let again = self.on
@@ -86,9 +94,8 @@ impl ContactStep {
         let numbered =
             (g.point_count() as u64) < 1 << KIND_SHIFT && (g.edges.len() as u64) < 1 << KIND_SHIFT;
         if !again && !numbered {
-            self.packing = p;
             return Err(GpuError::Unsupported {
-                adapter: device_name.to_string(),
+                adapter: self.device_name.clone(),
                 reason: format!(
                     "{} contact points and {} edges: the device numbers fewer than 2^30 of each",
                     g.point_count(),
@@ -102,110 +109,57 @@ impl ContactStep {
             _ => None,
         };
         if !again {
-            pack_candidates(&mut p, contact, on_device.as_ref().map_or(0, |d| d.1));
+            pack_candidates(p, contact, on_device.as_ref().map_or(0, |d| d.1));
         }
-        let n_rows = contact.rows.len();
-        // Each carried row goes up as its candidate and its multipliers:
-        // `contact_list_rows` makes the row from them, linearised and lagged at X, gives
-        // the candidate its row and puts the row in its points' lists.
-        p.carried.clear();
-        for r in &contact.rows {
-            let Ok(k) = contact.candidates.binary_search(&r.pair) else {
-                self.packing = p;
-                return Err(GpuError::Step(format!(
-                    "a carried contact row's pair {:?} is not a candidate",
-                    r.pair
-                )));
-            };
-            p.carried.extend(carried_record(r, k as u32));
-        }
+        pack_carried(p, contact)?;
         let moving = g
             .rigid_bodies
             .iter()
             .any(|&(b, _)| flags[b as usize] & BODY_MOVES != 0);
-        let n_soft = set.len();
-        let objects = contact.island_of.len();
-        // Room for the rows: what the last frames needed, never more than the candidates
-        // (every row's pair is one); a step that needs more is run again with more.
-        let capacity = (self.row_room as usize)
-            .max(2 * n_rows)
-            .min(n_cand)
-            .min(self.row_cap_once.take().map_or(usize::MAX, |c| c as usize))
-            .max(n_rows)
-            .max(1);
+        let n_rows = contact.rows.len();
+        let capacity = self.row_capacity(n_rows, n_cand);
+        let sizes = Sizes {
+            candidates: n_cand as u32,
+            row_capacity: capacity as u32,
+            read_rows: self.read_rows(n_rows, capacity) as u32,
+            points: g.point_count() as u32,
+            soft_points: g.soft_points,
+            objects: contact.island_of.len() as u32,
+            soft_bodies: set.len() as u32,
+            tets: set.tets.len() as u32,
+            bodies: bodies.len() as u32,
+            carried_rows: n_rows as u32,
+        };
         // The read-only regions' offsets are those of the first run's upload when they
         // stand.
         let mut o = match again {
             true => self.offsets,
             false => Offsets::default(),
         };
-        // Atomics: status, candidate rows, the lists and their lengths, island steps, the
-        // growth filter. None of it is uploaded: the frame's first kernels write it
-        // (contact_lists.wgsl), from the carried rows.
-        let mut atomics = super::STATUS_WORDS as u32;
-        let mut room = |n: usize| {
-            atomics += n as u32;
-            atomics - n as u32
-        };
-        o.cand_row = room(n_cand);
-        // The lists: a candidate makes room in those of its soft points and, once each, of
-        // its moving bodies: at most four in all (it has four points, and a body's count
-        // once). The device counts the room and sums it into offsets (`contact_count_slots`,
-        // then scan.wgsl): the soft points' lists first, then the bodies', in one region.
-        o.slot_items = room(4 * n_cand);
-        o.slot_offsets = room(soft_points + n_bodies + 1);
-        o.bslot_offsets = o.slot_offsets + soft_points as u32;
-        o.slot_count = room(soft_points);
-        o.bslot_count = room(n_bodies);
-        o.alpha = room(objects);
-        o.reach = room(objects);
-        o.separation = room(n_bodies);
-        o.earliest_t = room(n_points);
-        o.earliest_k = room(n_points);
-        o.hold = room(2 * soft_points);
-        // The rows as the readback takes them (`RowOut`, 16 words), written at the frame's end.
-        o.rows_out = room(16 * capacity);
-        let atomics_bytes = 4 * atomics as usize;
+        let atomics_bytes = 4 * lay_out_atomics(&mut o, &sizes) as usize;
         // The f32 state. The times of impact and X come first and are not uploaded: the
         // CCD kernel writes every candidate's time before anything reads it, and X starts
         // at the vertices' start positions, which `contact_start` copies from the vertex
         // state (the host's X is that too: checked).
         if contact.certified != set.positions {
-            self.packing = p;
             return Err(GpuError::Step(
                 "the deformable contact's X is not the start positions at the frame's start".into(),
             ));
         }
-        let state = &mut p.state;
-        state.clear();
-        o.toi = 0;
-        o.certified = n_cand as u32;
-        let uploaded = o.certified + soft_points as u32;
-        o.tau = uploaded + region(state, std::iter::repeat_n([0.0; 4], 2 * n_soft));
-        o.beta = uploaded + region(state, contact.beta.iter().map(|&b| [b, 0.0, 0.0, 0.0]));
-        o.body_x = uploaded
-            + region(
-                state,
-                contact
-                    .certified_pose
-                    .iter()
-                    .flat_map(|pose| [[pose.p.x, pose.p.y, pose.p.z, 0.0], pose.q.to_array()]),
-            );
-        o.carried = uploaded + region(state, p.carried.iter().copied());
+        pack_state(p, &mut o, contact, &sizes);
         if !again {
             // The device reads a soft point's cage reference as its start position: the
             // cages are built at the frame's start (the device builds none mid-frame).
+            let soft_points = g.soft_points as usize;
             if contact.cages.reference[..soft_points] != set.positions[..soft_points] {
-                self.packing = p;
                 return Err(GpuError::Step(
                     "the deformable contact cages were not built at the frame's start".into(),
                 ));
             }
-            pack_fixed(&mut p, &mut o, cfg, set, bodies, contact, &flags);
+            pack_fixed(p, &mut o, cfg, set, bodies, contact, &flags);
         }
         let row_bytes = std::mem::size_of::<DeviceRow>() * capacity;
-        let limit = self.device.limits().max_storage_buffer_binding_size as usize;
-        let state_bytes = 16 * (n_cand + soft_points + p.state.len());
+        let state_bytes = 16 * (n_cand + g.soft_points as usize + p.state.len());
         let largest = [
             row_bytes,
             atomics_bytes,
@@ -216,6 +170,7 @@ impl ContactStep {
         .into_iter()
         .max()
         .unwrap_or(0);
+        let limit = self.device.limits().max_storage_buffer_binding_size as usize;
         if largest > limit {
             return Err(GpuError::Unsupported {
                 adapter: self.device_name.clone(),
@@ -224,88 +179,28 @@ impl ContactStep {
                 ),
             });
         }
-        let mut grown = false;
         // The rows are made on the device: the carried ones by `contact_list_rows`, the
         // room after them by `contact_grow`, each before any kernel reads it (the rows
         // are read below the row count or from the lists).
-        grown |= self.put_at(ROWS, row_bytes as u64, 0, &[]);
+        let mut grown = self.put_at(ROWS, row_bytes as u64, 0, &[]);
         grown |= self.put_at(ATOMICS, atomics_bytes as u64, 0, &[]);
         grown |= self.put_at(
             STATE,
             state_bytes as u64,
-            16 * (n_cand + soft_points) as u64,
+            16 * (n_cand + g.soft_points as usize) as u64,
             bytemuck::cast_slice(&p.state),
         );
         if !again {
-            let (f, u) = p.head;
-            let same = (
-                // (By bits: as floats, 0.0 == −0.0.)
-                bytemuck::cast_slice::<_, u32>(&p.written_head.0)
-                    == bytemuck::cast_slice::<_, u32>(&p.fixed[..f]),
-                p.written_head.1[..] == p.fixed_u[..u],
-            );
-            // (Without the deformable points' cages where the device has them.)
-            let cages = 16 * o.cage_soft as usize;
-            let skipped = match on_device {
-                Some(_) => cages..cages + 48 * g.soft_points as usize,
-                None => 0..0,
-            };
-            grown |= self.put_around(
-                STATIC_F,
-                bytemuck::cast_slice(&p.fixed),
-                16 * f,
-                same.0,
-                skipped,
-            );
-            // (Without the device's candidates: they are copied below.)
-            let cands = 4 * o.cands as usize;
-            let skipped = cands..cands + 12 * on_device.as_ref().map_or(0, |d| d.1);
-            grown |= self.put_around(
-                STATIC_U,
-                bytemuck::cast_slice(&p.fixed_u),
-                4 * u,
-                same.1,
-                skipped,
-            );
-            p.written_head.0.clear();
-            p.written_head.0.extend_from_slice(&p.fixed[..f]);
-            p.written_head.1.clear();
-            p.written_head.1.extend_from_slice(&p.fixed_u[..u]);
+            let on_device = on_device.as_ref().map(|d| d.1);
+            grown |= self.put_fixed(p, &o, g.soft_points as usize, on_device);
         }
         p.flags = flags;
-        self.packing = p;
         if let Some((records, n)) = on_device {
-            // After the writes above (a submission runs after the writes before it).
-            let mut encoder = self
-                .device
-                .create_command_encoder(&wgpu::CommandEncoderDescriptor {
-                    label: Some("the device broad phase's records"),
-                });
-            let (cands, n) = (4 * o.cands as u64, 12 * n as u64);
-            if n > 0 {
-                let u = &self.buffers[STATIC_U];
-                encoder.copy_buffer_to_buffer(&records.pairs, 0, u, cands, n);
-            }
-            let (cages, bytes) = (16 * o.cage_soft as u64, 48 * g.soft_points as u64);
-            if bytes > 0 {
-                let f = &self.buffers[STATIC_F];
-                encoder.copy_buffer_to_buffer(&records.cages, 0, f, cages, bytes);
-            }
-            self.queue.submit([encoder.finish()]);
+            self.copy_device_records(&records, &o, n, g.soft_points as usize);
         }
-        // Written by the device before every read.
-        let terms = 16 * BODY_TERMS * n_bodies as u64;
-        if terms > self.buffers[BODY_TERMS_BUFFER].size() {
-            self.buffers[BODY_TERMS_BUFFER] = resident(&self.device, terms.next_power_of_two());
-            grown = true;
-        }
+        grown |= self.grow_scratch(&sizes);
         // The prefix sum of the lists' room: over the soft points' and bodies' counts.
-        let counts = (soft_points + n_bodies) as u32;
-        let sums = super::super::broad::PrefixSum::sums_bytes(counts);
-        if sums > self.scan_sums.size() {
-            self.scan_sums = resident(&self.device, sums.next_power_of_two());
-            grown = true;
-        }
+        let counts = sizes.soft_points + sizes.bodies;
         let scan = [counts, o.slot_offsets, 0, 0];
         self.queue
             .write_buffer(&self.scan_params, 0, bytemuck::cast_slice(&scan));
@@ -322,6 +217,133 @@ impl ContactStep {
         }
         o.row_capacity = capacity as u32;
         self.offsets = o;
+        self.write_params(cfg, &sizes, o);
+        self.sizes = sizes;
+        if !again {
+            self.pairs.clone_from(&contact.candidates);
+        }
+        self.uploaded_build = Some(contact.candidate_build);
+        self.on = true;
+        self.moving = moving;
+        Ok(())
+    }
+
+    /// Room for the rows: what the last frames needed, never more than the candidates
+    /// (every row's pair is one); a step that needs more is run again with more.
+    fn row_capacity(&mut self, n_rows: usize, n_cand: usize) -> usize {
+        (self.row_room as usize)
+            .max(2 * n_rows)
+            .min(n_cand)
+            .min(self.row_cap_once.take().map_or(usize::MAX, |c| c as usize))
+            .max(n_rows)
+            .max(1)
+    }
+
+    /// The rows the readback copies: the carried rows and room for new ones, twice what a
+    /// run made lately, a quarter of the carried rows (a pile pressed together makes rows
+    /// frame after frame), at least `READ_ROOM`; a run that makes more reads the rest
+    /// after it.
+    fn read_rows(&self, n_rows: usize, capacity: usize) -> usize {
+        let room = (2 * self.made_peak as usize).max(n_rows / 4).max(READ_ROOM);
+        match self.read_carried_only {
+            true => n_rows,
+            false => n_rows + room,
+        }
+        .min(capacity)
+    }
+
+    /// Writes the read-only buffers (`pack_fixed`): their heads only when they changed,
+    /// without the regions the device's broad phase wrote (the first `on_device`
+    /// candidates and the soft points' cages). Returns whether a buffer grew.
+    fn put_fixed(
+        &mut self,
+        p: &mut Packing,
+        o: &Offsets,
+        soft_points: usize,
+        on_device: Option<usize>,
+    ) -> bool {
+        let (f, u) = p.head;
+        let same = (
+            // (By bits: as floats, 0.0 == −0.0.)
+            bytemuck::cast_slice::<_, u32>(&p.written_head.0)
+                == bytemuck::cast_slice::<_, u32>(&p.fixed[..f]),
+            p.written_head.1[..] == p.fixed_u[..u],
+        );
+        let cages = 16 * o.cage_soft as usize;
+        let skipped = match on_device {
+            Some(_) => cages..cages + 48 * soft_points,
+            None => 0..0,
+        };
+        let mut grown = self.put_around(
+            STATIC_F,
+            bytemuck::cast_slice(&p.fixed),
+            16 * f,
+            same.0,
+            skipped,
+        );
+        let cands = 4 * o.cands as usize;
+        let skipped = cands..cands + 12 * on_device.unwrap_or(0);
+        grown |= self.put_around(
+            STATIC_U,
+            bytemuck::cast_slice(&p.fixed_u),
+            4 * u,
+            same.1,
+            skipped,
+        );
+        p.written_head.0.clear();
+        p.written_head.0.extend_from_slice(&p.fixed[..f]);
+        p.written_head.1.clear();
+        p.written_head.1.extend_from_slice(&p.fixed_u[..u]);
+        grown
+    }
+
+    /// Copies the first `n` candidates' records and the soft points' cages from where the
+    /// device's broad phase left them into their regions, after the writes above (a
+    /// submission runs after the writes before it).
+    fn copy_device_records(
+        &self,
+        records: &crate::gpu::contact_broad::RunRecords,
+        o: &Offsets,
+        n: usize,
+        soft_points: usize,
+    ) {
+        let mut encoder = self
+            .device
+            .create_command_encoder(&wgpu::CommandEncoderDescriptor {
+                label: Some("the device broad phase's records"),
+            });
+        let (cands, n) = (4 * o.cands as u64, 12 * n as u64);
+        if n > 0 {
+            let u = &self.buffers[STATIC_U];
+            encoder.copy_buffer_to_buffer(&records.pairs, 0, u, cands, n);
+        }
+        let (cages, bytes) = (16 * o.cage_soft as u64, 48 * soft_points as u64);
+        if bytes > 0 {
+            let f = &self.buffers[STATIC_F];
+            encoder.copy_buffer_to_buffer(&records.cages, 0, f, cages, bytes);
+        }
+        self.queue.submit([encoder.finish()]);
+    }
+
+    /// Grows what the device writes before every read: the bodies' terms and the prefix
+    /// sum's partial sums. Returns whether one grew.
+    fn grow_scratch(&mut self, sizes: &Sizes) -> bool {
+        let mut grown = false;
+        let terms = 16 * BODY_TERMS * sizes.bodies as u64;
+        if terms > self.buffers[BODY_TERMS_BUFFER].size() {
+            self.buffers[BODY_TERMS_BUFFER] = resident(&self.device, terms.next_power_of_two());
+            grown = true;
+        }
+        let sums = super::super::broad::PrefixSum::sums_bytes(sizes.soft_points + sizes.bodies);
+        if sums > self.scan_sums.size() {
+            self.scan_sums = resident(&self.device, sums.next_power_of_two());
+            grown = true;
+        }
+        grown
+    }
+
+    /// The frame's parameters (`ContactParams`).
+    fn write_params(&mut self, cfg: &SolverConfig, sizes: &Sizes, offsets: Offsets) {
         let params = ContactParams {
             ccd: CcdParams::new(
                 0,
@@ -335,48 +357,103 @@ impl ContactStep {
             decay: cfg.contact_decay,
             drop_below: cfg.contact_drop,
             lambda_max: cfg.lambda_max,
-            n_candidates: n_cand as u32,
-            n_points: n_points as u32,
-            soft_points: soft_points as u32,
-            n_objects: objects as u32,
-            n_soft_bodies: n_soft as u32,
-            n_tets: set.tets.len() as u32,
+            n_candidates: sizes.candidates,
+            n_points: sizes.points,
+            soft_points: sizes.soft_points,
+            n_objects: sizes.objects,
+            n_soft_bodies: sizes.soft_bodies,
+            n_tets: sizes.tets,
             on: 1,
-            offsets: o,
-            n_bodies: n_bodies as u32,
-            carried_rows: n_rows as u32,
+            offsets,
+            n_bodies: sizes.bodies,
+            carried_rows: sizes.carried_rows,
         };
         self.queue
             .write_buffer(&self.params, 0, bytemuck::bytes_of(&params));
-        // The readback copies the carried rows and room for new ones: twice what a run made
-        // lately, a quarter of the carried rows (a pile pressed together makes rows frame
-        // after frame), at least `READ_ROOM`; a run that makes more reads the rest after it.
-        let room = (2 * self.made_peak as usize).max(n_rows / 4).max(READ_ROOM);
-        let read_rows = match self.read_carried_only {
-            true => n_rows,
-            false => n_rows + room,
-        }
-        .min(capacity);
-        self.sizes = Sizes {
-            candidates: n_cand as u32,
-            row_capacity: capacity as u32,
-            read_rows: read_rows as u32,
-            points: n_points as u32,
-            soft_points: soft_points as u32,
-            objects: objects as u32,
-            soft_bodies: n_soft as u32,
-            tets: set.tets.len() as u32,
-            bodies: n_bodies as u32,
-            carried_rows: n_rows as u32,
-        };
-        if !again {
-            self.pairs.clone_from(&contact.candidates);
-        }
-        self.uploaded_build = Some(contact.candidate_build);
-        self.on = true;
-        self.moving = moving;
-        Ok(())
     }
+}
+
+/// Per rigid body: whether it moves, and whether a deformable is coupled to it.
+fn body_flags(bodies: &BodySet, contact: &SurfaceContact) -> Vec<u32> {
+    (0..bodies.len())
+        .map(|i| {
+            let moves = geometry::moves(bodies, i);
+            let coupled = contact.coupled.get(i).copied().unwrap_or(false);
+            (moves as u32 * BODY_MOVES) | (coupled as u32 * BODY_COUPLED)
+        })
+        .collect()
+}
+
+/// Each carried row goes up as its candidate and its multipliers: `contact_list_rows`
+/// makes the row from them, linearised and lagged at X, gives the candidate its row and
+/// puts the row in its points' lists.
+fn pack_carried(p: &mut Packing, contact: &SurfaceContact) -> Result<(), GpuError> {
+    p.carried.clear();
+    for r in &contact.rows {
+        let Ok(k) = contact.candidates.binary_search(&r.pair) else {
+            return Err(GpuError::Step(format!(
+                "a carried contact row's pair {:?} is not a candidate",
+                r.pair
+            )));
+        };
+        p.carried.extend(carried_record(r, k as u32));
+    }
+    Ok(())
+}
+
+/// The atomics' regions: status, candidate rows, the lists and their lengths, island
+/// steps, the growth filter, the rows as read back. None of it is uploaded: the frame's
+/// first kernels write it (contact_lists.wgsl), from the carried rows. Returns its words.
+fn lay_out_atomics(o: &mut Offsets, s: &Sizes) -> u32 {
+    let mut atomics = super::STATUS_WORDS as u32;
+    let mut room = |n: u32| {
+        atomics += n;
+        atomics - n
+    };
+    o.cand_row = room(s.candidates);
+    // The lists: a candidate makes room in those of its soft points and, once each, of
+    // its moving bodies: at most four in all (it has four points, and a body's count
+    // once). The device counts the room and sums it into offsets (`contact_count_slots`,
+    // then scan.wgsl): the soft points' lists first, then the bodies', in one region.
+    o.slot_items = room(4 * s.candidates);
+    o.slot_offsets = room(s.soft_points + s.bodies + 1);
+    o.bslot_offsets = o.slot_offsets + s.soft_points;
+    o.slot_count = room(s.soft_points);
+    o.bslot_count = room(s.bodies);
+    o.alpha = room(s.objects);
+    o.reach = room(s.objects);
+    o.separation = room(s.bodies);
+    o.earliest_t = room(s.points);
+    o.earliest_k = room(s.points);
+    o.hold = room(2 * s.soft_points);
+    // The rows as the readback takes them (`RowOut`, 16 words), written at the frame's end.
+    o.rows_out = room(16 * s.row_capacity);
+    atomics
+}
+
+/// The f32 state after the times of impact and X (not uploaded): the islands' steps, β,
+/// the bodies' certified poses and the carried rows.
+fn pack_state(p: &mut Packing, o: &mut Offsets, contact: &SurfaceContact, s: &Sizes) {
+    let state = &mut p.state;
+    state.clear();
+    o.toi = 0;
+    o.certified = s.candidates;
+    let uploaded = o.certified + s.soft_points;
+    o.tau = uploaded
+        + region(
+            state,
+            std::iter::repeat_n([0.0; 4], 2 * s.soft_bodies as usize),
+        );
+    o.beta = uploaded + region(state, contact.beta.iter().map(|&b| [b, 0.0, 0.0, 0.0]));
+    o.body_x = uploaded
+        + region(
+            state,
+            contact
+                .certified_pose
+                .iter()
+                .flat_map(|pose| [[pose.p.x, pose.p.y, pose.p.z, 0.0], pose.q.to_array()]),
+        );
+    o.carried = uploaded + region(state, p.carried.iter().copied());
 }
 
 /// The candidates' records after a broad phase: the pair's kind in the top two bits of its
