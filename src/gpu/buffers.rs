@@ -469,7 +469,7 @@ impl GpuSolver {
             &mut runs,
         );
         // Where the device alone holds the velocities, only those the CPU wrote go up (a
-        // step run again restores the others from their copy: `record_and_submit`).
+        // step run again restores the others from their copy: `record_step_inputs`).
         let mut velocity_runs = Vec::new();
         if self.velocities_newer {
             Self::runs_of(

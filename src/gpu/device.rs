@@ -1,4 +1,5 @@
-//! Opening the device: adapter, limits, features, pipelines and the initial buffers.
+//! Opening the device: adapter, limits, features and the initial buffers (the layouts and
+//! the kernels are built in `pipelines/build.rs`).
 
 use super::buffers::*;
 use super::pipelines::build::Layouts;

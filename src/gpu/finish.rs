@@ -202,9 +202,9 @@ impl GpuSolver {
     }
 
     /// Whether the step just read runs again, and how: its pair list was too short, the
-    /// deformables' contact stage asks for it (`contact`), or its colouring needed more
-    /// rounds, classes, colours or serial slots than were recorded. The room for the next
-    /// recording is grown here.
+    /// deformables' contact stage asks for it (`contact`), a test asked for one
+    /// (`run_again_once`), or its colouring needed more rounds, classes, colours or serial
+    /// slots than were recorded. The room for the next recording is grown here.
     fn run_again_for(
         &mut self,
         shape: &StepShape,

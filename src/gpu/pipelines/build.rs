@@ -3,8 +3,9 @@
 
 use super::*;
 
-/// The bind group layouts of the step's kernel groups (group 0 each: the parameters, then
-/// the buffers of its binding list).
+/// The bind group layouts of the step's kernel groups: group 0 of each (the parameters,
+/// then the buffers of its binding list; the broad phase's, its own parameters), and the
+/// groups 1 and 2 some kernels add.
 pub(in crate::gpu) struct Layouts {
     pub(in crate::gpu) solver: wgpu::BindGroupLayout,
     pub(in crate::gpu) coloring: wgpu::BindGroupLayout,
