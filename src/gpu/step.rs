@@ -171,7 +171,6 @@ impl GpuSolver {
         // full palette colours exactly as one of (largest degree + 1) would.
         let palette = MAX_COLORS;
         let iterations = cfg.iterations;
-        let it_len = n * std::mem::size_of::<IterateRecord>();
         let device_narrow = pairs.active();
         // The pair list's capacity: the pairs the last step found and some room.
         if device_narrow && self.pair_capacity == 0 {
@@ -189,23 +188,90 @@ impl GpuSolver {
         } else {
             s.points.len()
         };
-        let counts_len = n_pairs.div_ceil(4) * 4;
-        let list_len = n_pairs * std::mem::size_of::<crate::pipeline::collision::StepPair>();
         let n_joints = joints.records.len();
         // The readback holds the poses, and the velocities unless they stay.
         let out_words = POSE_OUT_WORDS + (!self.velocities_stay as usize) * VELOCITY_OUT_WORDS;
-        let (body_out_len, vel_len, js_len) = (
-            n * out_words * 4,
-            std::mem::size_of_val(bodies.velocities.as_slice()),
-            std::mem::size_of_val(joints.states.as_slice()),
-        );
+        let body_out_len = n * out_words * 4;
         // The fracture test's flags come back only where a joint can break.
         let breakable = flags::BREAKABLE_FORCE | flags::BREAKABLE_TORQUE;
         let broken_len = match joints.records.iter().any(|r| r.flags & breakable != 0) {
             true => n_joints * 4,
             false => 0,
         };
+        let table = super::broad::table_size(pairs.grid_bodies()) as usize;
+        let sizes = self.buffer_sizes(cfg, bodies, joints, s, pairs, n_pairs, n_contacts, table);
+        self.check_limits(&sizes, n, n_contacts)?;
+        let max_groups = self.device.limits().max_compute_workgroups_per_dimension;
+        if device_narrow && (table as u32).div_ceil(WORKGROUP) > max_groups {
+            return Err(GpuError::Unsupported {
+                adapter: self.info.name.clone(),
+                reason: format!("a broad phase table of {table} buckets is one dispatch too many"),
+            });
+        }
+        let scopes = self.push_error_scopes();
         let mut grown = false;
+        for &(slot, bytes) in &sizes {
+            let grew = self.ensure(slot, bytes as u64);
+            // A seed buffer just made holds no colouring (zeros, or another body count's).
+            self.seeds_fresh |= grew && COLOR_SEEDS.contains(&slot);
+            grown |= grew;
+        }
+        if grown {
+            self.rebuild_bind_groups();
+        }
+        self.pop_error_scopes(scopes)?;
+        // Readback layout: bodies | frozen list | joints broken | pair total | narrow
+        // status | ranges | timestamps.
+        let timed = self.ensure_timestamps(2 * pass_count(iterations, soft.is_some()));
+        host.prepare_ms += elapsed_ms(t_start);
+        let narrow_only = |len: usize| if device_narrow { len } else { 0 };
+        let shape = StepShape {
+            iterations,
+            palette,
+            timed,
+            n,
+            n_contacts,
+            n_joints,
+            n_pairs,
+            device_narrow,
+            solve: self.solves_bodies,
+            momentum: device_narrow && cfg.conserve_momentum,
+            table: table as u32,
+            lens: [
+                body_out_len,
+                FROZEN_LIST_BYTES,
+                broken_len,
+                narrow_only(4),
+                narrow_only(NARROW_STATUS_BYTES as usize),
+            ],
+        };
+        self.launch(cfg, bodies, joints, s, pairs, soft, shape, host)
+    }
+
+    /// Each buffer the step uses and the bytes it needs: the bodies', the joints', the
+    /// adjacency's and colouring's, the contact records in chunks of a binding each, the
+    /// points and carried states, and where the device finds the contacts, the broad and
+    /// narrow phases' and the islands'.
+    #[allow(clippy::too_many_arguments)]
+    fn buffer_sizes(
+        &self,
+        cfg: &SolverConfig,
+        bodies: &BodySet,
+        joints: &JointSet,
+        s: &SolverData,
+        pairs: &DevicePairs,
+        n_pairs: usize,
+        n_contacts: usize,
+        table: usize,
+    ) -> Vec<(usize, usize)> {
+        let counts_len = n_pairs.div_ceil(4) * 4;
+        let list_len = n_pairs * std::mem::size_of::<crate::pipeline::collision::StepPair>();
+        let (n, n_joints, device_narrow) = (bodies.len(), joints.records.len(), pairs.active());
+        let (vel_len, js_len) = (
+            std::mem::size_of_val(bodies.velocities.as_slice()),
+            std::mem::size_of_val(joints.states.as_slice()),
+        );
+        let it_len = n * std::mem::size_of::<IterateRecord>();
         let chunk_bytes = std::mem::size_of::<ContactRecord>() << self.contact_shift;
         let mut sizes = vec![
             (POSES, n * std::mem::size_of::<PoseRecord>()),
@@ -255,7 +321,6 @@ impl GpuSolver {
             sizes.push((POINTS + j, part(points_len)));
             sizes.push((next + j, part(half_len)));
         }
-        let table = super::broad::table_size(pairs.grid_bodies()) as usize;
         if device_narrow {
             // What the pairs carried, and the last step's pair list, are read by this
             // step and keep their buffers.
@@ -289,51 +354,7 @@ impl GpuSolver {
                 ]);
             }
         }
-        self.check_limits(&sizes, n, n_contacts)?;
-        let max_groups = self.device.limits().max_compute_workgroups_per_dimension;
-        if device_narrow && (table as u32).div_ceil(WORKGROUP) > max_groups {
-            return Err(GpuError::Unsupported {
-                adapter: self.info.name.clone(),
-                reason: format!("a broad phase table of {table} buckets is one dispatch too many"),
-            });
-        }
-        let scopes = self.push_error_scopes();
-        for &(slot, bytes) in &sizes {
-            let grew = self.ensure(slot, bytes as u64);
-            // A seed buffer just made holds no colouring (zeros, or another body count's).
-            self.seeds_fresh |= grew && COLOR_SEEDS.contains(&slot);
-            grown |= grew;
-        }
-        if grown {
-            self.rebuild_bind_groups();
-        }
-        self.pop_error_scopes(scopes)?;
-        // Readback layout: bodies | frozen list | joints broken | pair total | narrow
-        // status | ranges | timestamps.
-        let timed = self.ensure_timestamps(2 * pass_count(iterations, soft.is_some()));
-        host.prepare_ms += elapsed_ms(t_start);
-        let narrow_only = |len: usize| if device_narrow { len } else { 0 };
-        let shape = StepShape {
-            iterations,
-            palette,
-            timed,
-            n,
-            n_contacts,
-            n_joints,
-            n_pairs,
-            device_narrow,
-            solve: self.solves_bodies,
-            momentum: device_narrow && cfg.conserve_momentum,
-            table: table as u32,
-            lens: [
-                body_out_len,
-                FROZEN_LIST_BYTES,
-                broken_len,
-                narrow_only(4),
-                narrow_only(NARROW_STATUS_BYTES as usize),
-            ],
-        };
-        self.launch(cfg, bodies, joints, s, pairs, soft, shape, host)
+        sizes
     }
 
     /// Uploads the step's data, records and submits it, and requests the readback map.
