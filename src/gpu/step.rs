@@ -248,10 +248,10 @@ impl GpuSolver {
         self.launch(cfg, bodies, joints, s, pairs, soft, shape, host)
     }
 
-    /// Each buffer the step uses and the bytes it needs: the bodies', the joints', the
-    /// adjacency's and colouring's, the contact records in chunks of a binding each, the
-    /// points and carried states, and where the device finds the contacts, the broad and
-    /// narrow phases' and the islands'.
+    /// Each buffer the step uses and the bytes it needs: the bodies' state and readback,
+    /// the joints', the adjacency's and colouring's, the contact records in chunks of a
+    /// binding each, the points and carried states, and where the device finds the
+    /// contacts, the broad and narrow phases', the islands' and the momentum projection's.
     #[allow(clippy::too_many_arguments)]
     fn buffer_sizes(
         &self,

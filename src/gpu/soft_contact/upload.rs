@@ -254,7 +254,8 @@ impl ContactStep {
 
     /// Writes the read-only buffers (`pack_fixed`): their heads only when they changed,
     /// without the regions the device's broad phase wrote (the first `on_device`
-    /// candidates and the soft points' cages). Returns whether a buffer grew.
+    /// candidates and the soft points' cages), and keeps the heads as written. Returns
+    /// whether a buffer grew.
     fn put_fixed(
         &mut self,
         p: &mut Packing,
@@ -298,7 +299,7 @@ impl ContactStep {
     }
 
     /// Copies the first `n` candidates' records and the soft points' cages from where the
-    /// device's broad phase left them into their regions, after the writes above (a
+    /// device's broad phase left them into their regions, after the caller's writes (a
     /// submission runs after the writes before it).
     fn copy_device_records(
         &self,
@@ -431,7 +432,8 @@ fn lay_out_atomics(o: &mut Offsets, s: &Sizes) -> u32 {
     atomics
 }
 
-/// The f32 state after the times of impact and X (not uploaded): the islands' steps, β,
+/// The f32 state after the times of impact and X (not uploaded): each soft body's
+/// translation τ (current and certified), β,
 /// the bodies' certified poses and the carried rows.
 fn pack_state(p: &mut Packing, o: &mut Offsets, contact: &SurfaceContact, s: &Sizes) {
     let state = &mut p.state;
@@ -457,7 +459,7 @@ fn pack_state(p: &mut Packing, o: &mut Offsets, contact: &SurfaceContact, s: &Si
 }
 
 /// The candidates' records after a broad phase: the pair's kind in the top two bits of its
-/// first primitive (a point or an edge: fewer than 2³⁰, checked in `upload`), its second,
+/// first primitive (a point or an edge: fewer than 2³⁰, checked in `upload_packed`), its second,
 /// and the bits of the lower bound on its distance.
 /// The first `on_device` are on the device already (`gpu::contact_broad` wrote them):
 /// their slots are left as zeros, which the upload skips.
@@ -552,7 +554,7 @@ fn pack_fixed(
         );
     // The cages and references of the moving bodies' points, body after body (a soft
     // point's reference is its start position, on the device already: checked in
-    // `upload`). A point of a body that does not move stays at its reference, and the
+    // `upload_packed`). A point of a body that does not move stays at its reference, and the
     // device reads neither (`rigid_cage_slot`).
     let moving = || {
         g.rigid_bodies
