@@ -74,6 +74,13 @@ run "$avbd" run cloth_drape --backend gpu $short --config gpu_contact_broad_phas
     --json > "$out/broad-host-cloth_drape.json"
 run "$avbd" run squishy_balls --backend gpu --set count=$balls --frames $frames \
     --config gpu_contact_broad_phase=host --json > "$out/broad-host-squishy_balls.json"
+# #22: the cages kept for the frame (SolverConfig::contact_cage_rebuild off): every step one
+# submission of the same dispatches, no run again; its frame time and lost motion beside the
+# default runs above.
+run "$avbd" run cloth_drape --backend gpu $short --config contact_cage_rebuild=0 --json \
+    > "$out/cages-kept-cloth_drape.json"
+run "$avbd" run squishy_balls --backend gpu --set count=$balls --frames $frames \
+    --config contact_cage_rebuild=0 --json > "$out/cages-kept-squishy_balls.json"
 # #22: lanes per vertex in the sweeps (SolverConfig::gpu_vertex_lanes, default 1), on the
 # cloth (360 vertices a colour) and the balls: which count the default should be.
 for lanes in 4 8 16; do
@@ -110,7 +117,8 @@ r = json.load(open(sys.argv[1]))
 m, t = r.get("metrics", {}), r.get("timing_ms", {})
 print(f"{sys.argv[1].split('/')[-1]:28} {r['scene']:15} {r['backend']:3} frames {r['frames']:4} median {t.get('median', 0):9.3f} ms "
       f"p95 {t.get('p95', 0):9.3f} ms  intersections {m.get('intersections')} "
-      f"inverted {m.get('inverted_elements')}  {r.get('adapter', '')}")
+      f"inverted {m.get('inverted_elements')} mean lost motion {m.get('mean_lost_motion')}  "
+      f"{r.get('adapter', '')}")
 k, d = r.get("kernel_ms", {}), r.get("kernel_dispatches", {})
 for name in sorted(k, key=k.get, reverse=True)[:10]:
     print(f"    {name:28} {k[name]:9.3f} ms a frame in {d.get(name, 0):7.1f} dispatches")

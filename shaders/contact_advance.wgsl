@@ -71,8 +71,10 @@ fn reach_in(lo: vec3<f32>, hi: vec3<f32>, a: vec3<f32>, d: vec3<f32>) -> f32 {
 // co-moving offset is linear along the segment too; the points of a moving rigid body have
 // an absolute cage only). Pairs that are not candidates cannot meet while every point is
 // in its cages, so an island whose iterate left one advances only as far as the cages
-// reach, straight towards the iterate (the CPU runs the broad phase again instead and
-// advances all the way). Also resets the point's growth filter.
+// reach, straight towards the iterate (the CPU's `Cages::reach_along` where
+// `contact_cage_rebuild` is off; on, the CPU runs the broad phase again instead and
+// advances all the way, and the host runs this frame again). Also resets the point's
+// growth filter.
 @compute @workgroup_size(64)
 fn contact_reach(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
     let p = lane_index(wid, nwg, lid);

@@ -117,6 +117,14 @@ pub struct SolverConfig {
     pub contact_drop: f32,
     /// Step scale η of the additive CCD. Default 0.9.
     pub ccd_eta: f32,
+    /// What a step does when a deformable's iterate leaves the motion cages its contact
+    /// candidates were found in. On (the default), it finds the candidates again and
+    /// advances on: the CPU backend runs the broad phase again mid-step, the GPU backend
+    /// runs the frame again (a round trip to the host). Off, the island's advance stops
+    /// where its cages end, so every step does the same work (on the GPU one submission
+    /// and the same dispatches, rows past their room dropped until the next frame grows
+    /// it), at a cost in that frame's motion, never in safety.
+    pub contact_cage_rebuild: bool,
     /// How deformable surfaces keep apart: the barrier-free augmented Lagrangian (the
     /// default) or the log-barrier baseline it is compared with.
     pub contact_model: ContactModel,
@@ -203,6 +211,7 @@ impl Default for SolverConfig {
             contact_decay: 0.9,
             contact_drop: 0.01,
             ccd_eta: 0.9,
+            contact_cage_rebuild: true,
             contact_model: ContactModel::AugmentedLagrangian,
             barrier_friction_velocity: 1e-3,
             narrow_phase: NarrowPhase::Primitive,
@@ -242,6 +251,7 @@ impl SolverConfig {
         "contact_decay",
         "contact_drop",
         "ccd_eta",
+        "contact_cage_rebuild",
         "contact_model",
         "barrier_friction_velocity",
         "narrow_phase",
@@ -357,6 +367,7 @@ impl SolverConfig {
             "gpu_kernel_timings" => self.gpu_kernel_timings = flag("gpu_kernel_timings")?,
             "gpu_velocity_readback" => self.gpu_velocity_readback = flag("gpu_velocity_readback")?,
             "conserve_momentum" => self.conserve_momentum = flag("conserve_momentum")?,
+            "contact_cage_rebuild" => self.contact_cage_rebuild = flag("contact_cage_rebuild")?,
             _ => return Err(crate::PhysicsError::UnknownConfigField(field.to_string())),
         }
         Ok(())

@@ -1,6 +1,7 @@
 //! The end of a step on the device: waiting for its readback, deciding whether it runs
 //! again (colours, rows or pairs past what was recorded; a deformable frame whose iterate
-//! left its cages), and unpacking the results into the CPU's records.
+//! left its cages, unless `SolverConfig::contact_cage_rebuild` is off), and unpacking the
+//! results into the CPU's records.
 
 use super::buffers::*;
 use super::soft::ContactOutcome;
@@ -145,8 +146,12 @@ impl GpuSolver {
                 _ => Default::default(),
             };
             // At most two runs again; the second only for a run again that left its cages.
+            // None where the cages are not built again (`contact_cage_rebuild` off): the
+            // islands stopped at their cages, and rows past the room wait for the next
+            // frame, which has more.
             let contact = &s.vertices.contact;
             let seed = match (contact.seeded, contact.cross_cages) {
+                _ if !cfg.contact_cage_rebuild => false,
                 (false, _) => outcome.escaped || outcome.overflow,
                 (true, false) => outcome.escaped,
                 (true, true) => false,
@@ -154,6 +159,7 @@ impl GpuSolver {
             if outcome.overflow {
                 self.soft.as_mut().expect("uploaded").grow_rows();
             }
+            s.vertices.contact.stats.cage_stops = usize::from(outcome.escaped && !seed);
             let staging = self.staging[k].buffer.clone();
             let slice = staging.slice(0..read_bytes);
             let run_again = {
@@ -161,7 +167,8 @@ impl GpuSolver {
                     .get_mapped_range()
                     .map_err(|e| GpuError::Readback(format!("{e:?}")))?;
                 let read = StepReadback::split(&data, &shape);
-                let again = self.run_again_for(&shape, &read, seed || outcome.overflow);
+                let room = outcome.overflow && cfg.contact_cage_rebuild;
+                let again = self.run_again_for(&shape, &read, seed || room);
                 if again.is_none() {
                     let timestamps = &read.timestamps[..ts_bytes as usize];
                     self.unpack(

@@ -416,7 +416,7 @@ pub fn spec(name: &str) -> Option<&'static SceneSpec> {
 pub(crate) struct Tracker {
     /// Sums over the frames of the step's stage times (ms), of the contact broad phase's
     /// runs and candidates, for [`Scene::profile`].
-    pub profile: [f64; 13],
+    pub profile: [f64; 14],
     /// Sums over the frames of each GPU kernel's time (`SolverConfig::gpu_kernel_timings`),
     /// for [`Scene::kernel_profile`].
     pub kernels: Vec<crate::gpu::KernelTime>,
@@ -604,6 +604,7 @@ impl Scene {
             sc.runs_again as f64,
             sc.device_broad_phases as f64,
             sc.device_candidates as f64,
+            sc.cage_stops as f64,
         ]) {
             *sum += ms;
         }
@@ -687,7 +688,9 @@ impl Scene {
     /// left its cage), its candidate pairs (`candidates`) and, on the GPU backend, the
     /// steps run a second time (`runs_again`, see `SurfaceContactStats::runs_again`) and
     /// the broad phases the device ran (`device_broad_phases`) and the candidates they
-    /// found (`device_candidates`, which the step takes from the device's memory).
+    /// found (`device_candidates`, which the step takes from the device's memory); and the
+    /// advances that stopped at their cages instead of running the broad phase again
+    /// (`cage_stops`, `SolverConfig::contact_cage_rebuild` off).
     pub fn profile(&self) -> BTreeMap<String, f64> {
         let frames = self.frame.max(1) as f64;
         [
@@ -704,6 +707,7 @@ impl Scene {
             "runs_again",
             "device_broad_phases",
             "device_candidates",
+            "cage_stops",
         ]
         .iter()
         .zip(self.tracker.profile)

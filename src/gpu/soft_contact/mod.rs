@@ -45,6 +45,11 @@
 //! running the broad phase again (`SurfaceContact::begin_frame`), and uploads only what
 //! the rows change (`upload.rs`).
 //!
+//! With `SolverConfig::contact_cage_rebuild` off, no step runs again: an island whose
+//! iterate left its cages stops where they end (as the CPU then does too), rows past the
+//! room are dropped, and the next frame has room for them. Every step is then one
+//! submission of the same dispatches.
+//!
 //! Not on the device yet: the barrier baseline.
 
 use bytemuck::{Pod, Zeroable};

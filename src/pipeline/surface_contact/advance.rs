@@ -128,7 +128,8 @@ impl SurfaceContact {
         (add, r.toi.unwrap_or(1.0), xi)
     }
 
-    /// One advance (the broad phase runs again first if an iterate left its cage).
+    /// One advance (if an iterate left its cage, the broad phase runs again first, or the
+    /// advance aims only as far as the cages reach: `SolverConfig::contact_cage_rebuild`).
     pub fn advance(
         &mut self,
         cfg: &SolverConfig,
@@ -144,11 +145,29 @@ impl SurfaceContact {
         // floor holds back), which the cages and the CCD must see.
         let floor = inversion::hold(set, &self.certified, &vs.x);
         self.stats.floor_stopped += floor.stopped;
-        let x: &[Vec3A] = floor.targets.as_deref().unwrap_or(&vs.x);
+        let mut x: &[Vec3A] = floor.targets.as_deref().unwrap_or(&vs.x);
         self.stats.ccd_ms += t0.elapsed().as_secs_f64() * 1e3;
+        // Per island, the share of the way to the iterate this advance may go: all of it,
+        // but as far as the cages reach where they are not built again.
+        let mut reach = vec![1.0f32; self.island_of.len()];
+        let shortened: Vec<Vec3A>;
         if self.cages.escaped(set, bodies, &self.geometry, x, poses) {
-            self.stats.rebuilds += 1;
-            self.build_candidates(cfg, set, bodies, x, poses, &vs.yd);
+            if cfg.contact_cage_rebuild {
+                self.stats.rebuilds += 1;
+                self.build_candidates(cfg, set, bodies, x, poses, &vs.yd);
+            } else {
+                self.stats.cage_stops += 1;
+                reach = self.cages.reach_along(
+                    set,
+                    bodies,
+                    &self.geometry,
+                    &self.island_of,
+                    (&self.certified, &self.certified_pose),
+                    (x, poses),
+                );
+                shortened = self.shorten(set, bodies, &reach, x, poses);
+                x = &shortened;
+            }
         }
         let t0 = std::time::Instant::now();
         // A pair whose distance at R, less how far its points are from R at either end of
@@ -316,8 +335,10 @@ impl SurfaceContact {
         }
         for (i, b) in self.beta.iter_mut().enumerate() {
             if self.island_of[i] as usize == i {
-                *b *= 1.0 - alpha[i];
-                self.largest_cut = self.largest_cut.max(1.0 - alpha[i]);
+                // The share of the way to the iterate X went: α of the reach.
+                let went = alpha[i] * reach[i];
+                *b *= 1.0 - went;
+                self.largest_cut = self.largest_cut.max(1.0 - went);
             }
         }
         self.linearise_rows();
@@ -330,6 +351,36 @@ impl SurfaceContact {
         }
         self.stats.rows = self.rows.len();
         self.stats.ccd_ms += t0.elapsed().as_secs_f64() * 1e3;
+    }
+
+    /// The iterate moved back towards X to the share `reach` of its island (the moving
+    /// bodies' poses by `Pose::lerp`, as the advance moves them): where this advance
+    /// aims when its cages are not built again.
+    fn shorten(
+        &self,
+        set: &DeformableSet,
+        bodies: &BodySet,
+        reach: &[f32],
+        x: &[Vec3A],
+        poses: &mut [Pose],
+    ) -> Vec<Vec3A> {
+        let mut to = x.to_vec();
+        for b in 0..set.len() {
+            let s = reach[self.island_of[b] as usize];
+            if s < 1.0 {
+                for v in set.vertex_range(b) {
+                    let from = self.certified[v];
+                    to[v] = from + (x[v] - from) * s;
+                }
+            }
+        }
+        for (i, pose) in poses.iter_mut().enumerate() {
+            let s = reach[self.island_of[object(set, geometry::Owner::Rigid(i as u32))] as usize];
+            if s < 1.0 && geometry::moves(bodies, i) {
+                *pose = self.certified_pose[i].lerp(pose, s);
+            }
+        }
+        to
     }
 
     /// The end of the frame: the deformables' iterate becomes X, and the coupled rigid

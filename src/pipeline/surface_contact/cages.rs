@@ -3,7 +3,9 @@
 //! built: xᵗ at the frame's start) and hold R, the current iterate and the inertial target,
 //! padded. X moves along segments from R to later iterates, so as long as every iterate
 //! is inside, X is too; an iterate that leaves its cage (checked before every CCD) makes
-//! the broad phase run again from the current X.
+//! the broad phase run again from the current X, or, with
+//! `SolverConfig::contact_cage_rebuild` off, stops its island's advance where its cages
+//! end ([`Cages::reach_along`]), so that a step's work does not depend on where it goes.
 //!
 //! Each deformable point has two cages:
 //! - an absolute one, for pairs with other objects;
@@ -41,6 +43,20 @@ fn hull(points: &[Vec3A], pad: f32) -> Box3 {
 #[inline]
 fn inside((lo, hi): Box3, p: Vec3A) -> bool {
     p.cmpge(lo).all() && p.cmple(hi).all()
+}
+
+/// The largest s in [0, 1] with `a + s d` inside `(lo, hi)` on every axis, for `a` inside
+/// (the device's `reach_in`).
+fn reach_in((lo, hi): Box3, a: Vec3A, d: Vec3A) -> f32 {
+    let mut s = 1.0f32;
+    for k in 0..3 {
+        if d[k] > 0.0 {
+            s = s.min((hi[k] - a[k]) / d[k]);
+        } else if d[k] < 0.0 {
+            s = s.min((lo[k] - a[k]) / d[k]);
+        }
+    }
+    s.max(0.0)
 }
 
 /// Distance from `at` to the farthest corner of `b`.
@@ -266,6 +282,57 @@ impl Cages {
                     !inside(self.absolute[p as usize], poses[*b as usize].apply(r))
                 })
         })
+    }
+
+    /// Per island (`island_of`, by object: deformables, then rigid bodies), the share of
+    /// the way from `certified` to the iterate its points go before the first leaves a
+    /// cage (1 where none does), shrunk by a relative 1e-4 for the rounding of the
+    /// quotients: as far as the candidates stay complete. How far an island goes when
+    /// the broad phase does not run again (`SolverConfig::contact_cage_rebuild` off; the
+    /// device's `contact_reach`, which its frame's first run uses either way).
+    pub fn reach_along(
+        &self,
+        set: &DeformableSet,
+        bodies: &BodySet,
+        g: &Geometry,
+        island_of: &[u32],
+        certified: (&[Vec3A], &[Pose]),
+        iterate: (&[Vec3A], &[Pose]),
+    ) -> Vec<f32> {
+        let mut share = vec![1.0f32; island_of.len()];
+        let mut stop = |object: usize, s: f32| {
+            if s < 1.0 {
+                let i = island_of[object] as usize;
+                share[i] = share[i].min(s * (1.0 - 1e-4));
+            }
+        };
+        let (tau_c, tau_x) = (
+            self.translations(set, certified.0),
+            self.translations(set, iterate.0),
+        );
+        for v in 0..g.soft_points as usize {
+            let (r, b) = (self.reference[v], set.owner[v] as usize);
+            let (c, d) = (certified.0[v], iterate.0[v] - certified.0[v]);
+            let e0 = c - r - tau_c[b];
+            let de = d - (tau_x[b] - tau_c[b]);
+            stop(
+                b,
+                reach_in(self.absolute[v], c, d).min(reach_in(self.comoving[v], e0, de)),
+            );
+        }
+        for (b, range) in &g.rigid_bodies {
+            let b = *b as usize;
+            if !geometry::moves(bodies, b) {
+                continue;
+            }
+            for p in range.clone() {
+                let (_, local) = g.rigid_points[(p - g.soft_points) as usize];
+                let c = certified.1[b].apply(local);
+                let s = reach_in(self.absolute[p as usize], c, iterate.1[b].apply(local) - c);
+                stop(set.len() + b, s);
+            }
+        }
+        share
     }
 
     /// Per point, the farthest it is from R at `certified` and at the iterate (the ends

@@ -19,7 +19,9 @@
 //! short budget costs motion (the lost motion β = Π(1 − α) of each island), not safety.
 //! Candidates come from one broad phase per frame over per-point motion cages
 //! ([`broad_phase`]): deformable iterates are kept inside their cages, so pairs outside the
-//! candidate set cannot meet. Rigid colliders take part through their tessellated
+//! candidate set cannot meet (an iterate that leaves one makes the broad phase run again,
+//! or, with `SolverConfig::contact_cage_rebuild` off, stops its island where its cages
+//! end). Rigid colliders take part through their tessellated
 //! surfaces (dynamic bodies two-way, through their 6×6 blocks), half-spaces as planes.
 
 pub mod advance;
