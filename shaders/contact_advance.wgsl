@@ -92,7 +92,7 @@ fn contact_reach(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups)
         let s = reach_in(sf[at].xyz, sf[at + 1u].xyz, x0, point_now(p) - x0);
         if (s < 1.0) {
             atomicMin(&ca[cparams.o_reach + island_of_point(p)], key_of(s * (1.0 - 1e-4)));
-            atomicAdd(&ca[ST_ESCAPES], 1u);
+            atomicAdd(&ca[ST_ESCAPES_NOW], 1u);
         }
         return;
     }
@@ -108,7 +108,7 @@ fn contact_reach(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups)
     if (s < 1.0) {
         // Shrunk by a relative margin for the rounding of the quotients.
         atomicMin(&ca[cparams.o_reach + island_of_point(p)], key_of(s * (1.0 - 1e-4)));
-        atomicAdd(&ca[ST_ESCAPES], 1u);
+        atomicAdd(&ca[ST_ESCAPES_NOW], 1u);
     }
 }
 
@@ -621,6 +621,7 @@ fn island_end(i: u32) {
     if (i == 0u) {
         atomicAdd(&ca[ST_ADVANCE], 1u);
         atomicAdd(&ca[ST_FLOOR], atomicExchange(&ca[ST_FLOOR_NOW], 0u));
+        atomicAdd(&ca[ST_ESCAPES], min(atomicExchange(&ca[ST_ESCAPES_NOW], 0u), 1u));
     }
     atomicStore(&ca[cparams.o_alpha + i], ONE);
     atomicStore(&ca[cparams.o_reach + i], ONE);

@@ -99,14 +99,16 @@ const KIND_PLANE: u32 = 2u;
 const ROW_ALIVE: u32 = 0x100u;
 const ROW_COARSE: u32 = 0x200u;
 const ROW_FRESH: u32 = 0x400u;
-// status: rows, advances, cage escapes, overflow, tets the volume floor stopped (in the
-// frame, then in this advance; then two unused words).
+// status: rows, advances, advances with a point out of its cages, overflow, tets the volume
+// floor stopped (in the frame, then in this advance), points out of their cages in this
+// advance, one unused word.
 const ST_ROWS: u32 = 0u;
 const ST_ADVANCE: u32 = 1u;
 const ST_ESCAPES: u32 = 2u;
 const ST_OVERFLOW: u32 = 3u;
 const ST_FLOOR: u32 = 4u;
 const ST_FLOOR_NOW: u32 = 5u;
+const ST_ESCAPES_NOW: u32 = 6u;
 const STATUS_WORDS: u32 = 8u;
 // A candidate's row that left the set: the index is kept (with this bit), and a return of
 // the pair takes the same row (it is already in its points' lists).

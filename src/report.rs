@@ -38,8 +38,8 @@ pub struct SurfaceContactStats {
     pub rebuilds: usize,
     /// Advances whose islands stopped where their cages end, an iterate having left them,
     /// instead of running the broad phase again (`SolverConfig::contact_cage_rebuild`
-    /// off). GPU backend: 1 when the step's last run did so (a frame's first run always
-    /// does, and runs again where the cages are built again), 0 otherwise.
+    /// off). GPU backend: those of the run the step kept (a frame's first run stops so too,
+    /// and runs again where the cages are rebuilt).
     pub cage_stops: usize,
     /// Tetrahedra the element-volume floor stopped on the way from X to the iterate,
     /// summed over the step's advances: their vertices were held back (0: none).

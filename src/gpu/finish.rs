@@ -159,7 +159,6 @@ impl GpuSolver {
             if outcome.overflow {
                 self.soft.as_mut().expect("uploaded").grow_rows();
             }
-            s.vertices.contact.stats.cage_stops = usize::from(outcome.escaped && !seed);
             let staging = self.staging[k].buffer.clone();
             let slice = staging.slice(0..read_bytes);
             let run_again = {

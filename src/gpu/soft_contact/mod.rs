@@ -173,10 +173,12 @@ struct RowOut {
 
 const NONE: u32 = u32::MAX;
 /// The status words at the start of the atomics (surface_contact.wgsl `ST_*`): rows,
-/// advances, cage escapes, overflow, tets the volume floor stopped (in the frame, then in
-/// the advance under way), two unused.
+/// advances, advances with a point out of its cages, overflow, tets the volume floor
+/// stopped (in the frame, then in the advance under way), points out of their cages in the
+/// advance under way, one unused.
 const STATUS_WORDS: usize = 8;
 const STATUS_BYTES: u64 = 4 * STATUS_WORDS as u64;
+const ST_ESCAPES: usize = 2;
 const ST_FLOOR: usize = 4;
 const ROW_ALIVE: u32 = 0x100;
 const ROW_COARSE: u32 = 0x200;

@@ -5,7 +5,7 @@ use glam::Vec3A;
 
 use super::{ATOMICS, ContactStep, DeviceRow, NONE, ROW_ALIVE, ROW_COARSE, ROWS, RowOut, STATE};
 use super::{BODY_MOVES, GpuError};
-use super::{ST_FLOOR, STATUS_BYTES, STATUS_WORDS};
+use super::{ST_ESCAPES, ST_FLOOR, STATUS_BYTES, STATUS_WORDS};
 use crate::config::SolverConfig;
 use crate::deformable::set::DeformableSet;
 use crate::pipeline::surface_contact::SurfaceContact;
@@ -140,6 +140,8 @@ impl ContactStep {
         let status: [u32; STATUS_WORDS] =
             bytemuck::pod_read_unaligned(&data[status_at..status_at + STATUS_BYTES as usize]);
         contact.stats.floor_stopped += status[ST_FLOOR] as usize;
+        // Every advance of the kept run that left its cages stopped at them.
+        contact.stats.cage_stops += status[ST_ESCAPES] as usize;
         let beta_at = status_at + STATUS_BYTES as usize;
         let beta: &[[f32; 4]] =
             bytemuck::cast_slice(&data[beta_at..beta_at + 16 * s.objects as usize]);
