@@ -142,7 +142,7 @@ impl GpuSolver {
             // set and the coarse operators. Rows made during a run need none: as on the
             // CPU, they shorten the coarse steps by their stiffness (coarse.wgsl `coarse_solve`).
             let outcome = match (self.soft_active, self.soft.as_mut()) {
-                (true, Some(step)) => step.contact_outcome()?,
+                (true, Some(step)) => step.contact_outcome(cfg.contact_cage_rebuild)?,
                 _ => Default::default(),
             };
             // At most two runs again; the second only for a run again that left its cages.

@@ -531,8 +531,9 @@ impl SoftStep {
 
     /// What the contact stage of the step just read asks of a run again (the staging
     /// buffer is mapped: the caller waited for the device): the pairs of the rows it made,
-    /// and whether the rows ran out of room.
-    pub(super) fn contact_outcome(&mut self) -> Result<ContactOutcome, GpuError> {
+    /// and whether the rows ran out of room. Only the flags where no step runs again for
+    /// them (`rebuild` false: `SolverConfig::contact_cage_rebuild`).
+    pub(super) fn contact_outcome(&mut self, rebuild: bool) -> Result<ContactOutcome, GpuError> {
         if self.pending.is_none() || !self.contact.on() {
             return Ok(ContactOutcome::default());
         }
@@ -546,6 +547,14 @@ impl SoftStep {
         let status: [u32; 4] = bytemuck::pod_read_unaligned(&data[status_at..status_at + 16]);
         self.contact.note_rows(status[0]);
         let escaped = status[2] != 0;
+        let overflow = status[3] != 0;
+        if !rebuild {
+            return Ok(ContactOutcome {
+                overflow,
+                escaped,
+                ..Default::default()
+            });
+        }
         let reached = match escaped {
             true => {
                 let disp = self.staging.slice(0..16 * self.n_vertices as u64);
@@ -559,7 +568,6 @@ impl SoftStep {
             }
             false => Vec::new(),
         };
-        let overflow = status[3] != 0;
         // The rows made seed a run again only.
         let made = match escaped || overflow {
             true => {
