@@ -145,33 +145,82 @@ impl SurfaceContact {
         // floor holds back), which the cages and the CCD must see.
         let floor = inversion::hold(set, &self.certified, &vs.x);
         self.stats.floor_stopped += floor.stopped;
-        let mut x: &[Vec3A] = floor.targets.as_deref().unwrap_or(&vs.x);
+        let x: &[Vec3A] = floor.targets.as_deref().unwrap_or(&vs.x);
         self.stats.ccd_ms += t0.elapsed().as_secs_f64() * 1e3;
-        // Per island, the share of the way to the iterate this advance may go: all of it,
-        // but as far as the cages reach where they are not built again.
-        let mut reach = vec![1.0f32; self.island_of.len()];
-        let shortened: Vec<Vec3A>;
-        if self.cages.escaped(set, bodies, &self.geometry, x, poses) {
-            if cfg.contact_cage_rebuild {
-                self.stats.rebuilds += 1;
-                self.build_candidates(cfg, set, bodies, x, poses, &vs.yd);
-            } else {
-                self.stats.cage_stops += 1;
-                reach = self.cages.reach_along(
-                    set,
-                    bodies,
-                    &self.geometry,
-                    &self.island_of,
-                    (&self.certified, &self.certified_pose),
-                    (x, poses),
-                );
-                shortened = self.shorten(set, bodies, &reach, x, poses);
-                x = &shortened;
+        let (reach, shortened) = self.keep_candidates_complete(cfg, set, bodies, x, poses, &vs.yd);
+        let x = shortened.as_deref().unwrap_or(x);
+        let t0 = std::time::Instant::now();
+        let tois = self.candidate_tois(cfg, set, x, poses);
+        let mut alpha = self.island_steps(set, &tois, &floor.steps);
+        self.keep_rotations_in_band(cfg, set, bodies, poses, &tois, &mut alpha);
+        let first_new = self.rows.len();
+        let added = self.grow(cfg, set, bodies, &tois);
+        self.move_certified(set, bodies, &alpha, x, poses);
+        for (i, b) in self.beta.iter_mut().enumerate() {
+            if self.island_of[i] as usize == i {
+                // The share of the way to the iterate X went: α of the reach.
+                let went = alpha[i] * reach[i];
+                *b *= 1.0 - went;
+                self.largest_cut = self.largest_cut.max(1.0 - went);
             }
         }
-        let t0 = std::time::Instant::now();
-        // A pair whose distance at R, less how far its points are from R at either end of
-        // the segment, stays beyond δ (beyond ξ for a row) needs no CCD.
+        self.linearise_rows();
+        // New rows take the tangent plane where they were made.
+        for r in &mut self.rows[first_new..] {
+            r.lag();
+        }
+        if added {
+            self.index_rows(set, bodies.len());
+        }
+        self.stats.rows = self.rows.len();
+        self.stats.ccd_ms += t0.elapsed().as_secs_f64() * 1e3;
+    }
+
+    /// Per island, the share of the way to the iterate `x` this advance may go while the
+    /// candidates stay complete: all of it (the broad phase runs again first where an
+    /// iterate left its cage), or as far as the cages reach where they are kept, with the
+    /// iterate `x` shortened to it (returned; `poses` shortened in place).
+    fn keep_candidates_complete(
+        &mut self,
+        cfg: &SolverConfig,
+        set: &DeformableSet,
+        bodies: &BodySet,
+        x: &[Vec3A],
+        poses: &mut [Pose],
+        yd: &[Vec3A],
+    ) -> (Vec<f32>, Option<Vec<Vec3A>>) {
+        let reach = vec![1.0f32; self.island_of.len()];
+        if !self.cages.escaped(set, bodies, &self.geometry, x, poses) {
+            return (reach, None);
+        }
+        if cfg.contact_cage_rebuild {
+            self.stats.rebuilds += 1;
+            self.build_candidates(cfg, set, bodies, x, poses, yd);
+            return (reach, None);
+        }
+        self.stats.cage_stops += 1;
+        let reach = self.cages.reach_along(
+            set,
+            bodies,
+            &self.geometry,
+            &self.island_of,
+            (&self.certified, &self.certified_pose),
+            (x, poses),
+        );
+        let shortened = self.shorten(set, bodies, &reach, x, poses);
+        (reach, Some(shortened))
+    }
+
+    /// Every candidate's times of impact and separation ([`Self::toi`]) on the path X → x̂,
+    /// skipping the CCD of pairs whose distance at R, less how far their points are from R
+    /// at either end of the segment, stays beyond δ (beyond ξ for a row).
+    fn candidate_tois(
+        &self,
+        cfg: &SolverConfig,
+        set: &DeformableSet,
+        x: &[Vec3A],
+        poses: &[Pose],
+    ) -> Vec<(f32, f32, f32)> {
         let (moved, moved_in_body) = self.cages.motion(
             set,
             &self.geometry,
@@ -186,8 +235,7 @@ impl SurfaceContact {
                 is_row[k] = true;
             }
         }
-        let tois: Vec<(f32, f32, f32)> = self
-            .candidates
+        self.candidates
             .par_iter()
             .zip(&self.candidate_lower)
             .zip(&is_row)
@@ -223,36 +271,53 @@ impl SurfaceContact {
                 }
                 self.toi(cfg, pair, active, x, poses)
             })
-            .collect();
-        // The step of each island: the earliest impact of its pairs.
-        let objects = self.island_of.len();
-        let mut alpha = vec![1.0f32; objects];
+            .collect()
+    }
+
+    /// The step α of each island: the earliest certified impact of its pairs, and no
+    /// element of X below its volume floor (`floor_steps`, per deformable).
+    fn island_steps(
+        &self,
+        set: &DeformableSet,
+        tois: &[(f32, f32, f32)],
+        floor_steps: &[f32],
+    ) -> Vec<f32> {
+        let mut alpha = vec![1.0f32; self.island_of.len()];
         let g = &self.geometry;
-        let island_of_pair = |pair: &Pair| -> usize {
-            let pts = self.points_of(pair);
-            let soft = pts.iter().find(|&&p| p != NO_POINT && p < g.soft_points);
-            let p = *soft.unwrap_or(&pts[0]);
-            self.island_of[self.object_of_point(set, p)] as usize
-        };
-        for (pair, &(_, t, _)) in self.candidates.iter().zip(&tois) {
+        for (pair, &(_, t, _)) in self.candidates.iter().zip(tois) {
             if t < 1.0 {
-                let i = island_of_pair(pair);
+                let pts = self.points_of(pair);
+                let soft = pts.iter().find(|&&p| p != NO_POINT && p < g.soft_points);
+                let p = *soft.unwrap_or(&pts[0]);
+                let i = self.island_of[self.object_of_point(set, p)] as usize;
                 alpha[i] = alpha[i].min(t);
             }
         }
-        // No element of X below its volume floor.
-        for (b, t) in floor.steps.into_iter().enumerate() {
+        for (b, &t) in floor_steps.iter().enumerate() {
             let i = self.island_of[b] as usize;
             alpha[i] = alpha[i].min(t);
         }
-        // A moving body's pose goes part of the way by slerp, off the straight segments CCD
-        // certified: it stops where its points stay within half the least separation its
-        // pairs were certified against (`Pose::rotation_band`), so that they keep at least
-        // the other half. Its island's step leaves the band it falls in.
+        alpha
+    }
+
+    /// A moving body's pose goes part of the way by slerp, off the straight segments CCD
+    /// certified: it stops where its points stay within half the least separation its
+    /// pairs were certified against (`Pose::rotation_band`), so that they keep at least
+    /// the other half. Its island's step leaves the band it falls in.
+    fn keep_rotations_in_band(
+        &self,
+        cfg: &SolverConfig,
+        set: &DeformableSet,
+        bodies: &BodySet,
+        poses: &[Pose],
+        tois: &[(f32, f32, f32)],
+        alpha: &mut [f32],
+    ) {
+        let g = &self.geometry;
         let mut separation = vec![cfg.contact_min_separation; bodies.len()];
         let moving = |b: u32| geometry::moves(bodies, b as usize);
         if g.rigid_bodies.iter().any(|&(b, _)| moving(b)) {
-            for (pair, &(_, _, sep)) in self.candidates.iter().zip(&tois) {
+            for (pair, &(_, _, sep)) in self.candidates.iter().zip(tois) {
                 for &p in self.points_of(pair).iter() {
                     if p != NO_POINT && p >= g.soft_points {
                         let b = g.rigid_points[(p - g.soft_points) as usize].0 as usize;
@@ -261,7 +326,7 @@ impl SurfaceContact {
                 }
             }
         }
-        let mut band = vec![0.5f32; objects];
+        let mut band = vec![0.5f32; alpha.len()];
         for (b, _) in &g.rigid_bodies {
             let b = *b as usize;
             if geometry::moves(bodies, b) {
@@ -276,13 +341,27 @@ impl SurfaceContact {
                 *a = *b;
             }
         }
-        // Growth: new pairs that come within δ, the earliest of one of their points. Ties
-        // (pairs that reach δ at the same time, e.g. every pair of a point already at the
-        // gap: t = 0) go to the first candidate, so each point brings at most one new row
-        // per advance: a point driven hard into a surface fans out over its neighbours one
-        // row at a time instead of taking every pair of its cage at once.
-        let mut earliest = vec![(1.0f32, u32::MAX); g.point_count()];
-        for (k, (pair, &(t, _, _))) in self.candidates.iter().zip(&tois).enumerate() {
+    }
+
+    /// Growth: new rows for the pairs that come within δ, the earliest of one of their
+    /// points. Ties (pairs that reach δ at the same time, e.g. every pair of a point
+    /// already at the gap: t = 0) go to the first candidate, so each point brings at most
+    /// one new row per advance: a point driven hard into a surface fans out over its
+    /// neighbours one row at a time instead of taking every pair of its cage at once. The
+    /// barrier baseline has no rows (its pairs act through the barrier). Returns whether
+    /// a row was made.
+    fn grow(
+        &mut self,
+        cfg: &SolverConfig,
+        set: &DeformableSet,
+        bodies: &BodySet,
+        tois: &[(f32, f32, f32)],
+    ) -> bool {
+        if cfg.contact_model != ContactModel::AugmentedLagrangian {
+            return false;
+        }
+        let mut earliest = vec![(1.0f32, u32::MAX); self.geometry.point_count()];
+        for (k, (pair, &(t, _, _))) in self.candidates.iter().zip(tois).enumerate() {
             if t < 1.0 {
                 for &p in self.points_of(pair).iter().filter(|&&p| p != NO_POINT) {
                     let e = &mut earliest[p as usize];
@@ -293,24 +372,33 @@ impl SurfaceContact {
             }
         }
         let mut added = false;
-        let first_new = self.rows.len();
-        // The barrier baseline has no rows: its pairs act through the barrier.
-        let grow = cfg.contact_model == ContactModel::AugmentedLagrangian;
-        for (k, (pair, &(t, _, _))) in self.candidates.iter().zip(&tois).enumerate() {
-            if grow
-                && t < 1.0
+        for k in 0..self.candidates.len() {
+            let (pair, t) = (self.candidates[k], tois[k].0);
+            if t < 1.0
                 && self
-                    .points_of(pair)
+                    .points_of(&pair)
                     .iter()
                     .any(|&p| p != NO_POINT && earliest[p as usize] == (t, k as u32))
             {
-                let row = new_row(cfg, set, bodies, self, *pair);
-                self.row_of.insert(*pair, self.rows.len() as u32);
+                let row = new_row(cfg, set, bodies, self, pair);
+                self.row_of.insert(pair, self.rows.len() as u32);
                 self.rows.push(row);
                 added = true;
             }
         }
-        // X moves α of the way to x̂, island by island.
+        added
+    }
+
+    /// X moves α of the way to x̂, island by island, and each moving body's certified pose
+    /// with it.
+    fn move_certified(
+        &mut self,
+        set: &DeformableSet,
+        bodies: &BodySet,
+        alpha: &[f32],
+        x: &[Vec3A],
+        poses: &[Pose],
+    ) {
         for b in 0..set.len() {
             let a = alpha[self.island_of[b] as usize];
             if a <= 0.0 {
@@ -333,24 +421,6 @@ impl SurfaceContact {
                 self.certified_pose[i].lerp(&poses[i], a)
             };
         }
-        for (i, b) in self.beta.iter_mut().enumerate() {
-            if self.island_of[i] as usize == i {
-                // The share of the way to the iterate X went: α of the reach.
-                let went = alpha[i] * reach[i];
-                *b *= 1.0 - went;
-                self.largest_cut = self.largest_cut.max(1.0 - went);
-            }
-        }
-        self.linearise_rows();
-        // New rows take the tangent plane where they were made.
-        for r in &mut self.rows[first_new..] {
-            r.lag();
-        }
-        if added {
-            self.index_rows(set, bodies.len());
-        }
-        self.stats.rows = self.rows.len();
-        self.stats.ccd_ms += t0.elapsed().as_secs_f64() * 1e3;
     }
 
     /// The iterate moved back towards X to the share `reach` of its island (the moving
