@@ -74,6 +74,8 @@ var<workgroup> slope: f32;
 var<workgroup> restricted_slope: f32;
 // Each lane's share of δᵀ ΔA δ, then the step's length α.
 var<workgroup> fresh: array<f32, WG>;
+// Each lane's part of the step is finite (1) or not (0).
+var<workgroup> finite_lanes: array<u32, WG>;
 var<workgroup> alpha: f32;
 
 // 2: one workgroup per body: rhs = Pᵀ r (each lane gathers its nodes' vertices), then
@@ -112,14 +114,20 @@ fn coarse_solve(
     workgroupBarrier();
     forward_substitution(body.factor_start, n, lane);
     backward_substitution(body.factor_start, n, lane);
-    // The slope r·Pδ = (Pᵀr)·δ, serially (fixed order).
+    // The slope r·Pδ = (Pᵀr)·δ, and whether the step is finite, each lane over a stride.
+    let s = delta_dot_rhs(n0, n, lane);
+    var finite = true;
+    for (var i = lane; i < n; i += WG) {
+        finite = finite && abs(rhs[i]) <= 3.4028235e38;
+    }
+    finite_lanes[lane] = u32(finite);
+    workgroupBarrier();
     if (lane == 0u) {
-        let s = delta_dot_rhs(n0, n);
-        var finite = true;
-        for (var i = 0u; i < n; i++) {
-            finite = finite && abs(rhs[i]) <= 3.4028235e38;
+        var all = true;
+        for (var i = 0u; i < WG; i++) {
+            all = all && finite_lanes[i] != 0u;
         }
-        slope = select(0.0, 1.0, s >= 0.0 && finite && body.ok != 0u);
+        slope = select(0.0, 1.0, s >= 0.0 && all && body.ok != 0u);
         restricted_slope = s;
     }
     workgroupBarrier();
@@ -168,10 +176,12 @@ fn coarse_solve(
 
 // The substitutions go through the factor in blocks of BLOCK unknowns. A step of a
 // column-by-column substitution is a barrier and a read of the factor from device
-// memory that the next step waits for, n of them in a row per sweep; within a block the
-// steps read the block's triangle from workgroup memory, and the rows outside it take the
-// block's columns in one pass, in parallel, PANEL reads at a time. Every row subtracts the same products in the
-// same order as column by column, so the result is the same to the bit.
+// memory that the next step waits for, n of them in a row per sweep. The host uploads
+// each diagonal block of the factor inverted (gpu/soft/upload.rs `invert_diagonal_blocks`),
+// so a block is solved by one product with it, each lane one unknown, from workgroup
+// memory; the rows outside the block then take the block's columns in one pass, in
+// parallel, PANEL reads at a time. A sweep is a few barriers a block instead of one per
+// unknown.
 const BLOCK: u32 = 32u;
 // The rows outside the block read PANEL of its columns' entries before they use them, so
 // that the reads overlap instead of each waiting for the last product.
@@ -181,8 +191,8 @@ fn triangle(i: u32) -> u32 {
     return i * (i + 1u) / 2u;
 }
 
-// The lower triangle of the factor's diagonal block at unknowns [s, s + b) into
-// `diag_block`.
+// The lower triangle of the factor's diagonal block at unknowns [s, s + b) (uploaded
+// inverted) into `diag_block`.
 fn load_diag_block(l0: u32, s: u32, b: u32, lane: u32) {
     for (var k = lane; k < BLOCK * BLOCK; k += WG) {
         let r = k / BLOCK;
@@ -194,27 +204,22 @@ fn load_diag_block(l0: u32, s: u32, b: u32, lane: u32) {
     workgroupBarrier();
 }
 
-// L y = rhs in place (L: the lower triangle at l0, row by row). Lane 0 writes each solved
-// unknown one step late, when no lane reads it any more: one barrier per step.
+// L y = rhs in place (L: the lower triangle at l0, row by row, its diagonal blocks
+// inverted).
 fn forward_substitution(l0: u32, n: u32, lane: u32) {
     for (var s = 0u; s < n; s += BLOCK) {
         let b = min(BLOCK, n - s);
         load_diag_block(l0, s, b, lane);
-        var solved = 0.0;
-        for (var jl = 0u; jl < b; jl++) {
-            let yj = rhs[s + jl] / diag_block[triangle(jl) + jl];
-            if (lane == 0u && jl > 0u) {
-                rhs[s + jl - 1u] = solved;
+        // y_b = L_bb⁻¹ rhs_b: lane i takes row i of the inverse.
+        var y = 0.0;
+        if (lane < b) {
+            for (var j = 0u; j <= lane; j++) {
+                y += diag_block[triangle(lane) + j] * rhs[s + j];
             }
-            let il = jl + 1u + lane;
-            if (il < b) {
-                rhs[s + il] -= diag_block[triangle(il) + jl] * yj;
-            }
-            solved = yj;
-            workgroupBarrier();
         }
-        if (lane == 0u) {
-            rhs[s + b - 1u] = solved;
+        workgroupBarrier();
+        if (lane < b) {
+            rhs[s + lane] = y;
         }
         workgroupBarrier();
         for (var i = s + b + lane; i < n; i += WG) {
@@ -244,21 +249,16 @@ fn backward_substitution(l0: u32, n: u32, lane: u32) {
         let s = (blocks - 1u - kb) * BLOCK;
         let b = min(BLOCK, n - s);
         load_diag_block(l0, s, b, lane);
-        var solved = 0.0;
-        for (var jj = 0u; jj < b; jj++) {
-            let jl = b - 1u - jj;
-            let dj = rhs[s + jl] / diag_block[triangle(jl) + jl];
-            if (lane == 0u && jj > 0u) {
-                rhs[s + jl + 1u] = solved;
+        // δ_b = (L_bb⁻¹)ᵀ y_b: lane i takes column i of the inverse.
+        var x = 0.0;
+        if (lane < b) {
+            for (var j = lane; j < b; j++) {
+                x += diag_block[triangle(j) + lane] * rhs[s + j];
             }
-            if (lane < jl) {
-                rhs[s + lane] -= diag_block[triangle(jl) + lane] * dj;
-            }
-            solved = dj;
-            workgroupBarrier();
         }
-        if (lane == 0u) {
-            rhs[s] = solved;
+        workgroupBarrier();
+        if (lane < b) {
+            rhs[s + lane] = x;
         }
         workgroupBarrier();
         for (var i = lane; i < s; i += WG) {
@@ -280,21 +280,21 @@ fn backward_substitution(l0: u32, n: u32, lane: u32) {
     }
 }
 
-// Σ delta · rhs over the body's unknowns (its `delta` from node n0), in their order, by
-// one lane, PANEL reads at a time.
-fn delta_dot_rhs(n0: u32, n: u32) -> f32 {
-    var s = 0.0;
-    for (var i0 = 0u; i0 < n; i0 += PANEL) {
-        var d: array<f32, PANEL>;
-        for (var k = 0u; k < PANEL; k++) {
-            if (i0 + k < n) {
-                d[k] = delta[3u * n0 + i0 + k];
-            }
-        }
-        for (var k = 0u; k < min(PANEL, n - i0); k++) {
-            s += d[k] * rhs[i0 + k];
-        }
+// Σ delta · rhs over the body's unknowns (its `delta` from node n0): each lane over a
+// stride of them, then the lanes' sums in lane order (through `fresh`), the same sum on
+// every run. Every lane calls it and gets the sum.
+fn delta_dot_rhs(n0: u32, n: u32, lane: u32) -> f32 {
+    var part = 0.0;
+    for (var i = lane; i < n; i += WG) {
+        part += delta[3u * n0 + i] * rhs[i];
     }
+    fresh[lane] = part;
+    workgroupBarrier();
+    var s = 0.0;
+    for (var i = 0u; i < WG; i++) {
+        s += fresh[i];
+    }
+    workgroupBarrier();
     return s;
 }
 
@@ -407,8 +407,8 @@ fn coarse_line_search(
         rhs[i] = restricted(n0, i);
     }
     workgroupBarrier();
+    let end = delta_dot_rhs(n0, n, lane);
     if (lane == 0u) {
-        let end = delta_dot_rhs(n0, n);
         var scale = 0.0;
         if (end < 0.0) {
             scale = start / (start - end) - 1.0;

@@ -276,6 +276,7 @@ fn factors(
                 for i in 0..n {
                     factor.extend(l[i * n..i * n + i + 1].iter().map(|&x| x as f32));
                 }
+                invert_diagonal_blocks(l, n, &mut factor[factor_start as usize..]);
                 true
             }
             None => false,
@@ -293,4 +294,88 @@ fn factors(
         node_start += space.nodes as u32;
     }
     (bodies, factor)
+}
+
+/// Unknowns per diagonal block of the device's substitutions (`BLOCK` in coarse.wgsl).
+const SOLVE_BLOCK: usize = 32;
+
+/// Each `SOLVE_BLOCK` diagonal block of the Cholesky factor `l` (n × n, row-major, f64)
+/// inverted in f64 into its place in `packed` (the lower triangle row by row, f32): the
+/// inverse of a lower triangle is one, and with it the device solves a block by one product
+/// instead of a substitution step per unknown (coarse.wgsl `forward_substitution`).
+fn invert_diagonal_blocks(l: &[f64], n: usize, packed: &mut [f32]) {
+    let mut inv = vec![0.0f64; SOLVE_BLOCK * SOLVE_BLOCK];
+    for s in (0..n).step_by(SOLVE_BLOCK) {
+        let b = SOLVE_BLOCK.min(n - s);
+        let at = |r: usize, c: usize| l[(s + r) * n + s + c];
+        // Column by column: X[j][j] = 1 / L[j][j], X[i][j] = −Σ_{j≤k<i} L[i][k] X[k][j] / L[i][i].
+        for j in 0..b {
+            inv[j * SOLVE_BLOCK + j] = 1.0 / at(j, j);
+            for i in j + 1..b {
+                let sum: f64 = (j..i).map(|k| at(i, k) * inv[k * SOLVE_BLOCK + j]).sum();
+                inv[i * SOLVE_BLOCK + j] = -sum / at(i, i);
+            }
+        }
+        for r in 0..b {
+            let row = (s + r) * (s + r + 1) / 2 + s;
+            for c in 0..=r {
+                packed[row + c] = inv[r * SOLVE_BLOCK + c] as f32;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A block times its uploaded inverse is the identity, and the entries outside the
+    /// diagonal blocks are the factor's.
+    #[test]
+    fn diagonal_blocks_are_uploaded_inverted() {
+        let n = 70; // two whole blocks and a part
+        let mut l = vec![0.0f64; n * n];
+        for i in 0..n {
+            for j in 0..=i {
+                l[i * n + j] = if i == j {
+                    2.0 + (i % 5) as f64
+                } else {
+                    ((i * 7 + j * 3) % 11) as f64 / 11.0 - 0.5
+                };
+            }
+        }
+        let mut packed: Vec<f32> = (0..n)
+            .flat_map(|i| {
+                l[i * n..i * n + i + 1]
+                    .iter()
+                    .map(|&x| x as f32)
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        invert_diagonal_blocks(&l, n, &mut packed);
+        let tri = |i: usize| i * (i + 1) / 2;
+        for s in (0..n).step_by(SOLVE_BLOCK) {
+            let b = SOLVE_BLOCK.min(n - s);
+            for i in 0..b {
+                for j in 0..b {
+                    let product: f64 = (0..b)
+                        .filter(|&k| k <= i && j <= k)
+                        .map(|k| l[(s + i) * n + s + k] * packed[tri(s + k) + s + j] as f64)
+                        .sum();
+                    let expected = if i == j { 1.0 } else { 0.0 };
+                    assert!(
+                        (product - expected).abs() < 1e-5,
+                        "block {s}: ({i}, {j}) = {product}"
+                    );
+                }
+            }
+        }
+        for i in 0..n {
+            for j in 0..i {
+                if i / SOLVE_BLOCK != j / SOLVE_BLOCK {
+                    assert_eq!(packed[tri(i) + j], l[i * n + j] as f32);
+                }
+            }
+        }
+    }
 }
