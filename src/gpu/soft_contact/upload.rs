@@ -91,17 +91,8 @@ impl ContactStep {
             && uploaded == Some(contact.candidate_build)
             && self.pairs.len() == n_cand
             && p.flags == flags;
-        let numbered =
-            (g.point_count() as u64) < 1 << KIND_SHIFT && (g.edges.len() as u64) < 1 << KIND_SHIFT;
-        if !again && !numbered {
-            return Err(GpuError::Unsupported {
-                adapter: self.device_name.clone(),
-                reason: format!(
-                    "{} contact points and {} edges: the device numbers fewer than 2^30 of each",
-                    g.point_count(),
-                    g.edges.len()
-                ),
-            });
+        if !again {
+            self.check_numbering(g)?;
         }
         // The candidates the device found are in its memory already.
         let on_device = match (from_broad_phase, contact.device_candidates) {
@@ -116,20 +107,7 @@ impl ContactStep {
             .rigid_bodies
             .iter()
             .any(|&(b, _)| flags[b as usize] & BODY_MOVES != 0);
-        let n_rows = contact.rows.len();
-        let capacity = self.row_capacity(n_rows, n_cand);
-        let sizes = Sizes {
-            candidates: n_cand as u32,
-            row_capacity: capacity as u32,
-            read_rows: self.read_rows(n_rows, capacity) as u32,
-            points: g.point_count() as u32,
-            soft_points: g.soft_points,
-            objects: contact.island_of.len() as u32,
-            soft_bodies: set.len() as u32,
-            tets: set.tets.len() as u32,
-            bodies: bodies.len() as u32,
-            carried_rows: n_rows as u32,
-        };
+        let sizes = self.frame_sizes(set, bodies, contact);
         // The read-only regions' offsets are those of the first run's upload when they
         // stand.
         let mut o = match again {
@@ -158,8 +136,81 @@ impl ContactStep {
             }
             pack_fixed(p, &mut o, cfg, set, bodies, contact, &flags);
         }
-        let row_bytes = std::mem::size_of::<DeviceRow>() * capacity;
-        let state_bytes = 16 * (n_cand + g.soft_points as usize + p.state.len());
+        let state_bytes = 16 * (sizes.candidates + sizes.soft_points) as usize + 16 * p.state.len();
+        self.check_bindings(p, &sizes, atomics_bytes, state_bytes)?;
+        self.write_buffers(
+            p,
+            &o,
+            &sizes,
+            (atomics_bytes, state_bytes),
+            again,
+            on_device,
+        );
+        p.flags = flags;
+        o.row_capacity = sizes.row_capacity;
+        self.offsets = o;
+        self.write_params(cfg, &sizes, o);
+        self.sizes = sizes;
+        if !again {
+            self.pairs.clone_from(&contact.candidates);
+        }
+        self.uploaded_build = Some(contact.candidate_build);
+        self.on = true;
+        self.moving = moving;
+        Ok(())
+    }
+
+    /// The device numbers points and edges in 30 bits (a candidate's kind rides in its
+    /// first word's top two).
+    fn check_numbering(&self, g: &geometry::Geometry) -> Result<(), GpuError> {
+        let numbered =
+            (g.point_count() as u64) < 1 << KIND_SHIFT && (g.edges.len() as u64) < 1 << KIND_SHIFT;
+        match numbered {
+            true => Ok(()),
+            false => Err(GpuError::Unsupported {
+                adapter: self.device_name.clone(),
+                reason: format!(
+                    "{} contact points and {} edges: the device numbers fewer than 2^30 of each",
+                    g.point_count(),
+                    g.edges.len()
+                ),
+            }),
+        }
+    }
+
+    /// The frame's counts, with the room for its rows.
+    fn frame_sizes(
+        &mut self,
+        set: &DeformableSet,
+        bodies: &BodySet,
+        contact: &SurfaceContact,
+    ) -> Sizes {
+        let g = &contact.geometry;
+        let (n_cand, n_rows) = (contact.candidates.len(), contact.rows.len());
+        let capacity = self.row_capacity(n_rows, n_cand);
+        Sizes {
+            candidates: n_cand as u32,
+            row_capacity: capacity as u32,
+            read_rows: self.read_rows(n_rows, capacity) as u32,
+            points: g.point_count() as u32,
+            soft_points: g.soft_points,
+            objects: contact.island_of.len() as u32,
+            soft_bodies: set.len() as u32,
+            tets: set.tets.len() as u32,
+            bodies: bodies.len() as u32,
+            carried_rows: n_rows as u32,
+        }
+    }
+
+    /// Every buffer the frame needs within the adapter's largest storage binding.
+    fn check_bindings(
+        &self,
+        p: &Packing,
+        sizes: &Sizes,
+        atomics_bytes: usize,
+        state_bytes: usize,
+    ) -> Result<(), GpuError> {
+        let row_bytes = std::mem::size_of::<DeviceRow>() * sizes.row_capacity as usize;
         let largest = [
             row_bytes,
             atomics_bytes,
@@ -171,34 +222,52 @@ impl ContactStep {
         .max()
         .unwrap_or(0);
         let limit = self.device.limits().max_storage_buffer_binding_size as usize;
-        if largest > limit {
-            return Err(GpuError::Unsupported {
+        match largest <= limit {
+            true => Ok(()),
+            false => Err(GpuError::Unsupported {
                 adapter: self.device_name.clone(),
                 reason: format!(
-                    "{n_cand} contact candidates take a {largest}-byte buffer; the adapter binds at most {limit}"
+                    "{} contact candidates take a {largest}-byte buffer; the adapter binds at most {limit}",
+                    sizes.candidates
                 ),
-            });
+            }),
         }
+    }
+
+    /// The frame's writes: the rows' and atomics' room, the state, the read-only regions
+    /// (unless a run again keeps them) less what the device's broad phase left on it, which
+    /// is copied there; the scratch, the prefix sum's parameters, the bind groups where a
+    /// buffer grew.
+    fn write_buffers(
+        &mut self,
+        p: &mut Packing,
+        o: &Offsets,
+        sizes: &Sizes,
+        (atomics_bytes, state_bytes): (usize, usize),
+        again: bool,
+        on_device: Option<(crate::gpu::contact_broad::RunRecords, usize)>,
+    ) {
         // The rows are made on the device: the carried ones by `contact_list_rows`, the
         // room after them by `contact_grow`, each before any kernel reads it (the rows
         // are read below the row count or from the lists).
+        let row_bytes = std::mem::size_of::<DeviceRow>() * sizes.row_capacity as usize;
         let mut grown = self.put_at(ROWS, row_bytes as u64, 0, &[]);
         grown |= self.put_at(ATOMICS, atomics_bytes as u64, 0, &[]);
         grown |= self.put_at(
             STATE,
             state_bytes as u64,
-            16 * (n_cand + g.soft_points as usize) as u64,
+            16 * (sizes.candidates + sizes.soft_points) as u64,
             bytemuck::cast_slice(&p.state),
         );
+        let soft_points = sizes.soft_points as usize;
         if !again {
             let on_device = on_device.as_ref().map(|d| d.1);
-            grown |= self.put_fixed(p, &o, g.soft_points as usize, on_device);
+            grown |= self.put_fixed(p, o, soft_points, on_device);
         }
-        p.flags = flags;
         if let Some((records, n)) = on_device {
-            self.copy_device_records(&records, &o, n, g.soft_points as usize);
+            self.copy_device_records(&records, o, n, soft_points);
         }
-        grown |= self.grow_scratch(&sizes);
+        grown |= self.grow_scratch(sizes);
         // The prefix sum of the lists' room: over the soft points' and bodies' counts.
         let counts = sizes.soft_points + sizes.bodies;
         let scan = [counts, o.slot_offsets, 0, 0];
@@ -215,17 +284,6 @@ impl ContactStep {
                 &self.scan_sums,
             );
         }
-        o.row_capacity = capacity as u32;
-        self.offsets = o;
-        self.write_params(cfg, &sizes, o);
-        self.sizes = sizes;
-        if !again {
-            self.pairs.clone_from(&contact.candidates);
-        }
-        self.uploaded_build = Some(contact.candidate_build);
-        self.on = true;
-        self.moving = moving;
-        Ok(())
     }
 
     /// Room for the rows: what the last frames needed, never more than the candidates
