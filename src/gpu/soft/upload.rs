@@ -304,7 +304,7 @@ const SOLVE_BLOCK: usize = 32;
 /// inverse of a lower triangle is one, and with it the device solves a block by one product
 /// instead of a substitution step per unknown (coarse.wgsl `forward_substitution`).
 fn invert_diagonal_blocks(l: &[f64], n: usize, packed: &mut [f32]) {
-    let mut inv = vec![0.0f64; SOLVE_BLOCK * SOLVE_BLOCK];
+    let mut inv = [0.0f64; SOLVE_BLOCK * SOLVE_BLOCK];
     for s in (0..n).step_by(SOLVE_BLOCK) {
         let b = SOLVE_BLOCK.min(n - s);
         let at = |r: usize, c: usize| l[(s + r) * n + s + c];
