@@ -278,49 +278,56 @@ impl Renderer {
         width: u32,
         height: u32,
     ) -> Result<Image, RenderError> {
-        let centre = (framed.0 + framed.1) * 0.5;
-        let radius = ((framed.1 - framed.0).length() * 0.5).max(0.05);
-        // The scale of the ground: the scene, or the view when the camera is far from it
-        // (a small body seen from afar). Squares of 10 m, 1 m, 10 cm…, about an eighth of
-        // it across; the fog starts at 2.5 times it.
-        let extent = radius.max(0.35 * (camera.eye - centre).length());
-        let cell = 10f32.powf((extent / 8.0).log10().round());
-        let mut vertices = snap.vertices.clone();
-        for &(a, b) in &snap.segments {
-            rod(a, b, 0.004 * radius, &mut vertices);
-        }
-        let body_vertices = vertices.len() as u32;
-        for &(point, normal) in &snap.planes {
-            vertices.extend(plane_quad(point, normal, centre, 60.0 * extent));
-        }
-        // The shadow map covers the scene and the shadows it casts nearby.
-        let shadow_radius = 1.6 * radius;
-        let light_vp: Mat4 = light_view_projection(centre, shadow_radius);
-        let bg = BACKGROUND.map(srgb_to_linear);
-        let globals = Globals {
-            view_proj: camera.view_projection().to_cols_array(),
-            light_view_proj: light_vp.to_cols_array(),
-            light: TO_LIGHT
-                .normalize()
-                .extend(2.0 * shadow_radius / SHADOW_SIZE as f32)
-                .to_array(),
-            background: [bg[0], bg[1], bg[2], cell],
-            scene: centre.extend(extent).to_array(),
-        };
+        let scene = SceneDraw::new(snap, camera, framed);
         let d = &self.device;
         let uniforms = d.create_buffer_init(&wgpu::util::BufferInitDescriptor {
             label: Some("render globals"),
-            contents: bytemuck::bytes_of(&globals),
+            contents: bytemuck::bytes_of(&scene.globals),
             usage: wgpu::BufferUsages::UNIFORM,
         });
-        let vertex_buffer = (!vertices.is_empty()).then(|| {
+        let vertex_buffer = (!scene.vertices.is_empty()).then(|| {
             d.create_buffer_init(&wgpu::util::BufferInitDescriptor {
                 label: Some("render vertices"),
-                contents: bytemuck::cast_slice(&vertices),
+                contents: bytemuck::cast_slice(&scene.vertices),
                 usage: wgpu::BufferUsages::VERTEX,
             })
         });
-        let shadow_group = d.create_bind_group(&wgpu::BindGroupDescriptor {
+        let attach = wgpu::TextureUsages::RENDER_ATTACHMENT;
+        let resolved = self.target(
+            "render out",
+            width,
+            height,
+            COLOR,
+            1,
+            attach | wgpu::TextureUsages::COPY_SRC,
+        );
+        let mut encoder = d.create_command_encoder(&Default::default());
+        self.shadow_pass(
+            &mut encoder,
+            &uniforms,
+            vertex_buffer.as_ref(),
+            scene.body_vertices,
+        );
+        self.main_pass(
+            &mut encoder,
+            &uniforms,
+            vertex_buffer.as_ref(),
+            &scene,
+            &resolved,
+        );
+        self.read_back(encoder, &resolved, width, height)
+    }
+
+    /// The shadow map: the bodies seen from the light (half-spaces receive shadows but
+    /// cast none).
+    fn shadow_pass(
+        &self,
+        encoder: &mut wgpu::CommandEncoder,
+        uniforms: &wgpu::Buffer,
+        vertices: Option<&wgpu::Buffer>,
+        body_vertices: u32,
+    ) {
+        let group = self.device.create_bind_group(&wgpu::BindGroupDescriptor {
             label: Some("render shadow"),
             layout: &self.shadow_layout,
             entries: &[wgpu::BindGroupEntry {
@@ -328,7 +335,43 @@ impl Renderer {
                 resource: uniforms.as_entire_binding(),
             }],
         });
-        let main_group = d.create_bind_group(&wgpu::BindGroupDescriptor {
+        let mut pass = encoder.begin_render_pass(&wgpu::RenderPassDescriptor {
+            label: Some("shadow"),
+            color_attachments: &[],
+            depth_stencil_attachment: Some(wgpu::RenderPassDepthStencilAttachment {
+                view: &self.shadow_view,
+                depth_ops: Some(wgpu::Operations {
+                    load: wgpu::LoadOp::Clear(1.0),
+                    store: wgpu::StoreOp::Store,
+                }),
+                stencil_ops: None,
+            }),
+            timestamp_writes: None,
+            occlusion_query_set: None,
+            multiview_mask: None,
+        });
+        if let Some(vb) = vertices
+            && body_vertices > 0
+        {
+            pass.set_pipeline(&self.shadow);
+            pass.set_bind_group(0, &group, &[]);
+            pass.set_vertex_buffer(0, vb.slice(..));
+            pass.draw(0..body_vertices, 0..1);
+        }
+    }
+
+    /// The picture: every vertex shaded with the shadow map, multisampled where the
+    /// adapter can, resolved into `resolved`.
+    fn main_pass(
+        &self,
+        encoder: &mut wgpu::CommandEncoder,
+        uniforms: &wgpu::Buffer,
+        vertices: Option<&wgpu::Buffer>,
+        scene: &SceneDraw,
+        resolved: &wgpu::Texture,
+    ) {
+        let d = &self.device;
+        let group = d.create_bind_group(&wgpu::BindGroupDescriptor {
             label: Some("render main"),
             layout: &self.main_layout,
             entries: &[
@@ -346,15 +389,8 @@ impl Renderer {
                 },
             ],
         });
+        let (width, height) = (resolved.width(), resolved.height());
         let attach = wgpu::TextureUsages::RENDER_ATTACHMENT;
-        let resolved = self.target(
-            "render out",
-            width,
-            height,
-            COLOR,
-            1,
-            attach | wgpu::TextureUsages::COPY_SRC,
-        );
         let resolved_view = resolved.create_view(&Default::default());
         let msaa = (self.samples > 1).then(|| {
             self.target("render msaa", width, height, COLOR, self.samples, attach)
@@ -363,73 +399,56 @@ impl Renderer {
         let depth = self
             .target("render depth", width, height, DEPTH, self.samples, attach)
             .create_view(&Default::default());
-        let mut encoder = d.create_command_encoder(&Default::default());
-        {
-            let mut pass = encoder.begin_render_pass(&wgpu::RenderPassDescriptor {
-                label: Some("shadow"),
-                color_attachments: &[],
-                depth_stencil_attachment: Some(wgpu::RenderPassDepthStencilAttachment {
-                    view: &self.shadow_view,
-                    depth_ops: Some(wgpu::Operations {
-                        load: wgpu::LoadOp::Clear(1.0),
-                        store: wgpu::StoreOp::Store,
+        let (view, resolve_target) = match &msaa {
+            Some(m) => (m, Some(&resolved_view)),
+            None => (&resolved_view, None),
+        };
+        let bg = scene.background;
+        let mut pass = encoder.begin_render_pass(&wgpu::RenderPassDescriptor {
+            label: Some("main"),
+            color_attachments: &[Some(wgpu::RenderPassColorAttachment {
+                view,
+                depth_slice: None,
+                resolve_target,
+                ops: wgpu::Operations {
+                    load: wgpu::LoadOp::Clear(wgpu::Color {
+                        r: bg[0] as f64,
+                        g: bg[1] as f64,
+                        b: bg[2] as f64,
+                        a: 1.0,
                     }),
-                    stencil_ops: None,
+                    store: wgpu::StoreOp::Store,
+                },
+            })],
+            depth_stencil_attachment: Some(wgpu::RenderPassDepthStencilAttachment {
+                view: &depth,
+                depth_ops: Some(wgpu::Operations {
+                    load: wgpu::LoadOp::Clear(0.0),
+                    store: wgpu::StoreOp::Discard,
                 }),
-                timestamp_writes: None,
-                occlusion_query_set: None,
-                multiview_mask: None,
-            });
-            // Half-spaces receive shadows but cast none.
-            if let Some(vb) = &vertex_buffer
-                && body_vertices > 0
-            {
-                pass.set_pipeline(&self.shadow);
-                pass.set_bind_group(0, &shadow_group, &[]);
-                pass.set_vertex_buffer(0, vb.slice(..));
-                pass.draw(0..body_vertices, 0..1);
-            }
+                stencil_ops: None,
+            }),
+            timestamp_writes: None,
+            occlusion_query_set: None,
+            multiview_mask: None,
+        });
+        if let Some(vb) = vertices {
+            pass.set_pipeline(&self.main);
+            pass.set_bind_group(0, &group, &[]);
+            pass.set_vertex_buffer(0, vb.slice(..));
+            pass.draw(0..scene.vertices.len() as u32, 0..1);
         }
-        {
-            let (view, resolve_target) = match &msaa {
-                Some(m) => (m, Some(&resolved_view)),
-                None => (&resolved_view, None),
-            };
-            let mut pass = encoder.begin_render_pass(&wgpu::RenderPassDescriptor {
-                label: Some("main"),
-                color_attachments: &[Some(wgpu::RenderPassColorAttachment {
-                    view,
-                    depth_slice: None,
-                    resolve_target,
-                    ops: wgpu::Operations {
-                        load: wgpu::LoadOp::Clear(wgpu::Color {
-                            r: bg[0] as f64,
-                            g: bg[1] as f64,
-                            b: bg[2] as f64,
-                            a: 1.0,
-                        }),
-                        store: wgpu::StoreOp::Store,
-                    },
-                })],
-                depth_stencil_attachment: Some(wgpu::RenderPassDepthStencilAttachment {
-                    view: &depth,
-                    depth_ops: Some(wgpu::Operations {
-                        load: wgpu::LoadOp::Clear(0.0),
-                        store: wgpu::StoreOp::Discard,
-                    }),
-                    stencil_ops: None,
-                }),
-                timestamp_writes: None,
-                occlusion_query_set: None,
-                multiview_mask: None,
-            });
-            if let Some(vb) = &vertex_buffer {
-                pass.set_pipeline(&self.main);
-                pass.set_bind_group(0, &main_group, &[]);
-                pass.set_vertex_buffer(0, vb.slice(..));
-                pass.draw(0..vertices.len() as u32, 0..1);
-            }
-        }
+    }
+
+    /// Submits `encoder` with a copy of `resolved` to the host and returns its RGB.
+    fn read_back(
+        &self,
+        mut encoder: wgpu::CommandEncoder,
+        resolved: &wgpu::Texture,
+        width: u32,
+        height: u32,
+    ) -> Result<Image, RenderError> {
+        let d = &self.device;
         // Rows of a texture-to-buffer copy are padded to 256 bytes.
         let row = (width * 4).next_multiple_of(wgpu::COPY_BYTES_PER_ROW_ALIGNMENT);
         let readback = d.create_buffer(&wgpu::BufferDescriptor {
@@ -440,7 +459,7 @@ impl Renderer {
         });
         encoder.copy_texture_to_buffer(
             wgpu::TexelCopyTextureInfo {
-                texture: &resolved,
+                texture: resolved,
                 mip_level: 0,
                 origin: wgpu::Origin3d::ZERO,
                 aspect: wgpu::TextureAspect::All,
@@ -484,5 +503,56 @@ impl Renderer {
         drop(mapped);
         readback.unmap();
         Ok(Image { width, height, rgb })
+    }
+}
+
+/// What one picture draws: the vertices (the bodies', then the half-spaces' quads) and
+/// the globals fitted to the framed box.
+struct SceneDraw {
+    vertices: Vec<Vertex>,
+    /// The bodies' vertices, which cast shadows (the rest are half-spaces).
+    body_vertices: u32,
+    globals: Globals,
+    /// The clear colour, linear.
+    background: [f32; 3],
+}
+
+impl SceneDraw {
+    fn new(snap: &Snapshot, camera: &Camera, framed: (Vec3, Vec3)) -> Self {
+        let centre = (framed.0 + framed.1) * 0.5;
+        let radius = ((framed.1 - framed.0).length() * 0.5).max(0.05);
+        // The scale of the ground: the scene, or the view when the camera is far from it
+        // (a small body seen from afar). Squares of 10 m, 1 m, 10 cm…, about an eighth of
+        // it across; the fog starts at 2.5 times it.
+        let extent = radius.max(0.35 * (camera.eye - centre).length());
+        let cell = 10f32.powf((extent / 8.0).log10().round());
+        let mut vertices = snap.vertices.clone();
+        for &(a, b) in &snap.segments {
+            rod(a, b, 0.004 * radius, &mut vertices);
+        }
+        let body_vertices = vertices.len() as u32;
+        for &(point, normal) in &snap.planes {
+            vertices.extend(plane_quad(point, normal, centre, 60.0 * extent));
+        }
+        // The shadow map covers the scene and the shadows it casts nearby.
+        let shadow_radius = 1.6 * radius;
+        let light_vp: Mat4 = light_view_projection(centre, shadow_radius);
+        let bg = BACKGROUND.map(srgb_to_linear);
+        let globals = Globals {
+            view_proj: camera.view_projection().to_cols_array(),
+            light_view_proj: light_vp.to_cols_array(),
+            light: TO_LIGHT
+                .normalize()
+                .extend(2.0 * shadow_radius / SHADOW_SIZE as f32)
+                .to_array(),
+            background: [bg[0], bg[1], bg[2], cell],
+            scene: centre.extend(extent).to_array(),
+        };
+        SceneDraw {
+            vertices,
+            body_vertices,
+            globals,
+            background: bg,
+        }
     }
 }
