@@ -20,7 +20,9 @@ use rayon::prelude::*;
 
 mod assembly;
 mod dense;
+mod pairs;
 mod space;
+mod stencils;
 
 use assembly::assemble;
 use dense::Dense;

@@ -3,9 +3,12 @@
 
 use glam::{DMat3, DVec3, Vec3, Vec3A};
 use rayon::prelude::*;
+use std::ops::Range;
 
 use super::dense::{Blocks, Dense, add_lower};
-use super::space::{CoarseSpace, ElementTerm, NONE};
+use super::pairs::{Block, add, element_pairs};
+use super::space::{CoarseSpace, NONE, Restriction};
+use super::stencils::Stencil;
 use crate::config::SolverConfig;
 use crate::deformable::AttachmentSet;
 use crate::deformable::set::DeformableSet;
@@ -27,16 +30,19 @@ fn outer(a: DVec3, b: DVec3) -> DMat3 {
     DMat3::from_cols(a * b.x, a * b.y, a * b.z)
 }
 
-/// Elements per job of the assembly: a fixed size (not a share of the threads), so the
-/// partial sums, and the bits of the operator, do not depend on the thread count.
-const ASSEMBLY_CHUNK: usize = 1024;
+/// Elements per job of the element terms: a fixed size (not a share of the threads), so
+/// the partial sums, and the bits of the operator, do not depend on the thread count.
+/// Through the vertex pairs a job's partial sum covers every pair of the body, so jobs
+/// there are few: a soft ball is one.
+const PAIRS_CHUNK: usize = 4096;
+const STENCILS_CHUNK: usize = 1024;
 
 /// Assembles body `b`'s coarse operator `Pᵀ H P` at `x` and factors it, in f64 (see
 /// [`CoarseSpace::vertex_weights`]): the constant part, the attachments' penalties, and
-/// per element the terms that follow the deformation, `λ' G_p G_qᵀ` (G the weighted
-/// gradients of J) and the damping and bending terms. Elements are summed in fixed chunks
-/// in parallel, then the chunks in order; without `elements`, the chunks' sums of the last
-/// assembly are taken as they are.
+/// per element the terms that follow the deformation, `λ' g_a g_bᵀ` (g the gradients of J)
+/// and the damping and bending terms, summed at the body's vertex pairs and restricted to
+/// the nodes ([`VertexPairs`](super::pairs::VertexPairs)). Without `elements`, the
+/// restriction of the last assembly is taken as it is.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn assemble(
     sys: &mut Dense,
@@ -50,39 +56,283 @@ pub(super) fn assemble(
     inv_h: f64,
     elements: bool,
 ) {
-    let n = 3 * space.nodes;
+    sys.n = 3 * space.nodes;
+    let mut product = Vec::new();
     if elements {
-        let body = &set.bodies[b];
-        let count = body.tets.len() + body.tris.len() + body.hinges.len();
-        sys.partial
-            .resize_with(count.div_ceil(ASSEMBLY_CHUNK), Default::default);
-        sys.partial
-            .par_iter_mut()
-            .enumerate()
-            .for_each(|(k, (gn, second))| {
-                gn.reset(space.nodes);
-                second.reset(space.nodes);
-                let range = k * ASSEMBLY_CHUNK..((k + 1) * ASSEMBLY_CHUNK).min(count);
-                add_elements(gn, second, space, set, x, b, range, inv_h);
-            });
+        // The exact operator's element terms (with the tets' second-order term).
+        element_operator(
+            space,
+            set,
+            x,
+            b,
+            inv_h,
+            true,
+            &mut product,
+            &mut sys.elements,
+        );
     }
-    sys.n = n;
     sys.a.clear();
     sys.a.extend_from_slice(&space.constant);
-    for (gn, _) in &sys.partial {
-        gn.add_to(&mut sys.a);
-    }
+    sys.elements.add_to(&mut sys.a);
     add_couplings(sys, cfg, space, set, att, contact, x, b);
-    // The exact operator first (with the tets' second-order term); where the body is
-    // deformed so far that it is indefinite, the Gauss–Newton one. Both come from one
-    // pass over the elements.
-    sys.gauss_newton.clone_from(&sys.a);
-    for (_, second) in &sys.partial {
-        second.add_to(&mut sys.a);
+    if sys.factor() {
+        return;
     }
-    if !sys.factor() {
-        std::mem::swap(&mut sys.a, &mut sys.gauss_newton);
-        sys.factor();
+    // Deformed so far that the exact operator is indefinite: the Gauss–Newton one.
+    let mut gauss_newton = Blocks::default();
+    element_operator(
+        space,
+        set,
+        x,
+        b,
+        inv_h,
+        false,
+        &mut product,
+        &mut gauss_newton,
+    );
+    sys.a.clear();
+    sys.a.extend_from_slice(&space.constant);
+    gauss_newton.add_to(&mut sys.a);
+    add_couplings(sys, cfg, space, set, att, contact, x, b);
+    sys.factor();
+}
+
+/// Body `b`'s element terms at `x` restricted to the nodes, into `out`; with `exact`,
+/// the tets' second-order terms too. Fixed chunks of elements are summed in parallel, then
+/// the chunks in order; through the vertex pairs, the sum is then restricted (`product`
+/// is scratch).
+#[allow(clippy::too_many_arguments)]
+pub(super) fn element_operator(
+    space: &CoarseSpace,
+    set: &DeformableSet,
+    x: &[Vec3A],
+    b: usize,
+    inv_h: f64,
+    exact: bool,
+    product: &mut Vec<Block>,
+    out: &mut Blocks,
+) {
+    let body = &set.bodies[b];
+    let count = body.tets.len() + body.tris.len() + body.hinges.len();
+    // Only tets have a second-order part, and they come first.
+    let has_second = |range: &Range<usize>| exact && range.start < body.tets.len();
+    let forms = |range: Range<usize>| {
+        range.filter_map(move |e| Some((e, ElementForm::new(set, b, e, x, inv_h, exact)?)))
+    };
+    out.reset(space.nodes);
+    match &space.restriction {
+        Restriction::Pairs(pairs) => {
+            let chunks: Vec<(Vec<Block>, Vec<Block>)> = (0..count.div_ceil(PAIRS_CHUNK))
+                .into_par_iter()
+                .map(|k| {
+                    let range = k * PAIRS_CHUNK..((k + 1) * PAIRS_CHUNK).min(count);
+                    let slots = pairs.slots;
+                    let mut gn = vec![[0.0; 9]; slots];
+                    let mut second = vec![[0.0; 9]; if has_second(&range) { slots } else { 0 }];
+                    for (e, form) in forms(range) {
+                        form.add_at_pairs(pairs.element_slots(e), &mut gn, &mut second);
+                    }
+                    (gn, second)
+                })
+                .collect();
+            let mut h = vec![[0.0; 9]; pairs.slots];
+            for part in chunks.iter().flat_map(|(gn, second)| [gn, second]) {
+                for (out, block) in h.iter_mut().zip(part) {
+                    for t in 0..9 {
+                        out[t] += block[t];
+                    }
+                }
+            }
+            let (nodes, weights) = (&space.vertex_nodes, &space.vertex_weights);
+            pairs.restrict(&h, nodes, weights, product, out);
+        }
+        Restriction::Stencils(stencils) => {
+            let chunks: Vec<(Blocks, Blocks)> = (0..count.div_ceil(STENCILS_CHUNK))
+                .into_par_iter()
+                .map(|k| {
+                    let range = k * STENCILS_CHUNK..((k + 1) * STENCILS_CHUNK).min(count);
+                    let (mut gn, mut second) = (Blocks::default(), Blocks::default());
+                    gn.reset(space.nodes);
+                    second.reset(if has_second(&range) { space.nodes } else { 0 });
+                    let mut at = [[DVec3::ZERO; 3]; 32];
+                    for (e, form) in forms(range) {
+                        form.add_at_nodes(stencils.of(e), &mut at, &mut gn, &mut second);
+                    }
+                    (gn, second)
+                })
+                .collect();
+            for part in chunks.iter().flat_map(|(gn, second)| [gn, second]) {
+                out.add(part);
+            }
+        }
+    }
+}
+
+/// An element's terms that follow the deformation, at its `k` vertices: per pair of
+/// vertices `(i, j)`, the Gauss–Newton block `s g_i g_jᵀ` (g the gradients of J, of the
+/// membrane's area, of the hinge's angle) and the damping block `(F Fᵀ m_i·m_j + F m_i (F
+/// m_j)ᵀ) c` (m the rest shape gradients), and a tet's second-order block `−s' [F (m_i ×
+/// m_j)]×`. Each is bilinear in per-vertex vectors, so a node pair's block is the same
+/// formula of the vectors summed with the vertices' weights at the nodes.
+struct ElementForm {
+    k: usize,
+    v: [u32; 4],
+    /// Per vertex: g, m, F m.
+    at: [Vectors; 4],
+    scale: f64,
+    /// F Fᵀ and c.
+    damping: Option<(DMat3, f64)>,
+    /// F and s' = λ'(J − α) V₀.
+    second: Option<(DMat3, f64)>,
+}
+
+/// g, m and F m of a vertex, or their weighted sums at a node.
+type Vectors = [DVec3; 3];
+
+impl ElementForm {
+    /// Element `e` of body `b` at `x` (the body's tets, then membranes, then hinges);
+    /// `None` for a hinge whose angle has no gradient (a folded-flat pair).
+    fn new(
+        set: &DeformableSet,
+        b: usize,
+        e: usize,
+        x: &[Vec3A],
+        inv_h: f64,
+        exact: bool,
+    ) -> Option<ElementForm> {
+        let body = &set.bodies[b];
+        let pos = |v: u32| Vec3::from(x[v as usize]).as_dvec3();
+        let (n_tets, n_tris) = (body.tets.len(), body.tris.len());
+        if e < n_tets {
+            let t = &set.tets[body.tets.start as usize + e];
+            let mat = &set.materials[t.material as usize];
+            let xs = t.v.map(pos);
+            let m = [1, 2, 3].map(|k| t.grad(k).as_dvec3());
+            let f = outer(xs[1] - xs[0], m[0])
+                + outer(xs[2] - xs[0], m[1])
+                + outer(xs[3] - xs[0], m[2]);
+            let cof = DMat3::from_cols(
+                f.y_axis.cross(f.z_axis),
+                f.z_axis.cross(f.x_axis),
+                f.x_axis.cross(f.y_axis),
+            );
+            let m = [-(m[0] + m[1] + m[2]), m[0], m[1], m[2]];
+            let damp = mat.viscosity as f64 * inv_h * t.volume as f64;
+            // λ'(J − α) ∂²J: J is trilinear in the vertices, ∂²J/∂x_i∂x_j = −[F (m_i ×
+            // m_j)]×. With it the operator at rest is exactly linear elasticity; without it
+            // (Gauss–Newton) pure shear is half as stiff and a coarse step overshoots.
+            let s = mat.lambda as f64 * (f.determinant() - mat.alpha as f64) * t.volume as f64;
+            Some(ElementForm {
+                k: 4,
+                v: t.v,
+                at: m.map(|m| [cof * m, m, f * m]),
+                scale: mat.lambda as f64 * t.volume as f64,
+                damping: (damp > 0.0).then_some((f * f.transpose(), damp)),
+                second: exact.then_some((f, s)),
+            })
+        } else if e < n_tets + n_tris {
+            let t = &set.tris[body.tris.start as usize + e - n_tets];
+            let mat = &set.materials[t.material as usize];
+            let xs = t.v.map(pos);
+            let nh = (xs[1] - xs[0]).cross(xs[2] - xs[0]).normalize_or_zero();
+            let area = t.area as f64;
+            let g = [0, 1, 2].map(|k| nh.cross(xs[(k + 2) % 3] - xs[(k + 1) % 3]) / (2.0 * area));
+            // The membrane's damping block, as the tets' (F is 3×2: m has no third
+            // component). Without it the coarse step takes the viscous force without its
+            // stiffness and a free cloth with τ = 1e-3 s diverged in a few frames.
+            let damp = mat.viscosity as f64 * inv_h * area;
+            let (m1, m2) = (t.grad(1).as_dvec3(), t.grad(2).as_dvec3());
+            let f = outer(xs[1] - xs[0], m1) + outer(xs[2] - xs[0], m2);
+            let m = [-(m1 + m2), m1, m2];
+            let at = [0, 1, 2].map(|i| [g[i], m[i], f * m[i]]);
+            Some(ElementForm {
+                k: 3,
+                v: [t.v[0], t.v[1], t.v[2], 0],
+                at: [at[0], at[1], at[2], [DVec3::ZERO; 3]],
+                scale: mat.lambda as f64 * area,
+                damping: (damp > 0.0).then_some((f * f.transpose(), damp)),
+                second: None,
+            })
+        } else {
+            let t = &set.hinges[body.hinges.start as usize + e - n_tets - n_tris];
+            let mat = &set.materials[t.material as usize];
+            let xs = t.v.map(|i| Vec3::from(x[i as usize]));
+            let (_, grad) = crate::deformable::elastic::dihedral(&xs)?;
+            Some(ElementForm {
+                k: 4,
+                v: t.v,
+                at: grad.map(|g| [g.as_dvec3(), DVec3::ZERO, DVec3::ZERO]),
+                scale: mat.bending as f64 * t.weight as f64,
+                damping: None,
+                second: None,
+            })
+        }
+    }
+
+    /// The Gauss–Newton and damping block between two vertices (or nodes).
+    #[inline]
+    fn block(&self, [gi, mi, fmi]: &Vectors, [gj, mj, fmj]: &Vectors) -> DMat3 {
+        let mut block = outer(*gi, *gj * self.scale);
+        if let Some((ff, c)) = self.damping {
+            block += (ff * mi.dot(*mj) + outer(*fmi, *fmj)) * c;
+        }
+        block
+    }
+
+    /// The second-order block between two vertices (or nodes), if the element has one.
+    #[inline]
+    fn second_block(&self, mi: DVec3, mj: DVec3) -> Option<DMat3> {
+        let (f, s) = self.second?;
+        Some(skew(f * mi.cross(mj) * -s))
+    }
+
+    /// Adds the blocks at the element's vertex pairs (`slots`, in the order of
+    /// [`element_pairs`]): into `gn`, and into `second` unless it is empty.
+    fn add_at_pairs(&self, slots: &[u32], gn: &mut [Block], second: &mut [Block]) {
+        for ((i, j), &s) in element_pairs(&self.v[..self.k]).zip(slots) {
+            add(gn, s, &self.block(&self.at[i], &self.at[j]));
+            if i != j
+                && !second.is_empty()
+                && let Some(block) = self.second_block(self.at[i][1], self.at[j][1])
+            {
+                add(second, s, &block);
+            }
+        }
+    }
+
+    /// Adds the blocks at the element's node pairs (`stencil`, in node order): into `gn`,
+    /// and into `second` unless it is empty (`at` is scratch, a node's vectors).
+    fn add_at_nodes(
+        &self,
+        stencil: &[Stencil],
+        at: &mut [Vectors; 32],
+        gn: &mut Blocks,
+        second: &mut Blocks,
+    ) {
+        // m and F m only where a damping or second-order block reads them.
+        let vectors = match self.damping.is_some() || self.second.is_some() {
+            true => 3,
+            false => 1,
+        };
+        for (at, s) in at.iter_mut().zip(stencil) {
+            *at = [DVec3::ZERO; 3];
+            for i in 0..self.k {
+                for (a, v) in at[..vectors].iter_mut().zip(&self.at[i]) {
+                    *a += *v * s.w[i];
+                }
+            }
+        }
+        for (p, sp) in stencil.iter().enumerate() {
+            for (q, sq) in stencil[..=p].iter().enumerate() {
+                gn.add_lower(sp.node, sq.node, &self.block(&at[p], &at[q]));
+                if q < p
+                    && !second.is_empty()
+                    && let Some(block) = self.second_block(at[p][1], at[q][1])
+                {
+                    second.add_lower(sp.node, sq.node, &block);
+                }
+            }
+        }
     }
 }
 
@@ -171,114 +421,6 @@ pub(super) fn add_couplings(
                     }
                 }
             });
-        }
-    }
-}
-
-/// The deformation-dependent terms of body `b`'s elements in `range` (the body's tets,
-/// then membranes, then hinges), added to `a` (the tets' second-order terms to `second`).
-#[allow(clippy::too_many_arguments)]
-fn add_elements(
-    a: &mut Blocks,
-    second: &mut Blocks,
-    space: &CoarseSpace,
-    set: &DeformableSet,
-    x: &[Vec3A],
-    b: usize,
-    range: std::ops::Range<usize>,
-    inv_h: f64,
-) {
-    let body = &set.bodies[b];
-    let pos = |v: u32| Vec3::from(x[v as usize]).as_dvec3();
-    let (n_tets, n_tris) = (body.tets.len(), body.tris.len());
-    let mut g = [DVec3::ZERO; 32];
-    let mut fu = [DVec3::ZERO; 32];
-    // The terms are in node order (`CoarseSpace::precompute`): pairs q ≤ p are the lower
-    // triangle's blocks, each met once per element. Per pair, the term `s g_p g_qᵀ`, then,
-    // with `damping = (F Fᵀ, F u, c)`, the damping block `(F Fᵀ u_p·u_q + F u_p (F u_q)ᵀ) c`.
-    let add_pairs = |a: &mut Blocks,
-                     terms: &[ElementTerm],
-                     g: &[DVec3],
-                     scale: f64,
-                     damping: Option<(&DMat3, &[DVec3], f64)>| {
-        for (p, tp) in terms.iter().enumerate() {
-            for (q, tq) in terms[..=p].iter().enumerate() {
-                a.add_lower(tp.node, tq.node, &outer(g[p], g[q] * scale));
-                if let Some((ff, fu, c)) = damping {
-                    let h = (*ff * tp.u.dot(tq.u) + outer(fu[p], fu[q])) * c;
-                    a.add_lower(tp.node, tq.node, &h);
-                }
-            }
-        }
-    };
-    for e in range {
-        let terms = space.terms(e);
-        if e < n_tets {
-            let t = &set.tets[body.tets.start as usize + e];
-            let mat = &set.materials[t.material as usize];
-            let xs = t.v.map(pos);
-            let m = [1, 2, 3].map(|k| t.grad(k).as_dvec3());
-            let f = outer(xs[1] - xs[0], m[0])
-                + outer(xs[2] - xs[0], m[1])
-                + outer(xs[3] - xs[0], m[2]);
-            let cof = DMat3::from_cols(
-                f.y_axis.cross(f.z_axis),
-                f.z_axis.cross(f.x_axis),
-                f.x_axis.cross(f.y_axis),
-            );
-            for (p, term) in terms.iter().enumerate() {
-                g[p] = cof * term.u;
-                fu[p] = f * term.u;
-            }
-            let damp = mat.viscosity as f64 * inv_h * t.volume as f64;
-            let ff = f * f.transpose();
-            let damping = (damp > 0.0).then_some((&ff, &fu[..], damp));
-            add_pairs(a, terms, &g, mat.lambda as f64 * t.volume as f64, damping);
-            // λ'(J − α) ∂²J, into `second`: J is trilinear in the vertices, ∂²J/∂x_a∂x_b =
-            // −[F (m_a × m_b)]×, so the coarse block is −s V₀ [F (u_p × u_q)]× (zero on the
-            // diagonal). With it the operator at rest is exactly linear elasticity; without
-            // it (Gauss–Newton) pure shear is half as stiff and a coarse step overshoots.
-            let s = mat.lambda as f64 * (f.determinant() - mat.alpha as f64) * t.volume as f64;
-            for (p, tp) in terms.iter().enumerate() {
-                for tq in &terms[..p] {
-                    let w = f * tp.u.cross(tq.u) * -s;
-                    second.add_lower(tp.node, tq.node, &skew(w));
-                }
-            }
-        } else if e < n_tets + n_tris {
-            let t = &set.tris[body.tris.start as usize + e - n_tets];
-            let mat = &set.materials[t.material as usize];
-            let xs = t.v.map(pos);
-            let nh = (xs[1] - xs[0]).cross(xs[2] - xs[0]).normalize_or_zero();
-            let area = t.area as f64;
-            let gj = [0, 1, 2].map(|k| nh.cross(xs[(k + 2) % 3] - xs[(k + 1) % 3]) / (2.0 * area));
-            for (p, term) in terms.iter().enumerate() {
-                g[p] = gj[0] * term.w[0] + gj[1] * term.w[1] + gj[2] * term.w[2];
-            }
-            // The membrane's damping block, as the tets' (F is 3×2: u has no third
-            // component). Without it the coarse step takes the viscous force without its
-            // stiffness and a free cloth with τ = 1e-3 s diverged in a few frames.
-            let damp = mat.viscosity as f64 * inv_h * area;
-            let (m1, m2) = (t.grad(1).as_dvec3(), t.grad(2).as_dvec3());
-            let f = outer(xs[1] - xs[0], m1) + outer(xs[2] - xs[0], m2);
-            let ff = f * f.transpose();
-            for (p, term) in terms.iter().enumerate() {
-                fu[p] = f * term.u;
-            }
-            let damping = (damp > 0.0).then_some((&ff, &fu[..], damp));
-            add_pairs(a, terms, &g, mat.lambda as f64 * area, damping);
-        } else {
-            let t = &set.hinges[body.hinges.start as usize + e - n_tets - n_tris];
-            let mat = &set.materials[t.material as usize];
-            let xs = t.v.map(|i| Vec3::from(x[i as usize]));
-            let Some((_, grad)) = crate::deformable::elastic::dihedral(&xs) else {
-                continue;
-            };
-            let grad = grad.map(|v| v.as_dvec3());
-            for (p, term) in terms.iter().enumerate() {
-                g[p] = (0..4).map(|k| grad[k] * term.w[k]).sum();
-            }
-            add_pairs(a, terms, &g, mat.bending as f64 * t.weight as f64, None);
         }
     }
 }

@@ -4,6 +4,8 @@
 
 use glam::DMat3;
 
+use super::pairs::Block;
+
 /// Adds `m` to block (i, j) of the lower triangle (i ≥ j; for i == j the block itself is
 /// symmetric and only its lower part is read).
 #[inline]
@@ -22,14 +24,13 @@ pub(super) fn add_lower(a: &mut [f64], n: usize, i: usize, j: usize, m: &DMat3) 
 
 /// The lower block triangle of a symmetric operator over `nodes` nodes, each 3×3 block in
 /// 9 adjacent numbers (block (i, j), i ≥ j, at i(i+1)/2 + j; column-major as `DMat3`).
-/// The element assembly adds a few dozen blocks per element: here each is one short
-/// contiguous run instead of three rows of the dense matrix, and the accumulator is a
-/// quarter of the dense one's size. Each entry receives the same additions in the same
-/// order as with [`add_lower`], so the operator's bits are those of a dense assembly.
+/// The restriction `Pᵀ (H P)` fills it a node row at a time: each block is one short
+/// contiguous run instead of three rows of the dense matrix, and it is a quarter of the
+/// dense matrix's size.
 #[derive(Clone, Debug, Default)]
 pub(super) struct Blocks {
     nodes: usize,
-    blocks: Vec<[f64; 9]>,
+    blocks: Vec<Block>,
 }
 
 impl Blocks {
@@ -40,8 +41,12 @@ impl Blocks {
         self.blocks.resize(nodes * (nodes + 1) / 2, [0.0; 9]);
     }
 
-    /// Adds `m` to block (i, j) of the lower triangle (`i ≥ j`), as [`add_lower`] does to
-    /// a dense matrix.
+    /// Whether it has no blocks (reset over no nodes).
+    pub(super) fn is_empty(&self) -> bool {
+        self.blocks.is_empty()
+    }
+
+    /// Adds `m` to block (i, j) of the lower triangle (`i ≥ j`).
     #[inline]
     pub(super) fn add_lower(&mut self, i: u32, j: u32, m: &DMat3) {
         let (i, j) = (i as usize, j as usize);
@@ -50,6 +55,27 @@ impl Blocks {
         for (x, y) in b.iter_mut().zip(m.to_cols_array()) {
             *x += y;
         }
+    }
+
+    /// Adds `other`'s blocks (over as many nodes, or none).
+    pub(super) fn add(&mut self, other: &Blocks) {
+        for (b, o) in self.blocks.iter_mut().zip(&other.blocks) {
+            for t in 0..9 {
+                b[t] += o[t];
+            }
+        }
+    }
+
+    /// Each node row's blocks: row `i` holds `(i, 0..=i)`.
+    pub(super) fn rows_mut(&mut self) -> Vec<&mut [Block]> {
+        let mut rows = Vec::with_capacity(self.nodes);
+        let mut rest = &mut self.blocks[..];
+        for i in 0..self.nodes {
+            let (row, tail) = std::mem::take(&mut rest).split_at_mut(i + 1);
+            rows.push(row);
+            rest = tail;
+        }
+        rows
     }
 
     /// Adds the blocks to the dense row-major `a` (side `3 · nodes`).
@@ -106,11 +132,8 @@ pub(super) struct Dense {
     /// Row-major n × n; the lower triangle is the matrix, then its factor L.
     pub(super) a: Vec<f64>,
     pub(super) ok: bool,
-    /// The assembly's partial sums, one per chunk of elements: the Gauss–Newton terms,
-    /// then the tets' second-order terms.
-    pub(super) partial: Vec<(Blocks, Blocks)>,
-    /// The Gauss–Newton operator, kept while the exact one is tried.
-    pub(super) gauss_newton: Vec<f64>,
+    /// The elements' terms restricted to the nodes, both parts (the exact operator's).
+    pub(super) elements: Blocks,
     /// Per row, its first nonzero column (the operator's envelope, which its Cholesky
     /// factor keeps: no fill-in before a row's first nonzero).
     pub(super) first: Vec<usize>,
@@ -183,7 +206,6 @@ impl Dense {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use glam::DVec3;
 
     /// A deterministic pseudo-random number in [-1, 1).
     fn rand(state: &mut u64) -> f64 {
@@ -191,37 +213,6 @@ mod tests {
             .wrapping_mul(6364136223846793005)
             .wrapping_add(1442695040888963407);
         ((*state >> 11) as f64 / (1u64 << 53) as f64) * 2.0 - 1.0
-    }
-
-    #[test]
-    fn blocks_sum_to_the_bits_of_a_dense_assembly() {
-        let nodes = 13;
-        let n = 3 * nodes;
-        let (mut dense, mut blocks) = (vec![0.0; n * n], Blocks::default());
-        blocks.reset(nodes);
-        let mut s = 7;
-        for _ in 0..500 {
-            let (i, j) = ((rand(&mut s) + 1.0) * 6.5, (rand(&mut s) + 1.0) * 6.5);
-            let cols = [0; 3].map(|_| DVec3::new(rand(&mut s), rand(&mut s), rand(&mut s)));
-            let m = DMat3::from_cols(cols[0], cols[1], cols[2]) * 1e3;
-            let (i, j) = (i as usize, j as usize);
-            add_lower(&mut dense, n, i, j, &m);
-            // (`add_lower` of the dense matrix transposes a block above the diagonal.)
-            let (i, j, m) = if i >= j {
-                (i, j, m)
-            } else {
-                (j, i, m.transpose())
-            };
-            blocks.add_lower(i as u32, j as u32, &m);
-        }
-        let mut from_blocks = vec![0.0; n * n];
-        blocks.add_to(&mut from_blocks);
-        for r in 0..n {
-            for c in 0..=r - r % 3 + 2 {
-                let (d, b) = (dense[r * n + c], from_blocks[r * n + c]);
-                assert_eq!(d.to_bits(), b.to_bits(), "entry ({r}, {c}): {d} and {b}");
-            }
-        }
     }
 
     #[test]

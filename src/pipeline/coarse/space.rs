@@ -3,7 +3,9 @@
 
 use glam::{DMat3, DVec3, UVec3, Vec3, Vec3A};
 
-use super::dense::add_lower;
+use super::dense::Blocks;
+use super::pairs::{VertexPairs, add, element_pairs};
+use super::stencils::NodeStencils;
 use crate::deformable::set::DeformableSet;
 
 /// No node (a vertex's unused slots).
@@ -14,11 +16,8 @@ pub const NONE: u32 = u32::MAX;
 pub struct CoarseSpace {
     /// Kept nodes (each carries three displacement unknowns).
     pub nodes: usize,
-    /// Per element of the body, the nodes its vertices touch and what they weigh there
-    /// (rest-shape data, computed once): CSR over the body's tets, then its membranes,
-    /// then its hinges.
-    elements: Vec<ElementTerm>,
-    element_offsets: Vec<u32>,
+    /// How the elements' terms reach the nodes (rest-shape data, computed once).
+    pub(super) restriction: Restriction,
     /// The part of the operator that does not change (inertia, the μ terms of tets and
     /// membranes), lower triangle, row-major.
     pub(super) constant: Vec<f64>,
@@ -136,112 +135,98 @@ impl CoarseSpace {
     }
 }
 
-/// One node of an element's stencil: the weights of the element's vertices at the node
-/// and the weighted shape gradient `u = Σ_a w_a m_a`.
-#[derive(Clone, Copy, Debug, Default)]
-pub(super) struct ElementTerm {
-    pub(super) node: u32,
-    pub(super) w: [f64; 4],
-    pub(super) u: DVec3,
+/// How a body's element terms reach the nodes: through its vertex pairs (`Pᵀ (H P)`) or
+/// each element's stencil directly, whichever computes fewer blocks for the body's mesh
+/// and grid (counted when the space is built; the mesh decides, not the thread count).
+#[derive(Clone, Debug)]
+pub(super) enum Restriction {
+    Pairs(VertexPairs),
+    Stencils(NodeStencils),
+}
+
+impl Default for Restriction {
+    fn default() -> Self {
+        Restriction::Stencils(NodeStencils::default())
+    }
+}
+
+/// Body `b`'s elements, each its body-local vertices: its tets, then membranes, then
+/// hinges.
+pub(super) fn body_elements(set: &DeformableSet, b: usize) -> Vec<Vec<u32>> {
+    let body = &set.bodies[b];
+    let local = |v: &[u32]| {
+        v.iter()
+            .map(|&i| i - body.vertices.start)
+            .collect::<Vec<_>>()
+    };
+    let tets = &set.tets[body.tets.start as usize..body.tets.end as usize];
+    let tris = &set.tris[body.tris.start as usize..body.tris.end as usize];
+    let hinges = &set.hinges[body.hinges.start as usize..body.hinges.end as usize];
+    (tets.iter().map(|t| local(&t.v)))
+        .chain(tris.iter().map(|t| local(&t.v)))
+        .chain(hinges.iter().map(|t| local(&t.v)))
+        .collect()
 }
 
 impl CoarseSpace {
-    /// The element stencils and the constant part of the operator, for body `b` of `set`.
+    /// The element terms' restriction of body `b` of `set` and the constant part of the
+    /// operator (through the vertex pairs).
     pub(super) fn precompute(&mut self, set: &DeformableSet, b: usize, inv_h: f64) {
         let body = &set.bodies[b];
-        let v0 = body.vertices.start as usize;
-        let n = 3 * self.nodes;
-        self.elements.clear();
-        self.element_offsets.clear();
-        self.element_offsets.push(0);
-        let mut constant = vec![0.0; n * n];
-        let mut add =
-            |i: u32, j: u32, m: DMat3| add_lower(&mut constant, n, i as usize, j as usize, &m);
-        // Inertia: m/h² Σ w_i w_j I.
+        let v0 = body.vertices.start;
+        let tets = &set.tets[body.tets.start as usize..body.tets.end as usize];
+        let tris = &set.tris[body.tris.start as usize..body.tris.end as usize];
+        let elements = body_elements(set, b);
+        let pairs = VertexPairs::build(
+            elements.iter().map(|v| &v[..]),
+            &self.vertex_nodes,
+            self.nodes,
+        );
+        // At the vertices: inertia m/h² I, and the tets' and membranes' μ (m_i·m_j) I times
+        // their rest measure (m the shape gradients).
+        let mut h = vec![[0.0; 9]; pairs.slots];
         for v in set.vertex_range(b) {
-            let (nodes, weights) = (self.vertex_nodes[v - v0], self.vertex_weights[v - v0]);
+            let s = pairs.vertex_slot(v - v0 as usize);
             let m = set.masses[v] as f64 * inv_h * inv_h;
-            for i in 0..8 {
-                for j in 0..8 {
-                    if nodes[i] != NONE && nodes[j] != NONE && nodes[i] >= nodes[j] {
-                        add(
-                            nodes[i],
-                            nodes[j],
-                            DMat3::from_diagonal(DVec3::splat(m * weights[i] * weights[j])),
-                        );
-                    }
-                }
-            }
+            add(&mut h, s, &DMat3::from_diagonal(DVec3::splat(m)));
         }
-        let mut stencil = |verts: &[u32],
-                           grads: &[DVec3],
-                           mu_measure: f64,
-                           add: &mut dyn FnMut(u32, u32, DMat3)| {
-            let start = self.elements.len();
-            for (a, &v) in verts.iter().enumerate() {
-                let local = v as usize - v0;
-                for k in 0..8 {
-                    let node = self.vertex_nodes[local][k];
-                    if node == NONE {
-                        continue;
-                    }
-                    let w = self.vertex_weights[local][k];
-                    let at = match self.elements[start..].iter().position(|t| t.node == node) {
-                        Some(p) => start + p,
-                        None => {
-                            self.elements.push(ElementTerm {
-                                node,
-                                ..Default::default()
-                            });
-                            self.elements.len() - 1
-                        }
-                    };
-                    let t = &mut self.elements[at];
-                    t.w[a] += w;
-                    t.u += grads.get(a).copied().unwrap_or(DVec3::ZERO) * w;
-                }
+        let mut add_mu = |e: usize, v: &[u32], m: &[DVec3], measure: f64| {
+            let slots = pairs.element_slots(e);
+            for ((i, j), &s) in element_pairs(v).zip(slots) {
+                add(
+                    &mut h,
+                    s,
+                    &DMat3::from_diagonal(DVec3::splat(measure * m[i].dot(m[j]))),
+                );
             }
-            // In node order, so the assembly walks the lower triangle's pairs directly
-            // (q ≤ p). Each block gets one term per element, so the order leaves the sums'
-            // bits as they are.
-            self.elements[start..].sort_unstable_by_key(|t| t.node);
-            // μ (u_p·u_q) I times the rest measure: constant.
-            if mu_measure > 0.0 {
-                let terms = &self.elements[start..];
-                for p in terms {
-                    for q in terms {
-                        if p.node >= q.node {
-                            add(
-                                p.node,
-                                q.node,
-                                DMat3::from_diagonal(DVec3::splat(mu_measure * p.u.dot(q.u))),
-                            );
-                        }
-                    }
-                }
-            }
-            self.element_offsets.push(self.elements.len() as u32);
         };
-        for t in &set.tets[body.tets.start as usize..body.tets.end as usize] {
-            let grads = [0, 1, 2, 3].map(|a| t.grad(a).as_dvec3());
-            let grads = [
-                -(grads[1] + grads[2] + grads[3]),
-                grads[1],
-                grads[2],
-                grads[3],
-            ];
+        for (e, t) in tets.iter().enumerate() {
+            let m = [1, 2, 3].map(|a| t.grad(a).as_dvec3());
+            let m = [-(m[0] + m[1] + m[2]), m[0], m[1], m[2]];
             let mu = set.materials[t.material as usize].mu as f64;
-            stencil(&t.v, &grads, mu * t.volume as f64, &mut add);
+            add_mu(e, &t.v, &m, mu * t.volume as f64);
         }
-        for t in &set.tris[body.tris.start as usize..body.tris.end as usize] {
+        for (e, t) in tris.iter().enumerate() {
             let (m1, m2) = (t.grad(1).as_dvec3(), t.grad(2).as_dvec3());
             let mu = set.materials[t.material as usize].mu as f64;
-            stencil(&t.v, &[-(m1 + m2), m1, m2], mu * t.area as f64, &mut add);
+            add_mu(
+                tets.len() + e,
+                &t.v,
+                &[-(m1 + m2), m1, m2],
+                mu * t.area as f64,
+            );
         }
-        for t in &set.hinges[body.hinges.start as usize..body.hinges.end as usize] {
-            stencil(&t.v, &[], 0.0, &mut add);
-        }
-        self.constant = constant;
+        let mut constant = Blocks::default();
+        constant.reset(self.nodes);
+        let (nodes, weights) = (&self.vertex_nodes, &self.vertex_weights);
+        pairs.restrict(&h, nodes, weights, &mut Vec::new(), &mut constant);
+        self.constant = vec![0.0; 9 * self.nodes * self.nodes];
+        constant.add_to(&mut self.constant);
+        let stencils = NodeStencils::build(elements.iter().map(|v| &v[..]), nodes, weights);
+        self.restriction = match pairs.cost(tets.len()) < stencils.cost(tets.len()) {
+            true => Restriction::Pairs(pairs),
+            false => Restriction::Stencils(stencils),
+        };
     }
 
     /// The coarse step `delta` at the body's vertex `local` (`P δ` there).
@@ -256,10 +241,5 @@ impl CoarseSpace {
             }
         }
         step
-    }
-
-    pub(super) fn terms(&self, element: usize) -> &[ElementTerm] {
-        &self.elements
-            [self.element_offsets[element] as usize..self.element_offsets[element + 1] as usize]
     }
 }
