@@ -43,6 +43,7 @@ pub struct CoarseLevel {
     dt: f32,
     spaces: Vec<Option<CoarseSpace>>,
     systems: Vec<Dense>,
+    scratch: Vec<assembly::Scratch>,
     /// Per body: the restricted residual, then the coarse displacement.
     rhs: Vec<Vec<f64>>,
     /// Residual scratch: each tet's `V₀ P`, each membrane's and hinge's vertex forces,
@@ -103,18 +104,22 @@ impl CoarseLevel {
                 })
                 .collect();
             self.systems = vec![Dense::default(); set.bodies.len()];
+            self.scratch = (0..set.bodies.len()).map(|_| Default::default()).collect();
             self.rhs = vec![Vec::new(); set.bodies.len()];
             same_elements = false;
         }
         let inv_h = 1.0 / cfg.dt as f64;
         self.systems
             .par_iter_mut()
+            .zip(&mut self.scratch)
             .zip(&self.spaces)
             .enumerate()
-            .for_each(|(b, (sys, space))| match space {
+            .for_each(|(b, ((sys, scratch), space))| match space {
                 Some(space) => {
                     let elements = !(same_elements && sys.n == 3 * space.nodes);
-                    assemble(sys, cfg, space, set, att, contact, x, b, inv_h, elements)
+                    assemble(
+                        sys, cfg, space, set, att, contact, x, b, inv_h, elements, scratch,
+                    )
                 }
                 None => sys.ok = false,
             });

@@ -8,7 +8,7 @@ use std::ops::Range;
 use super::dense::{Blocks, Dense, add_lower};
 use super::pairs::{Block, add, element_pairs};
 use super::space::{CoarseSpace, NONE, Restriction};
-use super::stencils::Stencil;
+use super::stencils::{NodeStencils, Stencil};
 use crate::config::SolverConfig;
 use crate::deformable::AttachmentSet;
 use crate::deformable::set::DeformableSet;
@@ -30,11 +30,9 @@ fn outer(a: DVec3, b: DVec3) -> DMat3 {
     DMat3::from_cols(a * b.x, a * b.y, a * b.z)
 }
 
-/// Elements per job of the element terms: a fixed size (not a share of the threads), so
-/// the partial sums, and the bits of the operator, do not depend on the thread count.
-/// Through the vertex pairs a job's partial sum covers every pair of the body, so jobs
-/// there are few: a soft ball is one.
-const PAIRS_CHUNK: usize = 4096;
+/// Elements per job of the element terms through the stencils: a fixed size (not a share
+/// of the threads), so the partial sums, and the bits of the operator, do not depend on
+/// the thread count.
 const STENCILS_CHUNK: usize = 1024;
 
 /// Assembles body `b`'s coarse operator `Pᵀ H P` at `x` and factors it, in f64 (see
@@ -55,21 +53,12 @@ pub(super) fn assemble(
     b: usize,
     inv_h: f64,
     elements: bool,
+    scratch: &mut Scratch,
 ) {
     sys.n = 3 * space.nodes;
-    let mut product = Vec::new();
     if elements {
         // The exact operator's element terms (with the tets' second-order term).
-        element_operator(
-            space,
-            set,
-            x,
-            b,
-            inv_h,
-            true,
-            &mut product,
-            &mut sys.elements,
-        );
+        element_operator(space, set, x, b, inv_h, true, scratch, &mut sys.elements);
     }
     sys.a.clear();
     sys.a.extend_from_slice(&space.constant);
@@ -80,16 +69,7 @@ pub(super) fn assemble(
     }
     // Deformed so far that the exact operator is indefinite: the Gauss–Newton one.
     let mut gauss_newton = Blocks::default();
-    element_operator(
-        space,
-        set,
-        x,
-        b,
-        inv_h,
-        false,
-        &mut product,
-        &mut gauss_newton,
-    );
+    element_operator(space, set, x, b, inv_h, false, scratch, &mut gauss_newton);
     sys.a.clear();
     sys.a.extend_from_slice(&space.constant);
     gauss_newton.add_to(&mut sys.a);
@@ -97,10 +77,28 @@ pub(super) fn assemble(
     sys.factor();
 }
 
+/// A body's assembly buffers, kept from frame to frame (fresh ones, a few hundred
+/// kilobytes to megabytes each, cost page faults and, freed across threads, TLB
+/// shootdowns every frame).
+#[derive(Default)]
+pub(super) struct Scratch {
+    /// Through the stencils: each chunk's Gauss–Newton and second-order node blocks.
+    chunks: Vec<(Blocks, Blocks)>,
+    /// Through the pairs: the sums at the pairs (Gauss–Newton, second-order), and `H P`.
+    gn: Vec<Block>,
+    second: Vec<Block>,
+    product: Vec<Block>,
+}
+
+/// `v` as `len` zero blocks, its storage kept.
+fn reset(v: &mut Vec<Block>, len: usize) {
+    v.clear();
+    v.resize(len, [0.0; 9]);
+}
+
 /// Body `b`'s element terms at `x` restricted to the nodes, into `out`; with `exact`,
 /// the tets' second-order terms too. Fixed chunks of elements are summed in parallel, then
-/// the chunks in order; through the vertex pairs, the sum is then restricted (`product`
-/// is scratch).
+/// the chunks in order; through the vertex pairs, the sum is then restricted.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn element_operator(
     space: &CoarseSpace,
@@ -109,58 +107,65 @@ pub(super) fn element_operator(
     b: usize,
     inv_h: f64,
     exact: bool,
-    product: &mut Vec<Block>,
+    scratch: &mut Scratch,
     out: &mut Blocks,
 ) {
     let body = &set.bodies[b];
     let count = body.tets.len() + body.tris.len() + body.hinges.len();
     // Only tets have a second-order part, and they come first.
     let has_second = |range: &Range<usize>| exact && range.start < body.tets.len();
-    let forms = |range: Range<usize>| {
-        range.filter_map(move |e| Some((e, ElementForm::new(set, b, e, x, inv_h, exact)?)))
-    };
     out.reset(space.nodes);
     match &space.restriction {
         Restriction::Pairs(pairs) => {
-            let chunks: Vec<(Vec<Block>, Vec<Block>)> = (0..count.div_ceil(PAIRS_CHUNK))
-                .into_par_iter()
-                .map(|k| {
-                    let range = k * PAIRS_CHUNK..((k + 1) * PAIRS_CHUNK).min(count);
-                    let slots = pairs.slots;
-                    let mut gn = vec![[0.0; 9]; slots];
-                    let mut second = vec![[0.0; 9]; if has_second(&range) { slots } else { 0 }];
-                    for (e, form) in forms(range) {
-                        form.add_at_pairs(pairs.element_slots(e), &mut gn, &mut second);
+            // Each job adds the terms of the pairs its vertices own, into its own slots.
+            let tets = exact && !body.tets.is_empty();
+            let Scratch {
+                gn,
+                second,
+                product,
+                ..
+            } = scratch;
+            reset(gn, pairs.slots);
+            reset(second, if tets { pairs.slots } else { 0 });
+            let (mut gn_rest, mut second_rest) = (&mut gn[..], &mut second[..]);
+            let mut work = Vec::new();
+            for job in pairs.jobs() {
+                let (g, tail) = std::mem::take(&mut gn_rest).split_at_mut(job.slots.len());
+                gn_rest = tail;
+                let len = if tets { job.slots.len() } else { 0 };
+                let (s, tail) = std::mem::take(&mut second_rest).split_at_mut(len);
+                second_rest = tail;
+                work.push((job, g, s));
+            }
+            work.into_par_iter().for_each(|(job, gn, second)| {
+                for &e in &job.elements {
+                    let e = e as usize;
+                    if let Some(form) = ElementForm::new(set, b, e, x, inv_h, exact) {
+                        let slots = pairs.element_slots(e);
+                        form.add_at_pairs(slots, job.slots.start, gn, second);
                     }
-                    (gn, second)
-                })
-                .collect();
-            let mut h = vec![[0.0; 9]; pairs.slots];
-            for part in chunks.iter().flat_map(|(gn, second)| [gn, second]) {
-                for (out, block) in h.iter_mut().zip(part) {
-                    for t in 0..9 {
-                        out[t] += block[t];
-                    }
+                }
+            });
+            for (g, s) in gn.iter_mut().zip(second.iter()) {
+                for t in 0..9 {
+                    g[t] += s[t];
                 }
             }
             let (nodes, weights) = (&space.vertex_nodes, &space.vertex_weights);
-            pairs.restrict(&h, nodes, weights, product, out);
+            pairs.restrict(gn, nodes, weights, product, out);
         }
         Restriction::Stencils(stencils) => {
-            let chunks: Vec<(Blocks, Blocks)> = (0..count.div_ceil(STENCILS_CHUNK))
-                .into_par_iter()
-                .map(|k| {
+            let chunks = &mut scratch.chunks;
+            chunks.resize_with(count.div_ceil(STENCILS_CHUNK), Default::default);
+            chunks
+                .par_iter_mut()
+                .enumerate()
+                .for_each(|(k, (gn, second))| {
                     let range = k * STENCILS_CHUNK..((k + 1) * STENCILS_CHUNK).min(count);
-                    let (mut gn, mut second) = (Blocks::default(), Blocks::default());
                     gn.reset(space.nodes);
                     second.reset(if has_second(&range) { space.nodes } else { 0 });
-                    let mut at = [[DVec3::ZERO; 3]; 32];
-                    for (e, form) in forms(range) {
-                        form.add_at_nodes(stencils.of(e), &mut at, &mut gn, &mut second);
-                    }
-                    (gn, second)
-                })
-                .collect();
+                    add_elements(gn, second, stencils, set, x, b, range, inv_h);
+                });
             for part in chunks.iter().flat_map(|(gn, second)| [gn, second]) {
                 out.add(part);
             }
@@ -270,7 +275,7 @@ impl ElementForm {
     }
 
     /// The Gauss–Newton and damping block between two vertices (or nodes).
-    #[inline]
+    #[inline(always)]
     fn block(&self, [gi, mi, fmi]: &Vectors, [gj, mj, fmj]: &Vectors) -> DMat3 {
         let mut block = outer(*gi, *gj * self.scale);
         if let Some((ff, c)) = self.damping {
@@ -280,57 +285,29 @@ impl ElementForm {
     }
 
     /// The second-order block between two vertices (or nodes), if the element has one.
-    #[inline]
+    #[inline(always)]
     fn second_block(&self, mi: DVec3, mj: DVec3) -> Option<DMat3> {
         let (f, s) = self.second?;
         Some(skew(f * mi.cross(mj) * -s))
     }
 
     /// Adds the blocks at the element's vertex pairs (`slots`, in the order of
-    /// [`element_pairs`]): into `gn`, and into `second` unless it is empty.
-    fn add_at_pairs(&self, slots: &[u32], gn: &mut [Block], second: &mut [Block]) {
+    /// [`element_pairs`]) that fall in `gn`, which holds the slots from `first` on: into
+    /// `gn`, and into `second` unless it is empty.
+    fn add_at_pairs(&self, slots: &[u32], first: usize, gn: &mut [Block], second: &mut [Block]) {
         for ((i, j), &s) in element_pairs(&self.v[..self.k]).zip(slots) {
+            // (A pinned pair's NONE falls outside too.)
+            let s = (s as usize).wrapping_sub(first);
+            if s >= gn.len() {
+                continue;
+            }
+            let s = s as u32;
             add(gn, s, &self.block(&self.at[i], &self.at[j]));
             if i != j
                 && !second.is_empty()
                 && let Some(block) = self.second_block(self.at[i][1], self.at[j][1])
             {
                 add(second, s, &block);
-            }
-        }
-    }
-
-    /// Adds the blocks at the element's node pairs (`stencil`, in node order): into `gn`,
-    /// and into `second` unless it is empty (`at` is scratch, a node's vectors).
-    fn add_at_nodes(
-        &self,
-        stencil: &[Stencil],
-        at: &mut [Vectors; 32],
-        gn: &mut Blocks,
-        second: &mut Blocks,
-    ) {
-        // m and F m only where a damping or second-order block reads them.
-        let vectors = match self.damping.is_some() || self.second.is_some() {
-            true => 3,
-            false => 1,
-        };
-        for (at, s) in at.iter_mut().zip(stencil) {
-            *at = [DVec3::ZERO; 3];
-            for i in 0..self.k {
-                for (a, v) in at[..vectors].iter_mut().zip(&self.at[i]) {
-                    *a += *v * s.w[i];
-                }
-            }
-        }
-        for (p, sp) in stencil.iter().enumerate() {
-            for (q, sq) in stencil[..=p].iter().enumerate() {
-                gn.add_lower(sp.node, sq.node, &self.block(&at[p], &at[q]));
-                if q < p
-                    && !second.is_empty()
-                    && let Some(block) = self.second_block(at[p][1], at[q][1])
-                {
-                    second.add_lower(sp.node, sq.node, &block);
-                }
             }
         }
     }
@@ -421,6 +398,120 @@ pub(super) fn add_couplings(
                     }
                 }
             });
+        }
+    }
+}
+
+/// The deformation-dependent terms of body `b`'s elements in `range` (the body's tets,
+/// then membranes, then hinges), summed at the nodes of each element's stencil, added to
+/// `a` (the tets' second-order terms to `second` unless it is empty): the same terms as
+/// [`ElementForm`]'s, per node pair, with the weighted vectors formed directly (`g_p = cof
+/// u_p`), which costs less than forming them from the vertices' at this size.
+#[allow(clippy::too_many_arguments)]
+fn add_elements(
+    a: &mut Blocks,
+    second: &mut Blocks,
+    stencils: &NodeStencils,
+    set: &DeformableSet,
+    x: &[Vec3A],
+    b: usize,
+    range: std::ops::Range<usize>,
+    inv_h: f64,
+) {
+    let body = &set.bodies[b];
+    let pos = |v: u32| Vec3::from(x[v as usize]).as_dvec3();
+    let (n_tets, n_tris) = (body.tets.len(), body.tris.len());
+    let mut g = [DVec3::ZERO; 32];
+    let mut fu = [DVec3::ZERO; 32];
+    // The terms are in node order (`CoarseSpace::precompute`): pairs q ≤ p are the lower
+    // triangle's blocks, each met once per element. Per pair, the term `s g_p g_qᵀ`, then,
+    // with `damping = (F Fᵀ, F u, c)`, the damping block `(F Fᵀ u_p·u_q + F u_p (F u_q)ᵀ) c`.
+    let add_pairs = |a: &mut Blocks,
+                     terms: &[Stencil],
+                     g: &[DVec3],
+                     scale: f64,
+                     damping: Option<(&DMat3, &[DVec3], f64)>| {
+        for (p, tp) in terms.iter().enumerate() {
+            for (q, tq) in terms[..=p].iter().enumerate() {
+                a.add_lower(tp.node, tq.node, &outer(g[p], g[q] * scale));
+                if let Some((ff, fu, c)) = damping {
+                    let h = (*ff * tp.u.dot(tq.u) + outer(fu[p], fu[q])) * c;
+                    a.add_lower(tp.node, tq.node, &h);
+                }
+            }
+        }
+    };
+    for e in range {
+        let terms = stencils.of(e);
+        if e < n_tets {
+            let t = &set.tets[body.tets.start as usize + e];
+            let mat = &set.materials[t.material as usize];
+            let xs = t.v.map(pos);
+            let m = [1, 2, 3].map(|k| t.grad(k).as_dvec3());
+            let f = outer(xs[1] - xs[0], m[0])
+                + outer(xs[2] - xs[0], m[1])
+                + outer(xs[3] - xs[0], m[2]);
+            let cof = DMat3::from_cols(
+                f.y_axis.cross(f.z_axis),
+                f.z_axis.cross(f.x_axis),
+                f.x_axis.cross(f.y_axis),
+            );
+            for (p, term) in terms.iter().enumerate() {
+                g[p] = cof * term.u;
+                fu[p] = f * term.u;
+            }
+            let damp = mat.viscosity as f64 * inv_h * t.volume as f64;
+            let ff = f * f.transpose();
+            let damping = (damp > 0.0).then_some((&ff, &fu[..], damp));
+            add_pairs(a, terms, &g, mat.lambda as f64 * t.volume as f64, damping);
+            // λ'(J − α) ∂²J, into `second`: J is trilinear in the vertices, ∂²J/∂x_a∂x_b =
+            // −[F (m_a × m_b)]×, so the coarse block is −s V₀ [F (u_p × u_q)]× (zero on the
+            // diagonal). With it the operator at rest is exactly linear elasticity; without
+            // it (Gauss–Newton) pure shear is half as stiff and a coarse step overshoots.
+            if second.is_empty() {
+                continue;
+            }
+            let s = mat.lambda as f64 * (f.determinant() - mat.alpha as f64) * t.volume as f64;
+            for (p, tp) in terms.iter().enumerate() {
+                for tq in &terms[..p] {
+                    let w = f * tp.u.cross(tq.u) * -s;
+                    second.add_lower(tp.node, tq.node, &skew(w));
+                }
+            }
+        } else if e < n_tets + n_tris {
+            let t = &set.tris[body.tris.start as usize + e - n_tets];
+            let mat = &set.materials[t.material as usize];
+            let xs = t.v.map(pos);
+            let nh = (xs[1] - xs[0]).cross(xs[2] - xs[0]).normalize_or_zero();
+            let area = t.area as f64;
+            let gj = [0, 1, 2].map(|k| nh.cross(xs[(k + 2) % 3] - xs[(k + 1) % 3]) / (2.0 * area));
+            for (p, term) in terms.iter().enumerate() {
+                g[p] = gj[0] * term.w[0] + gj[1] * term.w[1] + gj[2] * term.w[2];
+            }
+            // The membrane's damping block, as the tets' (F is 3×2: u has no third
+            // component). Without it the coarse step takes the viscous force without its
+            // stiffness and a free cloth with τ = 1e-3 s diverged in a few frames.
+            let damp = mat.viscosity as f64 * inv_h * area;
+            let (m1, m2) = (t.grad(1).as_dvec3(), t.grad(2).as_dvec3());
+            let f = outer(xs[1] - xs[0], m1) + outer(xs[2] - xs[0], m2);
+            let ff = f * f.transpose();
+            for (p, term) in terms.iter().enumerate() {
+                fu[p] = f * term.u;
+            }
+            let damping = (damp > 0.0).then_some((&ff, &fu[..], damp));
+            add_pairs(a, terms, &g, mat.lambda as f64 * area, damping);
+        } else {
+            let t = &set.hinges[body.hinges.start as usize + e - n_tets - n_tris];
+            let mat = &set.materials[t.material as usize];
+            let xs = t.v.map(|i| Vec3::from(x[i as usize]));
+            let Some((_, grad)) = crate::deformable::elastic::dihedral(&xs) else {
+                continue;
+            };
+            let grad = grad.map(|v| v.as_dvec3());
+            for (p, term) in terms.iter().enumerate() {
+                g[p] = (0..4).map(|k| grad[k] * term.w[k]).sum();
+            }
+            add_pairs(a, terms, &g, mat.bending as f64 * t.weight as f64, None);
         }
     }
 }

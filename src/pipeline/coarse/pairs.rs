@@ -57,6 +57,18 @@ struct RowBlock {
     at: [u32; 8],
 }
 
+/// Vertices per job of the element terms: a fixed size (not a share of the threads), so
+/// which job adds what, and the bits, do not depend on the thread count. A soft ball is
+/// one job; an element whose vertices fall in two jobs is formed in both.
+const OWNER_JOB: usize = 512;
+
+/// One job of the element terms: the slots it owns and the elements that reach them.
+#[derive(Clone, Debug)]
+pub(super) struct OwnerJob {
+    pub(super) slots: std::ops::Range<usize>,
+    pub(super) elements: Vec<u32>,
+}
+
 /// The sparsity of a body's vertex-level operator and of its products with `P`
 /// (rest-shape data, built with the coarse space).
 #[derive(Clone, Debug, Default)]
@@ -64,6 +76,9 @@ pub(super) struct VertexPairs {
     /// Slots: pairs of free vertices `a ≥ c` (body-local) that share an element, and every
     /// free vertex with itself (its inertia).
     pub(super) slots: usize,
+    /// The element terms' jobs: each a range of vertices, the slots they own (the pairs
+    /// whose larger vertex they are) and the elements with a vertex among them.
+    jobs: Vec<OwnerJob>,
     /// Per vertex, the slot of its pair with itself (NONE where pinned).
     vertex_slots: Vec<u32>,
     /// Per element, the slot of each pair [`element_pairs`] yields (NONE where a vertex
@@ -100,7 +115,7 @@ impl VertexPairs {
                 pairs.len() as u32 - 1
             })
         };
-        let vertex_slots = (0..vertex_nodes.len() as u32)
+        let vertex_slots: Vec<u32> = (0..vertex_nodes.len() as u32)
             .map(|v| match free(v) {
                 true => slot(v, v, &mut pairs),
                 false => NONE,
@@ -108,7 +123,8 @@ impl VertexPairs {
             .collect();
         let mut element_slots = Vec::new();
         let mut element_offsets = vec![0];
-        for v in elements {
+        let element_vertices: Vec<&[u32]> = elements.collect();
+        for &v in &element_vertices {
             for (i, j) in element_pairs(v) {
                 element_slots.push(match free(v[i]) && free(v[j]) {
                     true => slot(v[i], v[j], &mut pairs),
@@ -116,6 +132,43 @@ impl VertexPairs {
                 });
             }
             element_offsets.push(element_slots.len() as u32);
+        }
+        // Slots in the order of their pairs, (a, c) ascending: a vertex's own pairs (the
+        // ones whose larger vertex it is) are consecutive, so the element terms can be
+        // summed in parallel over ranges of vertices, each into its own slots.
+        let mut order: Vec<u32> = (0..pairs.len() as u32).collect();
+        order.sort_unstable_by_key(|&s| pairs[s as usize]);
+        let mut renumber = vec![0; pairs.len()];
+        for (new, &old) in order.iter().enumerate() {
+            renumber[old as usize] = new as u32;
+        }
+        let pairs: Vec<(u32, u32)> = order.iter().map(|&s| pairs[s as usize]).collect();
+        let renumbered = |s: u32| {
+            if s == NONE {
+                NONE
+            } else {
+                renumber[s as usize]
+            }
+        };
+        let vertex_slots: Vec<u32> = vertex_slots.into_iter().map(renumbered).collect();
+        let element_slots: Vec<u32> = element_slots.into_iter().map(renumbered).collect();
+        let owned = |v: usize| pairs.partition_point(|&(a, _)| (a as usize) < v);
+        let mut jobs = vec![];
+        let mut job_elements = vec![Vec::new(); vertex_nodes.len().div_ceil(OWNER_JOB)];
+        for (e, v) in element_vertices.iter().enumerate() {
+            let mut touched: Vec<usize> = v.iter().map(|&v| v as usize / OWNER_JOB).collect();
+            touched.sort_unstable();
+            touched.dedup();
+            for k in touched {
+                job_elements[k].push(e as u32);
+            }
+        }
+        for (k, elements) in job_elements.into_iter().enumerate() {
+            let vertices = k * OWNER_JOB..((k + 1) * OWNER_JOB).min(vertex_nodes.len());
+            jobs.push(OwnerJob {
+                slots: owned(vertices.start)..owned(vertices.end),
+                elements,
+            });
         }
         // Each vertex's row: its pairs, the transposed ones from the other side.
         let mut row_lists = vec![Vec::new(); vertex_nodes.len()];
@@ -169,6 +222,7 @@ impl VertexPairs {
             .collect();
         VertexPairs {
             slots: pairs.len(),
+            jobs,
             vertex_slots,
             element_slots,
             element_offsets,
@@ -179,6 +233,11 @@ impl VertexPairs {
             node_offsets,
             node_vertices: node_lists.concat(),
         }
+    }
+
+    /// The element terms' jobs, their slot ranges consecutive from 0.
+    pub(super) fn jobs(&self) -> &[OwnerJob] {
+        &self.jobs
     }
 
     /// The slot of vertex `v` with itself (NONE where pinned).

@@ -135,9 +135,17 @@ impl CoarseSpace {
     }
 }
 
+/// The most vertex pairs a body's element terms go through (the pairs' sums, 72 bytes a
+/// pair, and `H P` then stay within the caches): a soft ball has 2,472. Beyond, the
+/// stencils' node blocks (9 KB a node row at 64 nodes) are faster whatever the count of
+/// blocks: a 15,625-vertex cube (125,000 pairs, half the blocks of its stencils) took 94
+/// ms a frame of coarse time through the pairs against 45 through the stencils.
+const PAIRS_MAX_SLOTS: usize = 8192;
+
 /// How a body's element terms reach the nodes: through its vertex pairs (`Pᵀ (H P)`) or
 /// each element's stencil directly, whichever computes fewer blocks for the body's mesh
-/// and grid (counted when the space is built; the mesh decides, not the thread count).
+/// and grid, where the pairs fit in the caches ([`PAIRS_MAX_SLOTS`]; counted when the
+/// space is built: the mesh decides, not the thread count).
 #[derive(Clone, Debug)]
 pub(super) enum Restriction {
     Pairs(VertexPairs),
@@ -222,8 +230,9 @@ impl CoarseSpace {
         pairs.restrict(&h, nodes, weights, &mut Vec::new(), &mut constant);
         self.constant = vec![0.0; 9 * self.nodes * self.nodes];
         constant.add_to(&mut self.constant);
-        let stencils = NodeStencils::build(elements.iter().map(|v| &v[..]), nodes, weights);
-        self.restriction = match pairs.cost(tets.len()) < stencils.cost(tets.len()) {
+        let stencils = NodeStencils::build(set, b, nodes, weights);
+        let fits = pairs.slots <= PAIRS_MAX_SLOTS;
+        self.restriction = match fits && pairs.cost(tets.len()) < stencils.cost(tets.len()) {
             true => Restriction::Pairs(pairs),
             false => Restriction::Stencils(stencils),
         };

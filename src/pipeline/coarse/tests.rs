@@ -239,11 +239,8 @@ fn both_restrictions_give_the_same_operator() {
                 space.nodes,
             ));
             let mut through_stencils = space.clone();
-            through_stencils.restriction = Restriction::Stencils(stencils::NodeStencils::build(
-                elements.iter().map(|v| &v[..]),
-                nodes,
-                weights,
-            ));
+            through_stencils.restriction =
+                Restriction::Stencils(stencils::NodeStencils::build(set, b, nodes, weights));
             for exact in [true, false] {
                 let operator = |space: &CoarseSpace| {
                     let mut out = dense::Blocks::default();
@@ -254,7 +251,7 @@ fn both_restrictions_give_the_same_operator() {
                         b,
                         inv_h,
                         exact,
-                        &mut Vec::new(),
+                        &mut Default::default(),
                         &mut out,
                     );
                     let mut a = vec![0.0; 9 * space.nodes * space.nodes];
