@@ -97,8 +97,9 @@ fn reset(v: &mut Vec<Block>, len: usize) {
 }
 
 /// Body `b`'s element terms at `x` restricted to the nodes, into `out`; with `exact`,
-/// the tets' second-order terms too. Fixed chunks of elements are summed in parallel, then
-/// the chunks in order; through the vertex pairs, the sum is then restricted.
+/// the tets' second-order terms too. Through the vertex pairs, fixed ranges of vertices
+/// sum the pairs they own in parallel, and the sum is restricted; per element stencil,
+/// fixed chunks of elements are summed in parallel, then the chunks in order.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn element_operator(
     space: &CoarseSpace,
