@@ -30,6 +30,26 @@ fn outer(a: DVec3, b: DVec3) -> DMat3 {
     DMat3::from_cols(a * b.x, a * b.y, a * b.z)
 }
 
+/// A tet's deformation gradient at `xs` (`m` its rest shape gradients of vertices 1–3)
+/// and its cofactor, `∂J/∂F`.
+#[inline]
+fn tet_deformation(xs: &[DVec3; 4], m: &[DVec3; 3]) -> (DMat3, DMat3) {
+    let f = outer(xs[1] - xs[0], m[0]) + outer(xs[2] - xs[0], m[1]) + outer(xs[3] - xs[0], m[2]);
+    let cof = DMat3::from_cols(
+        f.y_axis.cross(f.z_axis),
+        f.z_axis.cross(f.x_axis),
+        f.x_axis.cross(f.y_axis),
+    );
+    (f, cof)
+}
+
+/// A membrane's gradients at its vertices `xs` of its area ratio (`area` its rest area).
+#[inline]
+fn area_gradients(xs: &[DVec3; 3], area: f64) -> [DVec3; 3] {
+    let nh = (xs[1] - xs[0]).cross(xs[2] - xs[0]).normalize_or_zero();
+    [0, 1, 2].map(|k| nh.cross(xs[(k + 2) % 3] - xs[(k + 1) % 3]) / (2.0 * area))
+}
+
 /// Elements per job of the element terms through the stencils: a fixed size (not a share
 /// of the threads), so the partial sums, and the bits of the operator, do not depend on
 /// the thread count.
@@ -214,14 +234,7 @@ impl ElementForm {
             let mat = &set.materials[t.material as usize];
             let xs = t.v.map(pos);
             let m = [1, 2, 3].map(|k| t.grad(k).as_dvec3());
-            let f = outer(xs[1] - xs[0], m[0])
-                + outer(xs[2] - xs[0], m[1])
-                + outer(xs[3] - xs[0], m[2]);
-            let cof = DMat3::from_cols(
-                f.y_axis.cross(f.z_axis),
-                f.z_axis.cross(f.x_axis),
-                f.x_axis.cross(f.y_axis),
-            );
+            let (f, cof) = tet_deformation(&xs, &m);
             let m = [-(m[0] + m[1] + m[2]), m[0], m[1], m[2]];
             let damp = mat.viscosity as f64 * inv_h * t.volume as f64;
             // λ'(J − α) ∂²J: J is trilinear in the vertices, ∂²J/∂x_i∂x_j = −[F (m_i ×
@@ -240,9 +253,8 @@ impl ElementForm {
             let t = &set.tris[body.tris.start as usize + e - n_tets];
             let mat = &set.materials[t.material as usize];
             let xs = t.v.map(pos);
-            let nh = (xs[1] - xs[0]).cross(xs[2] - xs[0]).normalize_or_zero();
             let area = t.area as f64;
-            let g = [0, 1, 2].map(|k| nh.cross(xs[(k + 2) % 3] - xs[(k + 1) % 3]) / (2.0 * area));
+            let g = area_gradients(&xs, area);
             // The membrane's damping block, as the tets' (F is 3×2: m has no third
             // component). Without it the coarse step takes the viscous force without its
             // stiffness and a free cloth with τ = 1e-3 s diverged in a few frames.
@@ -449,14 +461,7 @@ fn add_elements(
             let mat = &set.materials[t.material as usize];
             let xs = t.v.map(pos);
             let m = [1, 2, 3].map(|k| t.grad(k).as_dvec3());
-            let f = outer(xs[1] - xs[0], m[0])
-                + outer(xs[2] - xs[0], m[1])
-                + outer(xs[3] - xs[0], m[2]);
-            let cof = DMat3::from_cols(
-                f.y_axis.cross(f.z_axis),
-                f.z_axis.cross(f.x_axis),
-                f.x_axis.cross(f.y_axis),
-            );
+            let (f, cof) = tet_deformation(&xs, &m);
             for (p, term) in terms.iter().enumerate() {
                 g[p] = cof * term.u;
                 fu[p] = f * term.u;
@@ -483,9 +488,8 @@ fn add_elements(
             let t = &set.tris[body.tris.start as usize + e - n_tets];
             let mat = &set.materials[t.material as usize];
             let xs = t.v.map(pos);
-            let nh = (xs[1] - xs[0]).cross(xs[2] - xs[0]).normalize_or_zero();
             let area = t.area as f64;
-            let gj = [0, 1, 2].map(|k| nh.cross(xs[(k + 2) % 3] - xs[(k + 1) % 3]) / (2.0 * area));
+            let gj = area_gradients(&xs, area);
             for (p, term) in terms.iter().enumerate() {
                 g[p] = gj[0] * term.w[0] + gj[1] * term.w[1] + gj[2] * term.w[2];
             }
