@@ -78,7 +78,17 @@ fn reach_in(lo: vec3<f32>, hi: vec3<f32>, a: vec3<f32>, d: vec3<f32>) -> f32 {
 @compute @workgroup_size(64)
 fn contact_reach(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
     let p = lane_index(wid, nwg, lid);
-    if (cparams.on == 0u || p >= cparams.n_points) {
+    if (cparams.on == 0u) {
+        return;
+    }
+    if (p == 0u) {
+        // The CCD's worklist is empty, and so is its dispatch (`contact_ccd_filter`).
+        atomicStore(&ca[ST_CCD_COUNT], 0u);
+        atomicStore(&ccd_args[0], 0u);
+        atomicStore(&ccd_args[1], 1u);
+        atomicStore(&ccd_args[2], 1u);
+    }
+    if (p >= cparams.n_points) {
         return;
     }
     atomicStore(&ca[cparams.o_earliest_t + p], ONE);
@@ -247,36 +257,39 @@ fn pair_largest_coord(pts: vec4<u32>) -> f32 {
     return m;
 }
 
-// SurfaceContact::toi: the times of impact at the gap δ (when a pair outside the set joins
-// it) and at the separation the pair is certified against (how far X may go), and that
-// separation: ξ, or less for a pair that starts closer.
-fn pair_toi(c: Candidate, is_row: bool) -> vec3<f32> {
-    let kind = c.info.x;
+// SurfaceContact::toi of a point–half-space pair: the times of impact at the gap δ (when
+// a pair outside the set joins it) and at the separation the pair is certified against (how
+// far X may go), and that separation: ξ, or less for a pair that starts closer.
+fn plane_toi(c: Candidate, is_row: bool) -> vec3<f32> {
     let pts = c.points;
     let gap = cparams.gap;
     let xi = cparams.xi;
-    if (kind == KIND_PLANE) {
-        let n = plane_n(c.info.y);
-        let at = plane_p(c.info.y);
-        let d0 = dot(n, point_then(pts.x) - at);
-        let d1 = dot(n, point_target(pts.x) - at);
-        var add = 1.0;
-        if (!(is_row || d1 > gap)) {
-            if (d0 <= gap) {
-                add = plane_reach(d0, d1, 0.9 * d0);
-            } else {
-                add = plane_reach(d0, d1, gap);
-            }
+    let n = plane_n(c.info.y);
+    let at = plane_p(c.info.y);
+    let d0 = dot(n, point_then(pts.x) - at);
+    let d1 = dot(n, point_target(pts.x) - at);
+    var add = 1.0;
+    if (!(is_row || d1 > gap)) {
+        if (d0 <= gap) {
+            add = plane_reach(d0, d1, 0.9 * d0);
+        } else {
+            add = plane_reach(d0, d1, gap);
         }
-        // Closer than ξ: half the start distance, not below the rounding
-        // (ccd::close_pair_separation).
-        let floor = min_sep_floor(max(largest_coord(point_then(pts.x)),
-            max(largest_coord(point_target(pts.x)), largest_coord(at))));
-        let xi_here = select(max(0.5 * d0, floor), xi, d0 > xi);
-        let clear_at_start = d0 > xi_here && xi_here > 0.0;
-        return vec3<f32>(add, select(0.0, plane_reach(d0, d1, xi_here), clear_at_start), xi_here);
     }
-    // The motion filter: far enough apart at R, less the points' motion, needs no CCD.
+    // Closer than ξ: half the start distance, not below the rounding
+    // (ccd::close_pair_separation).
+    let floor = min_sep_floor(max(largest_coord(point_then(pts.x)),
+        max(largest_coord(point_target(pts.x)), largest_coord(at))));
+    let xi_here = select(max(0.5 * d0, floor), xi, d0 > xi);
+    let clear_at_start = d0 > xi_here && xi_here > 0.0;
+    return vec3<f32>(add, select(0.0, plane_reach(d0, d1, xi_here), clear_at_start), xi_here);
+}
+
+// The motion filter of a point–triangle or edge–edge pair: far enough apart at R, less the
+// points' motion, it needs no CCD (its times are 1 and its separation ξ).
+fn motion_clear(c: Candidate, is_row: bool) -> bool {
+    let kind = c.info.x;
+    let pts = c.points;
     var a: f32;
     var b: f32;
     if (kind == KIND_PT) {
@@ -287,9 +300,16 @@ fn pair_toi(c: Candidate, is_row: bool) -> vec3<f32> {
         b = max(moved(pts.z), moved(pts.w));
     }
     let clear = c.lower - (a + b) * (1.0 + 1e-5);
-    if (clear > select(gap, xi, is_row)) {
-        return vec3<f32>(1.0, 1.0, xi);
-    }
+    return clear > select(cparams.gap, cparams.xi, is_row);
+}
+
+// SurfaceContact::toi of a point–triangle or edge–edge pair the motion filter let through,
+// as `plane_toi`, by CCD.
+fn pair_ccd(c: Candidate, is_row: bool) -> vec3<f32> {
+    let kind = c.info.x;
+    let pts = c.points;
+    let gap = cparams.gap;
+    let xi = cparams.xi;
     var add = 1.0;
     var inside_gap = false;
     if (!is_row) {
@@ -336,17 +356,63 @@ fn first_part_lanes(n: u32) -> u32 {
     return (n + 63u) / 64u * 64u;
 }
 
-// Per candidate: its times of impact; the island's step; each point's earliest new pair.
+// Whether candidate k's pair is a live row of the set.
+fn candidate_is_row(k: u32) -> bool {
+    let row = atomicLoad(&ca[cparams.o_cand_row + k]);
+    return row != NONE && (row & DEAD) == 0u;
+}
+
+// The CCD's worklist and its dispatch (x, y, z workgroups): `contact_reach` empties them,
+// `contact_ccd_filter` fills them, `contact_ccd` runs over them (its dispatch reads this
+// buffer, so none of its bindings may hold it: group 3 is only in the other two's layout).
+@group(3) @binding(0) var<storage, read_write> ccd_args: array<atomic<u32>, 4>;
+
+// Per candidate: the times of a half-space pair and of a pair the motion filter clears
+// (`store_toi`); every other pair goes on the CCD's worklist instead, so that the lanes of
+// `contact_ccd` all run a CCD (most pairs need none, and a lane that did would hold up its
+// neighbours, which return at once, for the whole of its loop). One workgroup of the
+// indirect dispatch per 64 entries, up to `ccd_groups` (the rest are taken by stride).
 @compute @workgroup_size(64)
-fn contact_ccd(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
-    cp = cparams.ccd;
+fn contact_ccd_filter(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
     let k = lane_index(wid, nwg, lid);
     if (cparams.on == 0u || k >= cparams.n_candidates) {
         return;
     }
     let c = cand(k);
-    let row = atomicLoad(&ca[cparams.o_cand_row + k]);
-    let t = pair_toi(c, row != NONE && (row & DEAD) == 0u);
+    let is_row = candidate_is_row(k);
+    if (c.info.x == KIND_PLANE) {
+        store_toi(k, c, plane_toi(c, is_row));
+    } else if (motion_clear(c, is_row)) {
+        store_toi(k, c, vec3<f32>(1.0, 1.0, cparams.xi));
+    } else {
+        let i = atomicAdd(&ca[ST_CCD_COUNT], 1u);
+        atomicStore(&ca[cparams.o_ccd_list + i], k);
+        if (i % 64u == 0u && i / 64u < cparams.ccd_groups) {
+            atomicAdd(&ccd_args[0], 1u);
+        }
+    }
+}
+
+// The CCD of each pair on the worklist, and its times stored as for the others. Each
+// candidate's result depends on it alone, so the list's order (atomics) changes no bit.
+@compute @workgroup_size(64)
+fn contact_ccd(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+    cp = cparams.ccd;
+    if (cparams.on == 0u) {
+        return;
+    }
+    let n = atomicLoad(&ca[ST_CCD_COUNT]);
+    let stride = nwg.x * nwg.y * 64u;
+    for (var i = lane_index(wid, nwg, lid); i < n; i += stride) {
+        let k = atomicLoad(&ca[cparams.o_ccd_list + i]);
+        let c = cand(k);
+        store_toi(k, c, pair_ccd(c, candidate_is_row(k)));
+    }
+}
+
+// Candidate k's times of impact `t` (`SurfaceContact::toi`); the island's step; each
+// point's earliest new pair; each moving body's least certified separation.
+fn store_toi(k: u32, c: Candidate, t: vec3<f32>) {
     cf[cparams.o_toi + k] = vec4<f32>(t.xy, 0.0, 0.0);
     // The least separation of each moving body's pairs (`rotation_cut`).
     if (t.z < cparams.xi) {

@@ -68,8 +68,10 @@ struct ContactParams {
     o_rows_out: u32, // the rows as the readback takes them (in ca)
     o_separation: u32, // per rigid body: the least separation its pairs are certified against (in ca)
     o_hold: u32, // per soft point, its share of the way the volume floor lets it go: two passes (in ca)
+    o_ccd_list: u32, // the candidates this advance runs the CCD of, in no set order (in ca)
     n_bodies: u32,
     carried_rows: u32, // rows uploaded: the rows carried into the frame
+    ccd_groups: u32, // the most workgroups of the CCD worklist's dispatch (the rest by stride)
 };
 
 // A candidate pair: its points (NONE unused), kind, primitive b (triangle, edge or plane),
@@ -101,7 +103,7 @@ const ROW_COARSE: u32 = 0x200u;
 const ROW_FRESH: u32 = 0x400u;
 // status: rows, advances, advances with a point out of its cages, overflow, tets the volume
 // floor stopped (in the frame, then in this advance), points out of their cages in this
-// advance, one unused word.
+// advance, the candidates this advance runs the CCD of (`contact_ccd_filter`).
 const ST_ROWS: u32 = 0u;
 const ST_ADVANCE: u32 = 1u;
 const ST_ESCAPES: u32 = 2u;
@@ -109,6 +111,7 @@ const ST_OVERFLOW: u32 = 3u;
 const ST_FLOOR: u32 = 4u;
 const ST_FLOOR_NOW: u32 = 5u;
 const ST_ESCAPES_NOW: u32 = 6u;
+const ST_CCD_COUNT: u32 = 7u;
 const STATUS_WORDS: u32 = 8u;
 // A candidate's row that left the set: the index is kept (with this bit), and a return of
 // the pair takes the same row (it is already in its points' lists).

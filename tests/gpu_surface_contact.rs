@@ -438,7 +438,9 @@ fn rows_past_the_readback_are_read_after_it() {
 /// column of workgroups: `cloth_drape` (self-contact, a static sphere), `mattress` (a
 /// dynamic box on the slab) and `soft_on_chain` (two soft bodies with coarse spaces,
 /// attachments) keep the bits of an uncapped run at every frame end. A kernel that read
-/// its item from x alone would skip all but its first 64 items.
+/// its item from x alone would skip all but its first 64 items. The CCD's worklist then
+/// runs in one workgroup, which takes the rest of the list by stride (without the stride,
+/// `cloth_drape` differs from the uncapped run).
 #[test]
 fn deformable_kernels_in_two_dimensional_grids_keep_the_bits() {
     let scenes = [

@@ -318,6 +318,17 @@ impl SoftStep {
             bind_group_layouts: &[Some(&layout), Some(&range_layout), Some(&contact_layout)],
             immediate_size: 0,
         });
+        let ccd_args_layout = super::soft_contact::ccd_args_layout(device);
+        let with_ccd_args = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
+            label: Some("avbd vbd, CCD arguments"),
+            bind_group_layouts: &[
+                Some(&layout),
+                Some(&range_layout),
+                Some(&contact_layout),
+                Some(&ccd_args_layout),
+            ],
+            immediate_size: 0,
+        });
         let pipeline = |entry: &str| compute_pipeline(device, &pipeline_layout, &module, entry);
         let params = storage_buffer(
             device,
@@ -337,8 +348,8 @@ impl SoftStep {
             device,
             queue,
             &module,
-            &pipeline_layout,
-            contact_layout,
+            (&pipeline_layout, &with_ccd_args),
+            (contact_layout, &ccd_args_layout),
             scan,
         );
         Self {
@@ -512,6 +523,7 @@ impl SoftStep {
     /// hook: the kernels then run in 2-D grids on small scenes).
     pub(super) fn limit_dispatch(&mut self, max_groups: u32) {
         self.dispatch_groups = self.dispatch_groups.min(max_groups.max(1));
+        self.contact.max_groups = self.dispatch_groups;
     }
 
     /// The live contact rows as the device holds them (a test hook: `ContactStep`).

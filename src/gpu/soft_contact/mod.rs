@@ -93,6 +93,8 @@ struct ContactParams {
     n_bodies: u32,
     /// The rows uploaded: those carried into the frame.
     carried_rows: u32,
+    /// The most workgroups of the CCD worklist's dispatch (the rest is taken by stride).
+    ccd_groups: u32,
 }
 
 /// The regions of the packed buffers (`ContactParams` in surface_contact.wgsl).
@@ -141,6 +143,8 @@ struct Offsets {
     /// Per soft point, its share of the way the volume floor lets it go (f32 bits), one
     /// region per pass of the hold, in the atomics.
     hold: u32,
+    /// The candidates the advance under way runs the CCD of, in the atomics.
+    ccd_list: u32,
 }
 
 /// `Row` of surface_contact.wgsl.
@@ -175,7 +179,7 @@ const NONE: u32 = u32::MAX;
 /// The status words at the start of the atomics (surface_contact.wgsl `ST_*`): rows,
 /// advances, advances with a point out of its cages, overflow, tets the volume floor
 /// stopped (in the frame, then in the advance under way), points out of their cages in the
-/// advance under way, one unused.
+/// advance under way, the candidates on the CCD's worklist.
 const STATUS_WORDS: usize = 8;
 const STATUS_BYTES: u64 = 4 * STATUS_WORDS as u64;
 const ST_ESCAPES: usize = 2;
@@ -223,6 +227,9 @@ enum Over {
     /// The rows' capacity in whole workgroups, then a workgroup per soft body.
     RowsThenSoftBodies,
     Points,
+    /// The CCD's worklist: as many workgroups as `contact_ccd_filter` wrote into the
+    /// indirect arguments.
+    Worklist,
     Candidates,
     Tets,
     /// The candidates in whole workgroups, then the tets (or the rigid bodies' points).
@@ -260,21 +267,36 @@ const END: [(&str, Over); 1] = [("contact_pack_rows", Over::Rows)];
 /// order): each dispatch ends with a barrier, which on a GPU
 /// costs more than these kernels' work on a cloth. The CCD shares none: with the volume
 /// floor in its kernel, the floor's lanes seemed to take the CCD's cost (lavapipe,
-/// `mattress`, two alternated runs: the contact passes 20–21 → 33 ms a frame). The
+/// `mattress`, two alternated runs: the contact passes 20–21 → 33 ms a frame); for the
+/// same reason the pairs that need a CCD are gathered into a worklist first, and the CCD
+/// runs over it by an indirect dispatch (`ccd_args`). The
 /// floor's hold comes first, in two passes (the second reads the first), so that the
 /// cages' reach and the CCD see the points where the floor lets them go.
-const ADVANCE: [(&str, Over); 10] = [
+const ADVANCE: [(&str, Over); 11] = [
     ("contact_dual", Over::RowsThenSoftBodies),
     ("contact_hold_first", Over::Tets),
     ("contact_hold_second", Over::Tets),
     ("contact_reach", Over::Points),
-    ("contact_ccd", Over::Candidates),
+    ("contact_ccd_filter", Over::Candidates),
+    ("contact_ccd", Over::Worklist),
     ("contact_earliest", Over::CandidatesThenTets),
     ("contact_grow", Over::CandidatesThenRigidPoints),
     ("contact_advance", Over::SoftPointsThenBodies),
     ("contact_islands", Over::ObjectsThenLists),
     ("contact_linearise", Over::Rows),
 ];
+
+/// The kernels that write the CCD worklist's indirect arguments, bound as group 3 (their
+/// pipeline layout has it; that of `contact_ccd`, whose dispatch reads them, must not).
+const WRITE_CCD_ARGS: [&str; 2] = ["contact_reach", "contact_ccd_filter"];
+
+/// The layout of group 3 of [`WRITE_CCD_ARGS`]: the CCD worklist's indirect arguments.
+pub(super) fn ccd_args_layout(device: &wgpu::Device) -> wgpu::BindGroupLayout {
+    device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
+        label: Some("avbd surface contact CCD arguments"),
+        entries: &[storage_entry(0, false)],
+    })
+}
 
 /// The layout of the deformable kernels' group 2.
 pub(super) fn layout(device: &wgpu::Device) -> wgpu::BindGroupLayout {
@@ -315,6 +337,10 @@ pub(super) struct ContactStep {
     params: wgpu::Buffer,
     buffers: Vec<wgpu::Buffer>,
     group: wgpu::BindGroup,
+    /// The CCD worklist's indirect dispatch (x, y, z workgroups; group 3 of the kernels
+    /// that write it, `WRITE_CCD_ARGS`).
+    ccd_args: wgpu::Buffer,
+    ccd_args_group: wgpu::BindGroup,
     pipelines: Vec<(wgpu::ComputePipeline, Over, &'static str)>,
     count: Vec<(wgpu::ComputePipeline, Over, &'static str)>,
     lists: Vec<(wgpu::ComputePipeline, Over, &'static str)>,
@@ -339,6 +365,8 @@ pub(super) struct ContactStep {
     pub(super) row_room: u32,
     /// A cap on the rows' room for the next upload only (a test hook).
     pub(super) row_cap_once: Option<u32>,
+    /// The most workgroups per dimension of a dispatch (`SoftStep::limit_dispatch`).
+    pub(super) max_groups: u32,
     /// The most rows a frame made lately (decaying): sizes the rows' readback.
     made_peak: u32,
     /// Copy no more rows than the carried ones in the readback (a test hook: every row
@@ -371,8 +399,8 @@ impl ContactStep {
         device: &wgpu::Device,
         queue: &wgpu::Queue,
         module: &wgpu::ShaderModule,
-        pipeline_layout: &wgpu::PipelineLayout,
-        layout: wgpu::BindGroupLayout,
+        (pipeline_layout, with_ccd_args): (&wgpu::PipelineLayout, &wgpu::PipelineLayout),
+        (layout, ccd_args_layout): (wgpu::BindGroupLayout, &wgpu::BindGroupLayout),
         scan: &super::broad::PrefixSum,
     ) -> Self {
         let params = device.create_buffer(&wgpu::BufferDescriptor {
@@ -384,7 +412,27 @@ impl ContactStep {
         queue.write_buffer(&params, 0, bytemuck::bytes_of(&ContactParams::zeroed()));
         let buffers: Vec<wgpu::Buffer> = (0..BUFFERS).map(|_| resident(device, 256)).collect();
         let group = Self::make_group(device, &layout, &params, &buffers);
-        let pipeline = |entry: &str| compute_pipeline(device, pipeline_layout, module, entry);
+        let ccd_args = device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("surface contact CCD arguments"),
+            size: 16,
+            usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::INDIRECT,
+            mapped_at_creation: false,
+        });
+        let ccd_args_group = device.create_bind_group(&wgpu::BindGroupDescriptor {
+            label: Some("surface contact CCD arguments"),
+            layout: ccd_args_layout,
+            entries: &[wgpu::BindGroupEntry {
+                binding: 0,
+                resource: ccd_args.as_entire_binding(),
+            }],
+        });
+        let pipeline = |entry: &str| {
+            let layout = match WRITE_CCD_ARGS.contains(&entry) {
+                true => with_ccd_args,
+                false => pipeline_layout,
+            };
+            compute_pipeline(device, layout, module, entry)
+        };
         let kernels = |list: &[(&'static str, Over)]| {
             list.iter()
                 .map(|&(entry, over)| (pipeline(entry), over, entry))
@@ -428,12 +476,15 @@ impl ContactStep {
             params,
             buffers,
             group,
+            ccd_args,
+            ccd_args_group,
             pipelines,
             sizes: Sizes::default(),
             offsets: Offsets::default(),
             on: false,
             row_room: 4096,
             row_cap_once: None,
+            max_groups: device.limits().max_compute_workgroups_per_dimension,
             made_peak: 0,
             read_carried_only: false,
             device_name: String::new(),
@@ -592,6 +643,9 @@ impl ContactStep {
     /// One advance (after the dual updates of an iteration), into `pass` with groups 0 and
     /// 1 set.
     pub(super) fn record_advance(&self, pass: &mut Pass, max_groups: u32) {
+        if self.on {
+            pass.set_bind_group(3, &self.ccd_args_group, &[]);
+        }
         self.record_kernels(pass, &self.pipelines, max_groups);
     }
 
@@ -613,7 +667,12 @@ impl ContactStep {
                 // topology decides it, not the frame's data.
                 continue;
             }
+            if matches!(over, Over::Worklist) {
+                pass.dispatch_indirect(p, &self.ccd_args, 0, kernel);
+                continue;
+            }
             let n = match over {
+                Over::Worklist => unreachable!("dispatched indirectly above"),
                 Over::Rows => s.row_capacity,
                 Over::RowsThenSoftBodies => {
                     s.row_capacity.next_multiple_of(64) + s.soft_bodies * 64

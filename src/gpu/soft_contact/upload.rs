@@ -426,6 +426,7 @@ impl ContactStep {
             offsets,
             n_bodies: sizes.bodies,
             carried_rows: sizes.carried_rows,
+            ccd_groups: self.max_groups,
         };
         self.queue
             .write_buffer(&self.params, 0, bytemuck::bytes_of(&params));
@@ -485,6 +486,7 @@ fn lay_out_atomics(o: &mut Offsets, s: &Sizes) -> u32 {
     o.earliest_t = room(s.points);
     o.earliest_k = room(s.points);
     o.hold = room(2 * s.soft_points);
+    o.ccd_list = room(s.candidates);
     // The rows as the readback takes them (`RowOut`, 16 words), written at the frame's end.
     o.rows_out = room(16 * s.row_capacity);
     atomics
