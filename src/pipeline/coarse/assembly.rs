@@ -50,6 +50,24 @@ fn area_gradients(xs: &[DVec3; 3], area: f64) -> [DVec3; 3] {
     [0, 1, 2].map(|k| nh.cross(xs[(k + 2) % 3] - xs[(k + 1) % 3]) / (2.0 * area))
 }
 
+/// A membrane's damping set-up at its vertices `xs`: the coefficient `c` (viscosity / h ×
+/// rest area), its 3×2 deformation gradient F (as a 3×3 with a zero third column) and its
+/// rest shape gradients m₁, m₂. Its damping block is the tets' with this F (m has no third
+/// component). Without it the coarse step takes the viscous force without its stiffness and
+/// a free cloth with τ = 1e-3 s diverged in a few frames.
+#[inline]
+fn membrane_damping(
+    t: &crate::deformable::elastic::TriRecord,
+    viscosity: f32,
+    xs: &[DVec3; 3],
+    inv_h: f64,
+) -> (f64, DMat3, [DVec3; 2]) {
+    let damp = viscosity as f64 * inv_h * t.area as f64;
+    let (m1, m2) = (t.grad(1).as_dvec3(), t.grad(2).as_dvec3());
+    let f = outer(xs[1] - xs[0], m1) + outer(xs[2] - xs[0], m2);
+    (damp, f, [m1, m2])
+}
+
 /// Elements per job of the element terms through the stencils: a fixed size (not a share
 /// of the threads), so the partial sums, and the bits of the operator, do not depend on
 /// the thread count.
@@ -255,12 +273,7 @@ impl ElementForm {
             let xs = t.v.map(pos);
             let area = t.area as f64;
             let g = area_gradients(&xs, area);
-            // The membrane's damping block, as the tets' (F is 3×2: m has no third
-            // component). Without it the coarse step takes the viscous force without its
-            // stiffness and a free cloth with τ = 1e-3 s diverged in a few frames.
-            let damp = mat.viscosity as f64 * inv_h * area;
-            let (m1, m2) = (t.grad(1).as_dvec3(), t.grad(2).as_dvec3());
-            let f = outer(xs[1] - xs[0], m1) + outer(xs[2] - xs[0], m2);
+            let (damp, f, [m1, m2]) = membrane_damping(t, mat.viscosity, &xs, inv_h);
             let m = [-(m1 + m2), m1, m2];
             let at = [0, 1, 2].map(|i| [g[i], m[i], f * m[i]]);
             Some(ElementForm {
@@ -493,12 +506,7 @@ fn add_elements(
             for (p, term) in terms.iter().enumerate() {
                 g[p] = gj[0] * term.w[0] + gj[1] * term.w[1] + gj[2] * term.w[2];
             }
-            // The membrane's damping block, as the tets' (F is 3×2: u has no third
-            // component). Without it the coarse step takes the viscous force without its
-            // stiffness and a free cloth with τ = 1e-3 s diverged in a few frames.
-            let damp = mat.viscosity as f64 * inv_h * area;
-            let (m1, m2) = (t.grad(1).as_dvec3(), t.grad(2).as_dvec3());
-            let f = outer(xs[1] - xs[0], m1) + outer(xs[2] - xs[0], m2);
+            let (damp, f, _) = membrane_damping(t, mat.viscosity, &xs, inv_h);
             let ff = f * f.transpose();
             for (p, term) in terms.iter().enumerate() {
                 fu[p] = f * term.u;
