@@ -106,132 +106,23 @@ impl VertexPairs {
         vertex_nodes: &[[u32; 8]],
         nodes: usize,
     ) -> VertexPairs {
-        let free = |v: u32| vertex_nodes[v as usize].iter().any(|&n| n != NONE);
-        let mut pairs = Vec::new();
-        let mut slot_of = HashMap::new();
-        let mut slot = |a: u32, c: u32, pairs: &mut Vec<(u32, u32)>| {
-            *slot_of.entry((a, c)).or_insert_with(|| {
-                pairs.push((a, c));
-                pairs.len() as u32 - 1
-            })
-        };
-        let vertex_slots: Vec<u32> = (0..vertex_nodes.len() as u32)
-            .map(|v| match free(v) {
-                true => slot(v, v, &mut pairs),
-                false => NONE,
-            })
-            .collect();
-        let mut element_slots = Vec::new();
-        let mut element_offsets = vec![0];
         let element_vertices: Vec<&[u32]> = elements.collect();
-        for &v in &element_vertices {
-            for (i, j) in element_pairs(v) {
-                element_slots.push(match free(v[i]) && free(v[j]) {
-                    true => slot(v[i], v[j], &mut pairs),
-                    false => NONE,
-                });
-            }
-            element_offsets.push(element_slots.len() as u32);
-        }
-        // Slots in the order of their pairs, (a, c) ascending: a vertex's own pairs (the
-        // ones whose larger vertex it is) are consecutive, so the element terms can be
-        // summed in parallel over ranges of vertices, each into its own slots.
-        let mut order: Vec<u32> = (0..pairs.len() as u32).collect();
-        order.sort_unstable_by_key(|&s| pairs[s as usize]);
-        let mut renumber = vec![0; pairs.len()];
-        for (new, &old) in order.iter().enumerate() {
-            renumber[old as usize] = new as u32;
-        }
-        let pairs: Vec<(u32, u32)> = order.iter().map(|&s| pairs[s as usize]).collect();
-        let renumbered = |s: u32| {
-            if s == NONE {
-                NONE
-            } else {
-                renumber[s as usize]
-            }
-        };
-        let vertex_slots: Vec<u32> = vertex_slots.into_iter().map(renumbered).collect();
-        let element_slots: Vec<u32> = element_slots.into_iter().map(renumbered).collect();
-        let owned = |v: usize| pairs.partition_point(|&(a, _)| (a as usize) < v);
-        let mut jobs = vec![];
-        let mut job_elements = vec![Vec::new(); vertex_nodes.len().div_ceil(OWNER_JOB)];
-        for (e, v) in element_vertices.iter().enumerate() {
-            let mut touched: Vec<usize> = v.iter().map(|&v| v as usize / OWNER_JOB).collect();
-            touched.sort_unstable();
-            touched.dedup();
-            for k in touched {
-                job_elements[k].push(e as u32);
-            }
-        }
-        for (k, elements) in job_elements.into_iter().enumerate() {
-            let vertices = k * OWNER_JOB..((k + 1) * OWNER_JOB).min(vertex_nodes.len());
-            jobs.push(OwnerJob {
-                slots: owned(vertices.start)..owned(vertices.end),
-                elements,
-            });
-        }
-        // Each vertex's row: its pairs, the transposed ones from the other side.
-        let mut row_lists = vec![Vec::new(); vertex_nodes.len()];
-        for (s, &(a, c)) in pairs.iter().enumerate() {
-            row_lists[a as usize].push((c, s as u32, false));
-            if a != c {
-                row_lists[c as usize].push((a, s as u32, true));
-            }
-        }
-        let (mut row_offsets, mut rows) = (vec![0], Vec::new());
-        let (mut span_offsets, mut spans) = (vec![0], Vec::new());
-        for (a, list) in row_lists.iter_mut().enumerate() {
-            list.sort_unstable();
-            // Row a of H P is read at the nodes up to a's own last node only (the lower
-            // triangle of Pᵀ (H P) in the rows of a's nodes): its span stops there.
-            let last = vertex_nodes[a].iter().filter(|&&n| n != NONE).max();
-            let start = spans.len();
-            spans.extend(
-                list.iter()
-                    .flat_map(|&(c, ..)| vertex_nodes[c as usize])
-                    .filter(|&n| n != NONE && Some(&n) <= last),
-            );
-            spans[start..].sort_unstable();
-            let mut span = spans.split_off(start);
-            span.dedup();
-            for &(other, slot, transposed) in list.iter() {
-                let at = vertex_nodes[other as usize]
-                    .map(|n| span.binary_search(&n).map_or(NONE, |at| at as u32));
-                rows.push(RowBlock {
-                    other,
-                    slot,
-                    transposed,
-                    at,
-                });
-            }
-            spans.extend(span);
-            row_offsets.push(rows.len() as u32);
-            span_offsets.push(spans.len() as u32);
-        }
-        let mut node_lists = vec![Vec::new(); nodes];
-        for (v, ns) in vertex_nodes.iter().enumerate() {
-            for (k, &n) in ns.iter().enumerate().filter(|(_, n)| **n != NONE) {
-                node_lists[n as usize].push((v as u32, k as u8));
-            }
-        }
-        let node_offsets = std::iter::once(0)
-            .chain(node_lists.iter().scan(0, |sum, l| {
-                *sum += l.len() as u32;
-                Some(*sum)
-            }))
-            .collect();
+        let numbered = number_slots(&element_vertices, vertex_nodes);
+        let jobs = owner_jobs(&numbered.pairs, &element_vertices, vertex_nodes.len());
+        let rows = row_blocks(&numbered.pairs, vertex_nodes);
+        let (node_offsets, node_vertices) = node_lists(vertex_nodes, nodes);
         VertexPairs {
-            slots: pairs.len(),
+            slots: numbered.pairs.len(),
             jobs,
-            vertex_slots,
-            element_slots,
-            element_offsets,
-            row_offsets,
-            rows,
-            span_offsets,
-            spans,
+            vertex_slots: numbered.vertex_slots,
+            element_slots: numbered.element_slots,
+            element_offsets: numbered.element_offsets,
+            row_offsets: rows.row_offsets,
+            rows: rows.rows,
+            span_offsets: rows.span_offsets,
+            spans: rows.spans,
             node_offsets,
-            node_vertices: node_lists.concat(),
+            node_vertices,
         }
     }
 
@@ -348,4 +239,161 @@ impl VertexPairs {
                 }
             });
     }
+}
+
+/// The body's vertex pairs, each a slot: every free vertex with itself, and the pairs of
+/// every element's free vertices, numbered in (a, c) order.
+struct NumberedSlots {
+    pairs: Vec<(u32, u32)>,
+    vertex_slots: Vec<u32>,
+    element_slots: Vec<u32>,
+    element_offsets: Vec<u32>,
+}
+
+fn number_slots(element_vertices: &[&[u32]], vertex_nodes: &[[u32; 8]]) -> NumberedSlots {
+    let free = |v: u32| vertex_nodes[v as usize].iter().any(|&n| n != NONE);
+    let mut pairs = Vec::new();
+    let mut slot_of = HashMap::new();
+    let mut slot = |a: u32, c: u32, pairs: &mut Vec<(u32, u32)>| {
+        *slot_of.entry((a, c)).or_insert_with(|| {
+            pairs.push((a, c));
+            pairs.len() as u32 - 1
+        })
+    };
+    let vertex_slots: Vec<u32> = (0..vertex_nodes.len() as u32)
+        .map(|v| match free(v) {
+            true => slot(v, v, &mut pairs),
+            false => NONE,
+        })
+        .collect();
+    let mut element_slots = Vec::new();
+    let mut element_offsets = vec![0];
+    for &v in element_vertices {
+        for (i, j) in element_pairs(v) {
+            element_slots.push(match free(v[i]) && free(v[j]) {
+                true => slot(v[i], v[j], &mut pairs),
+                false => NONE,
+            });
+        }
+        element_offsets.push(element_slots.len() as u32);
+    }
+    // Slots in the order of their pairs, (a, c) ascending: a vertex's own pairs (the
+    // ones whose larger vertex it is) are consecutive, so the element terms can be
+    // summed in parallel over ranges of vertices, each into its own slots.
+    let mut order: Vec<u32> = (0..pairs.len() as u32).collect();
+    order.sort_unstable_by_key(|&s| pairs[s as usize]);
+    let mut renumber = vec![0; pairs.len()];
+    for (new, &old) in order.iter().enumerate() {
+        renumber[old as usize] = new as u32;
+    }
+    let renumbered = |s: u32| {
+        if s == NONE {
+            NONE
+        } else {
+            renumber[s as usize]
+        }
+    };
+    NumberedSlots {
+        pairs: order.iter().map(|&s| pairs[s as usize]).collect(),
+        vertex_slots: vertex_slots.into_iter().map(renumbered).collect(),
+        element_slots: element_slots.into_iter().map(renumbered).collect(),
+        element_offsets,
+    }
+}
+
+/// The element terms' jobs: per range of `OWNER_JOB` vertices, the slots they own (the
+/// pairs whose larger vertex they are) and the elements that touch them.
+fn owner_jobs(pairs: &[(u32, u32)], element_vertices: &[&[u32]], vertices: usize) -> Vec<OwnerJob> {
+    let owned = |v: usize| pairs.partition_point(|&(a, _)| (a as usize) < v);
+    let mut job_elements = vec![Vec::new(); vertices.div_ceil(OWNER_JOB)];
+    for (e, v) in element_vertices.iter().enumerate() {
+        let mut touched: Vec<usize> = v.iter().map(|&v| v as usize / OWNER_JOB).collect();
+        touched.sort_unstable();
+        touched.dedup();
+        for k in touched {
+            job_elements[k].push(e as u32);
+        }
+    }
+    (job_elements.into_iter().enumerate())
+        .map(|(k, elements)| {
+            let range = k * OWNER_JOB..((k + 1) * OWNER_JOB).min(vertices);
+            OwnerJob {
+                slots: owned(range.start)..owned(range.end),
+                elements,
+            }
+        })
+        .collect()
+}
+
+/// Each vertex's row of H: its blocks (its pairs, and the transposed ones from the other
+/// side) and the nodes its row of H P is read at.
+struct RowBlocks {
+    row_offsets: Vec<u32>,
+    rows: Vec<RowBlock>,
+    span_offsets: Vec<u32>,
+    spans: Vec<u32>,
+}
+
+fn row_blocks(pairs: &[(u32, u32)], vertex_nodes: &[[u32; 8]]) -> RowBlocks {
+    let mut row_lists = vec![Vec::new(); vertex_nodes.len()];
+    for (s, &(a, c)) in pairs.iter().enumerate() {
+        row_lists[a as usize].push((c, s as u32, false));
+        if a != c {
+            row_lists[c as usize].push((a, s as u32, true));
+        }
+    }
+    let (mut row_offsets, mut rows) = (vec![0], Vec::new());
+    let (mut span_offsets, mut spans) = (vec![0], Vec::new());
+    for (a, list) in row_lists.iter_mut().enumerate() {
+        list.sort_unstable();
+        // Row a of H P is read at the nodes up to a's own last node only (the lower
+        // triangle of Pᵀ (H P) in the rows of a's nodes): its span stops there.
+        let last = vertex_nodes[a].iter().filter(|&&n| n != NONE).max();
+        let start = spans.len();
+        spans.extend(
+            list.iter()
+                .flat_map(|&(c, ..)| vertex_nodes[c as usize])
+                .filter(|&n| n != NONE && Some(&n) <= last),
+        );
+        spans[start..].sort_unstable();
+        let mut span = spans.split_off(start);
+        span.dedup();
+        for &(other, slot, transposed) in list.iter() {
+            let at = vertex_nodes[other as usize]
+                .map(|n| span.binary_search(&n).map_or(NONE, |at| at as u32));
+            rows.push(RowBlock {
+                other,
+                slot,
+                transposed,
+                at,
+            });
+        }
+        spans.extend(span);
+        row_offsets.push(rows.len() as u32);
+        span_offsets.push(spans.len() as u32);
+    }
+    RowBlocks {
+        row_offsets,
+        rows,
+        span_offsets,
+        spans,
+    }
+}
+
+/// Per node, the vertices weighed at it (vertex, its slot among its 8 nodes), as offsets
+/// and one list.
+fn node_lists(vertex_nodes: &[[u32; 8]], nodes: usize) -> (Vec<u32>, Vec<(u32, u8)>) {
+    let mut lists = vec![Vec::new(); nodes];
+    for (v, ns) in vertex_nodes.iter().enumerate() {
+        for (k, &n) in ns.iter().enumerate().filter(|(_, n)| **n != NONE) {
+            lists[n as usize].push((v as u32, k as u8));
+        }
+    }
+    let offsets = std::iter::once(0)
+        .chain(lists.iter().scan(0, |sum, l| {
+            *sum += l.len() as u32;
+            Some(*sum)
+        }))
+        .collect();
+    (offsets, lists.concat())
 }
