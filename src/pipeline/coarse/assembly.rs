@@ -11,6 +11,7 @@ use super::space::{CoarseSpace, NONE, Restriction};
 use super::stencils::{NodeStencils, Stencil};
 use crate::config::SolverConfig;
 use crate::deformable::AttachmentSet;
+use crate::deformable::elastic::TetRecord;
 use crate::deformable::set::DeformableSet;
 use crate::pipeline::surface_contact::geometry::Pose;
 use crate::pipeline::surface_contact::{SurfaceContact, rows};
@@ -30,17 +31,19 @@ fn outer(a: DVec3, b: DVec3) -> DMat3 {
     DMat3::from_cols(a * b.x, a * b.y, a * b.z)
 }
 
-/// A tet's deformation gradient at `xs` (`m` its rest shape gradients of vertices 1–3)
-/// and its cofactor, `∂J/∂F`.
+/// Tet `t`'s deformation gradient at positions `x`, its cofactor `∂J/∂F`, and its rest
+/// shape gradients of vertices 1–3.
 #[inline]
-fn tet_deformation(xs: &[DVec3; 4], m: &[DVec3; 3]) -> (DMat3, DMat3) {
+fn tet_deformation(t: &TetRecord, x: &[Vec3A]) -> (DMat3, DMat3, [DVec3; 3]) {
+    let xs = t.v.map(|v| Vec3::from(x[v as usize]).as_dvec3());
+    let m = [1, 2, 3].map(|k| t.grad(k).as_dvec3());
     let f = outer(xs[1] - xs[0], m[0]) + outer(xs[2] - xs[0], m[1]) + outer(xs[3] - xs[0], m[2]);
     let cof = DMat3::from_cols(
         f.y_axis.cross(f.z_axis),
         f.z_axis.cross(f.x_axis),
         f.x_axis.cross(f.y_axis),
     );
-    (f, cof)
+    (f, cof, m)
 }
 
 /// A membrane's gradients at its vertices `xs` of its area ratio (`area` its rest area).
@@ -250,9 +253,7 @@ impl ElementForm {
         if e < n_tets {
             let t = &set.tets[body.tets.start as usize + e];
             let mat = &set.materials[t.material as usize];
-            let xs = t.v.map(pos);
-            let m = [1, 2, 3].map(|k| t.grad(k).as_dvec3());
-            let (f, cof) = tet_deformation(&xs, &m);
+            let (f, cof, m) = tet_deformation(t, x);
             let m = [-(m[0] + m[1] + m[2]), m[0], m[1], m[2]];
             let damp = mat.viscosity as f64 * inv_h * t.volume as f64;
             // λ'(J − α) ∂²J: J is trilinear in the vertices, ∂²J/∂x_i∂x_j = −[F (m_i ×
@@ -472,9 +473,7 @@ fn add_elements(
         if e < n_tets {
             let t = &set.tets[body.tets.start as usize + e];
             let mat = &set.materials[t.material as usize];
-            let xs = t.v.map(pos);
-            let m = [1, 2, 3].map(|k| t.grad(k).as_dvec3());
-            let (f, cof) = tet_deformation(&xs, &m);
+            let (f, cof, _) = tet_deformation(t, x);
             for (p, term) in terms.iter().enumerate() {
                 g[p] = cof * term.u;
                 fu[p] = f * term.u;
